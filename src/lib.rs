@@ -1,0 +1,14 @@
+//! hudifs: mount an Apache Hudi table read-only and see exactly the files its timeline makes
+//! visible.
+//!
+//! Data flows top to bottom through these modules (see README.md):
+//! `table` (hoodie.properties) → `timeline` (instants, derived sets; `metadata` decodes instant
+//! files) → `listing` (partitions and data-file names) → `fsview` (the pure visibility rules:
+//! a view is a function of a timeline, a listing and a view key) → `timefmt` (time spellings).
+
+pub mod error;
+pub mod listing;
+pub mod metadata;
+pub mod table;
+pub mod timefmt;
+pub mod timeline;

@@ -1,0 +1,247 @@
+//! Instant metadata: the bytes of a timeline file → JSON (0.x commit metadata is JSON; every
+//! Hudi 1.x file and every plan is an Avro object container file), and the few facts the views
+//! need from it (spec §2.6).
+
+use serde_json::Value;
+
+/// Decode an instant file's bytes to JSON. An empty file is a legal empty instant and decodes to
+/// an empty object.
+pub fn decode(bytes: &[u8]) -> Result<Value, String> {
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(Value::Object(Default::default()));
+    }
+    if bytes.starts_with(b"Obj\x01") {
+        return decode_avro(bytes);
+    }
+    serde_json::from_slice(bytes).map_err(|e| format!("not JSON and not Avro: {e}"))
+}
+
+fn decode_avro(bytes: &[u8]) -> Result<Value, String> {
+    let reader =
+        apache_avro::Reader::new(bytes).map_err(|e| format!("bad Avro container: {e}"))?;
+    let mut records = Vec::new();
+    for value in reader {
+        let value = value.map_err(|e| format!("bad Avro record: {e}"))?;
+        records.push(avro_to_json(value)?);
+    }
+    match records.len() {
+        0 => Ok(Value::Object(Default::default())),
+        1 => Ok(records.pop().unwrap_or(Value::Null)),
+        _ => Ok(Value::Array(records)),
+    }
+}
+
+fn avro_to_json(v: apache_avro::types::Value) -> Result<Value, String> {
+    use apache_avro::types::Value as A;
+    Ok(match v {
+        A::Null => Value::Null,
+        A::Boolean(b) => Value::Bool(b),
+        A::Int(i) | A::Date(i) | A::TimeMillis(i) => Value::from(i),
+        A::Long(i)
+        | A::TimeMicros(i)
+        | A::TimestampMillis(i)
+        | A::TimestampMicros(i)
+        | A::TimestampNanos(i)
+        | A::LocalTimestampMillis(i)
+        | A::LocalTimestampMicros(i)
+        | A::LocalTimestampNanos(i) => Value::from(i),
+        A::Float(f) => serde_json::Number::from_f64(f as f64)
+            .map(Value::Number)
+            .unwrap_or(Value::Null),
+        A::Double(f) => serde_json::Number::from_f64(f)
+            .map(Value::Number)
+            .unwrap_or(Value::Null),
+        A::String(s) | A::Enum(_, s) => Value::String(s),
+        A::Uuid(u) => Value::String(u.to_string()),
+        A::Bytes(b) | A::Fixed(_, b) => Value::Array(b.into_iter().map(Value::from).collect()),
+        A::Union(_, inner) => avro_to_json(*inner)?,
+        A::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(avro_to_json)
+                .collect::<Result<_, _>>()?,
+        ),
+        A::Map(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| Ok((k, avro_to_json(v)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        A::Record(fields) => Value::Object(
+            fields
+                .into_iter()
+                .map(|(k, v)| Ok((k, avro_to_json(v)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => Value::String(format!("{other:?}")),
+    })
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// One write stat of a commit: the file group it wrote and the file it wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteStat {
+    pub partition: String,
+    pub file_id: String,
+    /// The file this instant wrote, relative to the table root (absent in inflight profiles).
+    pub path: Option<String>,
+}
+
+impl WriteStat {
+    /// The file name of `path` (its last component).
+    pub fn file_name(&self) -> Option<&str> {
+        self.path
+            .as_deref()
+            .map(|p| p.rsplit('/').next().unwrap_or(p))
+    }
+}
+
+/// The facts of `HoodieCommitMetadata` / `HoodieReplaceCommitMetadata` the views use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitMetadata {
+    pub operation_type: Option<String>,
+    pub write_stats: Vec<WriteStat>,
+    /// `(partition, fileId)` of every file group a replacecommit replaced.
+    pub replaced: Vec<(String, String)>,
+}
+
+impl CommitMetadata {
+    pub fn from_json(v: &Value) -> Result<CommitMetadata, String> {
+        if !v.is_object() {
+            return Err("commit metadata is not an object".into());
+        }
+        let mut out = CommitMetadata {
+            operation_type: str_field(v, "operationType").map(str::to_string),
+            ..Default::default()
+        };
+        match v.get("partitionToWriteStats") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) => {
+                for (partition, stats) in m {
+                    let Some(stats) = stats.as_array() else {
+                        return Err(format!("write stats of partition {partition:?} are not a list"));
+                    };
+                    for s in stats {
+                        let Some(file_id) = str_field(s, "fileId") else {
+                            continue;
+                        };
+                        out.write_stats.push(WriteStat {
+                            partition: partition.clone(),
+                            file_id: file_id.to_string(),
+                            path: str_field(s, "path").map(str::to_string),
+                        });
+                    }
+                }
+            }
+            Some(_) => return Err("partitionToWriteStats is not a map".into()),
+        }
+        match v.get("partitionToReplaceFileIds") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) => {
+                for (partition, ids) in m {
+                    let Some(ids) = ids.as_array() else {
+                        return Err(format!(
+                            "replaced file ids of partition {partition:?} are not a list"
+                        ));
+                    };
+                    for id in ids.iter().filter_map(Value::as_str) {
+                        out.replaced.push((partition.clone(), id.to_string()));
+                    }
+                }
+            }
+            Some(_) => return Err("partitionToReplaceFileIds is not a map".into()),
+        }
+        Ok(out)
+    }
+}
+
+/// `(partition, fileId)` of every operation of a compaction plan (`HoodieCompactionPlan`).
+pub fn compaction_plan_groups(v: &Value) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    match v.get("operations") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(ops)) => {
+            for op in ops {
+                let (Some(p), Some(f)) = (
+                    op.get("partitionPath").and_then(Value::as_str),
+                    str_field(op, "fileId"),
+                ) else {
+                    return Err("compaction operation without partitionPath/fileId".into());
+                };
+                out.push((p.to_string(), f.to_string()));
+            }
+        }
+        Some(_) => return Err("compaction plan operations are not a list".into()),
+    }
+    Ok(out)
+}
+
+/// Whether a requested replacecommit/clustering file holds a clustering plan.
+pub fn is_clustering_request(v: &Value) -> bool {
+    str_field(v, "operationType") == Some("CLUSTER")
+        || v.get("clusteringPlan").is_some_and(|p| !p.is_null())
+}
+
+/// The cleaner's retention bound of a completed clean (`earliestCommitToRetain`); `None` when
+/// the field is empty (file-versions policy).
+pub fn clean_earliest_to_retain(v: &Value) -> Option<String> {
+    str_field(v, "earliestCommitToRetain")
+        .or_else(|| str_field(v, "earliestInstantToRetain"))
+        .map(str::to_string)
+}
+
+/// Files a rollback deleted or wrote (command-block logs), and the logs of the failed commit, as
+/// `(partition, file name)`.
+pub fn rollback_files(v: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Some(parts) = v.get("partitionMetadata").and_then(Value::as_object) else {
+        return out;
+    };
+    let name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+    for (partition, pm) in parts {
+        for key in ["rollbackLogFiles", "logFilesFromFailedCommit"] {
+            match pm.get(key) {
+                Some(Value::Object(m)) => {
+                    out.extend(m.keys().map(|k| (partition.clone(), name(k))));
+                }
+                Some(Value::Array(a)) => {
+                    out.extend(
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(|k| (partition.clone(), name(k))),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_and_json() {
+        assert_eq!(decode(b"").unwrap(), serde_json::json!({}));
+        let v = decode(
+            br#"{"partitionToWriteStats":{"10":[{"fileId":"f1","path":"10/f1_0-1-2_1.parquet"},{"fileId":""}]},
+                 "partitionToReplaceFileIds":{"20":["g1"]},"operationType":"INSERT_OVERWRITE"}"#,
+        )
+        .unwrap();
+        let m = CommitMetadata::from_json(&v).unwrap();
+        assert_eq!(m.operation_type.as_deref(), Some("INSERT_OVERWRITE"));
+        assert_eq!(m.write_stats.len(), 1);
+        assert_eq!(m.write_stats[0].file_name(), Some("f1_0-1-2_1.parquet"));
+        assert_eq!(m.replaced, vec![("20".to_string(), "g1".to_string())]);
+        assert!(decode(b"{\"partitionToWriteSta").is_err());
+        assert!(decode(b"Obj\x01garbage").is_err());
+        assert!(CommitMetadata::from_json(&serde_json::json!([1])).is_err());
+        assert!(
+            CommitMetadata::from_json(&serde_json::json!({"partitionToWriteStats": 3})).is_err()
+        );
+    }
+}

@@ -1,0 +1,607 @@
+//! The active timeline: instant file names of both layouts (spec §2.2–§2.3) → [`Instant`]s, and
+//! the derived sets the views rest on (spec §2.8): completed writes, pending compactions,
+//! `ACTIVE_START`, `LATEST`, the cleaner's retention bound, savepoints.
+//!
+//! Instant metadata is decoded on first use and kept with the instant (instant files never
+//! change once written), so a view only pays for the metadata it needs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::metadata::{self, CommitMetadata};
+use crate::table::TableConfig;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Action {
+    Commit,
+    DeltaCommit,
+    ReplaceCommit,
+    Clustering,
+    Compaction,
+    LogCompaction,
+    Clean,
+    Rollback,
+    Savepoint,
+    Restore,
+    Indexing,
+    SchemaCommit,
+}
+
+impl Action {
+    pub const ALL: [Action; 12] = [
+        Action::Commit,
+        Action::DeltaCommit,
+        Action::ReplaceCommit,
+        Action::Clustering,
+        Action::Compaction,
+        Action::LogCompaction,
+        Action::Clean,
+        Action::Rollback,
+        Action::Savepoint,
+        Action::Restore,
+        Action::Indexing,
+        Action::SchemaCommit,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Commit => "commit",
+            Action::DeltaCommit => "deltacommit",
+            Action::ReplaceCommit => "replacecommit",
+            Action::Clustering => "clustering",
+            Action::Compaction => "compaction",
+            Action::LogCompaction => "logcompaction",
+            Action::Clean => "clean",
+            Action::Rollback => "rollback",
+            Action::Savepoint => "savepoint",
+            Action::Restore => "restore",
+            Action::Indexing => "indexing",
+            Action::SchemaCommit => "schemacommit",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.name() == s)
+    }
+
+    /// The action a pending action completes as (compaction → commit, ...).
+    pub fn completes_as(self) -> Action {
+        match self {
+            Action::Compaction => Action::Commit,
+            Action::LogCompaction => Action::DeltaCommit,
+            Action::Clustering => Action::ReplaceCommit,
+            a => a,
+        }
+    }
+
+    /// Whether a completed instant of this action can make data files visible.
+    pub fn is_write(self) -> bool {
+        matches!(
+            self.completes_as(),
+            Action::Commit | Action::DeltaCommit | Action::ReplaceCommit
+        )
+    }
+
+    /// Actions that may appear as a completed file name.
+    fn can_complete(self) -> bool {
+        !matches!(
+            self,
+            Action::Compaction | Action::LogCompaction | Action::Clustering
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Requested,
+    Inflight,
+    Completed,
+}
+
+/// One file of the timeline, parsed from its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstantFile {
+    pub requested: String,
+    /// Completion time (layout 2 completed files only).
+    pub completion: Option<String>,
+    pub action: Action,
+    pub state: State,
+    pub name: String,
+}
+
+fn is_ts(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 32 && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Parse a timeline file name by the grammar of spec §2.3 for the given layout. Names outside
+/// the grammar (including a layout-2 name in a layout-1 timeline and a completed layout-2 name
+/// without completion time) give `None`.
+pub fn parse_instant_file_name(name: &str, layout: u32) -> Option<InstantFile> {
+    let mut parts = name.split('.');
+    let stamp = parts.next()?;
+    let second = parts.next()?;
+    let third = parts.next();
+    if parts.next().is_some() {
+        return None;
+    }
+    let (requested, completion) = match stamp.split_once('_') {
+        Some((r, c)) if layout == 2 && is_ts(r) && is_ts(c) => (r, Some(c)),
+        Some(_) => return None,
+        None if is_ts(stamp) => (stamp, None),
+        None => return None,
+    };
+    let (action, state) = match (second, third) {
+        // The legacy inflight spelling of a commit has no action word.
+        ("inflight", None) => (Action::Commit, State::Inflight),
+        (a, None) => (Action::from_name(a)?, State::Completed),
+        (a, Some("requested")) => (Action::from_name(a)?, State::Requested),
+        (a, Some("inflight")) => (Action::from_name(a)?, State::Inflight),
+        _ => return None,
+    };
+    match state {
+        State::Completed => {
+            if !action.can_complete() || (layout == 2) != completion.is_some() {
+                return None;
+            }
+        }
+        _ => {
+            if completion.is_some() {
+                return None;
+            }
+        }
+    }
+    Some(InstantFile {
+        requested: requested.to_string(),
+        completion: completion.map(str::to_string),
+        action,
+        state,
+        name: name.to_string(),
+    })
+}
+
+/// Format a timeline file name (used by the table generator).
+pub fn instant_file_name(
+    requested: &str,
+    completion: Option<&str>,
+    action: Action,
+    state: State,
+    layout: u32,
+) -> String {
+    match state {
+        State::Requested => format!("{requested}.{}.requested", action.name()),
+        State::Inflight if action == Action::Commit => format!("{requested}.inflight"),
+        State::Inflight => format!("{requested}.{}.inflight", action.name()),
+        State::Completed => {
+            let action = action.completes_as();
+            match (layout, completion) {
+                (2, Some(c)) => format!("{requested}_{c}.{}", action.name()),
+                (2, None) => format!("{requested}_{requested}.{}", action.name()),
+                _ => format!("{requested}.{}", action.name()),
+            }
+        }
+    }
+}
+
+/// Decoded metadata of one instant file, or why it could not be decoded.
+pub type Decoded<T> = std::result::Result<Arc<T>, String>;
+
+/// One instant: every file of one requested time and one action family.
+#[derive(Debug)]
+pub struct Instant {
+    pub requested: String,
+    /// Layout 2: from the completed file name. Layout 1: the requested time (spec §2.4).
+    pub completion: Option<String>,
+    /// The action of the completed file, or of the pending files.
+    pub action: Action,
+    /// The action the plan was requested as (compaction, clustering, logcompaction) if any.
+    pub planned: Option<Action>,
+    pub state: State,
+    /// All files of this instant, in state order.
+    pub files: Vec<InstantFile>,
+    dir: PathBuf,
+    commit_meta: OnceLock<Decoded<CommitMetadata>>,
+    json: OnceLock<Decoded<Value>>,
+    plan_json: OnceLock<Decoded<Value>>,
+}
+
+impl Instant {
+    pub fn is_completed(&self) -> bool {
+        self.state == State::Completed
+    }
+
+    /// Completed commit, deltacommit or replacecommit.
+    pub fn is_completed_write(&self) -> bool {
+        self.is_completed() && self.action.is_write()
+    }
+
+    pub fn file(&self, state: State) -> Option<&InstantFile> {
+        self.files.iter().find(|f| f.state == state)
+    }
+
+    /// Path of the file of the given state.
+    pub fn path(&self, state: State) -> Option<PathBuf> {
+        self.file(state).map(|f| self.dir.join(&f.name))
+    }
+
+    fn read_json(&self, state: State) -> Decoded<Value> {
+        let Some(path) = self.path(state) else {
+            return Err(format!("no {state:?} file"));
+        };
+        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        metadata::decode(&bytes)
+            .map(Arc::new)
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The decoded JSON of the completed file (or of the most advanced file if pending).
+    pub fn json(&self) -> Decoded<Value> {
+        self.json
+            .get_or_init(|| {
+                let state = self.files.last().map(|f| f.state).unwrap_or(State::Requested);
+                self.read_json(state)
+            })
+            .clone()
+    }
+
+    /// The decoded plan in the requested file (compaction/clustering plans).
+    pub fn plan_json(&self) -> Decoded<Value> {
+        self.plan_json
+            .get_or_init(|| self.read_json(State::Requested))
+            .clone()
+    }
+
+    /// Commit metadata of a completed write instant (or the workload profile of an inflight one).
+    pub fn commit_metadata(&self) -> Decoded<CommitMetadata> {
+        self.commit_meta
+            .get_or_init(|| {
+                let v = self.json()?;
+                let m = CommitMetadata::from_json(&v).map_err(|e| {
+                    let name = self.files.last().map(|f| f.name.as_str()).unwrap_or("");
+                    format!("{}: {e}", self.dir.join(name).display())
+                })?;
+                Ok(Arc::new(m))
+            })
+            .clone()
+    }
+}
+
+/// A parsed active timeline with its derived sets.
+#[derive(Debug)]
+pub struct Timeline {
+    pub layout: u32,
+    pub dir: PathBuf,
+    /// Every instant, ordered by (requested time, action).
+    pub instants: Vec<Arc<Instant>>,
+    /// Completed commit/deltacommit/replacecommit instants by requested time.
+    pub completed: BTreeMap<String, Arc<Instant>>,
+    /// Pending compaction and log-compaction instants by requested time.
+    pub pending_compactions: BTreeMap<String, Arc<Instant>>,
+    /// Smallest requested time over completed or pending write/compaction/clustering instants.
+    pub active_start: Option<String>,
+    /// Greatest requested time of a completed write or pending compaction.
+    pub latest: Option<String>,
+    /// Whether the archived timeline holds any file.
+    pub archive_nonempty: bool,
+}
+
+impl Timeline {
+    /// Read the active timeline of a table.
+    pub fn load(cfg: &TableConfig) -> Result<Timeline> {
+        let entries =
+            std::fs::read_dir(&cfg.timeline_dir).map_err(|e| Error::io(&cfg.timeline_dir, e))?;
+        let mut files = Vec::new();
+        for entry in entries.flatten() {
+            let Ok(ft) = entry.file_type() else { continue };
+            if !ft.is_file() {
+                continue;
+            }
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            match parse_instant_file_name(name, cfg.layout) {
+                Some(f) => files.push(f),
+                None => {
+                    if looks_like_instant(name) {
+                        log::warn!(
+                            "{}: not a timeline file name hudifs understands (layout {}); ignored",
+                            cfg.timeline_dir.join(name).display(),
+                            cfg.layout
+                        );
+                    }
+                }
+            }
+        }
+        let archive_nonempty = dir_has_files(&cfg.archive_dir, 3);
+        Ok(Timeline::from_files(
+            cfg.layout,
+            &cfg.timeline_dir,
+            files,
+            archive_nonempty,
+        ))
+    }
+
+    /// Build a timeline from parsed file names.
+    pub fn from_files(
+        layout: u32,
+        dir: &Path,
+        mut files: Vec<InstantFile>,
+        archive_nonempty: bool,
+    ) -> Timeline {
+        // Group by requested time and action family (erratum 9: a savepoint shares its time
+        // with the commit it pins).
+        files.sort_by(|a, b| {
+            (&a.requested, a.action.completes_as(), a.state).cmp(&(
+                &b.requested,
+                b.action.completes_as(),
+                b.state,
+            ))
+        });
+        let mut groups: BTreeMap<(String, Action), Vec<InstantFile>> = BTreeMap::new();
+        for f in files {
+            groups
+                .entry((f.requested.clone(), f.action.completes_as()))
+                .or_default()
+                .push(f);
+        }
+        let mut instants = Vec::new();
+        for ((requested, family), files) in groups {
+            let state = files.iter().map(|f| f.state).max().unwrap_or(State::Requested);
+            let completed = files.iter().find(|f| f.state == State::Completed);
+            let planned = files
+                .iter()
+                .map(|f| f.action)
+                .find(|a| matches!(a, Action::Compaction | Action::LogCompaction | Action::Clustering));
+            let action = match completed {
+                Some(c) => c.action,
+                None => planned.unwrap_or(family),
+            };
+            let completion = match completed {
+                Some(c) if layout == 2 => c.completion.clone(),
+                Some(_) => Some(requested.clone()),
+                None => None,
+            };
+            instants.push(Arc::new(Instant {
+                requested,
+                completion,
+                action,
+                planned,
+                state,
+                files,
+                dir: dir.to_path_buf(),
+                commit_meta: OnceLock::new(),
+                json: OnceLock::new(),
+                plan_json: OnceLock::new(),
+            }));
+        }
+        let completed: BTreeMap<String, Arc<Instant>> = instants
+            .iter()
+            .filter(|i| i.is_completed_write())
+            .map(|i| (i.requested.clone(), i.clone()))
+            .collect();
+        let pending_compactions: BTreeMap<String, Arc<Instant>> = instants
+            .iter()
+            .filter(|i| {
+                !i.is_completed()
+                    && matches!(i.action, Action::Compaction | Action::LogCompaction)
+            })
+            .map(|i| (i.requested.clone(), i.clone()))
+            .collect();
+        let active_start = instants
+            .iter()
+            .filter(|i| i.action.is_write())
+            .map(|i| i.requested.clone())
+            .min();
+        let latest = completed
+            .keys()
+            .chain(pending_compactions.keys())
+            .max()
+            .cloned();
+        Timeline {
+            layout,
+            dir: dir.to_path_buf(),
+            instants,
+            completed,
+            pending_compactions,
+            active_start,
+            latest,
+            archive_nonempty,
+        }
+    }
+
+    /// `is_committed(t)` of spec §2.8.
+    pub fn is_committed(&self, t: &str) -> bool {
+        self.completed.contains_key(t)
+            || self.active_start.as_deref().is_some_and(|s| t < s)
+    }
+
+    /// Whether `t` precedes the active timeline (its instant was archived).
+    pub fn is_archived(&self, t: &str) -> bool {
+        self.active_start.as_deref().is_some_and(|s| t < s)
+    }
+
+    /// `completion(t)`: v8+ the completion time from the name (archived: `t`); v6: `t`.
+    pub fn completion<'a>(&'a self, t: &'a str) -> &'a str {
+        self.completed
+            .get(t)
+            .and_then(|i| i.completion.as_deref())
+            .unwrap_or(t)
+    }
+
+    /// Pending instants of any action.
+    pub fn pending(&self) -> impl Iterator<Item = &Arc<Instant>> {
+        self.instants.iter().filter(|i| !i.is_completed())
+    }
+
+    /// Completed instants of one action.
+    pub fn completed_of(&self, action: Action) -> impl Iterator<Item = &Arc<Instant>> {
+        self.instants
+            .iter()
+            .filter(move |i| i.is_completed() && i.action == action)
+    }
+
+    /// Requested times of completed savepoints.
+    pub fn savepoints(&self) -> BTreeSet<String> {
+        self.completed_of(Action::Savepoint)
+            .map(|i| i.requested.clone())
+            .collect()
+    }
+
+    /// The cleaner's retention bound (spec §4.6, decision 5 and 10): the last completed clean's
+    /// `earliestCommitToRetain`, or the first completed write when that is empty; for an
+    /// unreadable clean, the last completed write before it. `None` without a completed clean.
+    pub fn retention_bound(&self) -> Option<String> {
+        let clean = self.completed_of(Action::Clean).last()?;
+        match clean.json() {
+            Ok(v) => metadata::clean_earliest_to_retain(&v)
+                .or_else(|| self.completed.keys().next().cloned()),
+            Err(e) => {
+                log::warn!("unreadable clean metadata, bounding time travel conservatively: {e}");
+                self.completed
+                    .range(..clean.requested.clone())
+                    .next_back()
+                    .map(|(k, _)| k.clone())
+            }
+        }
+    }
+
+    /// The `(partition, fileId)` groups each pending compaction covers; an unreadable plan
+    /// covers nothing (and is logged).
+    pub fn pending_compaction_groups(&self) -> BTreeMap<String, BTreeSet<(String, String)>> {
+        let mut out = BTreeMap::new();
+        for (t, inst) in &self.pending_compactions {
+            let groups = match inst
+                .plan_json()
+                .and_then(|v| metadata::compaction_plan_groups(&v))
+            {
+                Ok(g) => g.into_iter().collect(),
+                Err(e) => {
+                    log::warn!("pending compaction {t}: unreadable plan, ignored: {e}");
+                    BTreeSet::new()
+                }
+            };
+            out.insert(t.clone(), groups);
+        }
+        out
+    }
+
+    /// Completed write instants whose metadata cannot be read.
+    pub fn unreadable_metadata(&self) -> Vec<String> {
+        self.completed
+            .values()
+            .filter(|i| i.commit_metadata().is_err())
+            .map(|i| i.requested.clone())
+            .collect()
+    }
+}
+
+/// Whether a name that failed the grammar still looks like it was meant as an instant file
+/// (starts with a digit), so that it deserves a log line.
+fn looks_like_instant(name: &str) -> bool {
+    name.as_bytes().first().is_some_and(u8::is_ascii_digit)
+}
+
+fn dir_has_files(dir: &Path, depth: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| match e.file_type() {
+        Ok(ft) if ft.is_file() => !e.file_name().to_string_lossy().ends_with(".crc"),
+        Ok(ft) if ft.is_dir() && depth > 0 => dir_has_files(&e.path(), depth - 1),
+        _ => false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_of_both_layouts() {
+        let f = parse_instant_file_name("20250126040823628.deltacommit", 1).unwrap();
+        assert_eq!((f.action, f.state), (Action::DeltaCommit, State::Completed));
+        let f = parse_instant_file_name("20250713010535797.inflight", 1).unwrap();
+        assert_eq!((f.action, f.state), (Action::Commit, State::Inflight));
+        let f = parse_instant_file_name("20260307162614221_20260307162615208.replacecommit", 2)
+            .unwrap();
+        assert_eq!(f.completion.as_deref(), Some("20260307162615208"));
+        assert_eq!(f.requested, "20260307162614221");
+        let f = parse_instant_file_name("20251220210129235.compaction.requested", 2).unwrap();
+        assert_eq!((f.action, f.state), (Action::Compaction, State::Requested));
+        for (bad, layout) in [
+            ("20260307162614221_20260307162615208.replacecommit", 1),
+            ("20260307162614221.replacecommit", 2),
+            ("20260307162614221.compaction", 1),
+            ("20260307162614221.frobnicate", 1),
+            ("hoodie.properties", 1),
+            ("2026x.commit", 1),
+            ("20260307162614221.commit.crc", 1),
+            ("20260307162614221_1.commit.requested", 2),
+            (".20260307162614221.commit", 1),
+            ("", 1),
+        ] {
+            assert_eq!(parse_instant_file_name(bad, layout), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for layout in [1, 2] {
+            for action in Action::ALL {
+                for state in [State::Requested, State::Inflight, State::Completed] {
+                    let name =
+                        instant_file_name("20240101000000000", Some("20240101000000123"), action, state, layout);
+                    let f = parse_instant_file_name(&name, layout).unwrap_or_else(|| panic!("{name}"));
+                    assert_eq!(f.requested, "20240101000000000");
+                    assert_eq!(f.state, state);
+                    if state == State::Completed {
+                        assert_eq!(f.action, action.completes_as());
+                    } else {
+                        assert_eq!(f.action, action);
+                    }
+                }
+            }
+        }
+    }
+
+    fn tl(names: &[&str], layout: u32) -> Timeline {
+        let files = names
+            .iter()
+            .map(|n| parse_instant_file_name(n, layout).unwrap())
+            .collect();
+        Timeline::from_files(layout, Path::new("/nonexistent"), files, false)
+    }
+
+    #[test]
+    fn derived_sets() {
+        let t = tl(
+            &[
+                "001.inflight",
+                "002.commit.requested",
+                "002.inflight",
+                "002.commit",
+                "003.compaction.requested",
+                "003.compaction.inflight",
+                "003.commit",
+                "004.compaction.requested",
+                "005.commit",
+                "005.savepoint.inflight",
+                "005.savepoint",
+                "006.deltacommit.requested",
+            ],
+            1,
+        );
+        assert_eq!(t.active_start.as_deref(), Some("001"));
+        assert_eq!(t.completed.keys().collect::<Vec<_>>(), ["002", "003", "005"]);
+        assert_eq!(t.completed["003"].planned, Some(Action::Compaction));
+        assert_eq!(t.pending_compactions.keys().collect::<Vec<_>>(), ["004"]);
+        assert_eq!(t.latest.as_deref(), Some("005"));
+        assert!(!t.is_committed("001"));
+        assert!(t.is_committed("000"));
+        assert!(t.savepoints().contains("005"));
+        assert_eq!(t.pending().count(), 3);
+    }
+}
