@@ -6,9 +6,13 @@
 //! files) → `listing` (partitions and data-file names) → `fsview` (the pure visibility rules:
 //! a view is a function of a timeline, a listing and a view key) → `timefmt` (time spellings).
 
+pub mod cli;
 pub mod error;
+pub mod fsview;
 pub mod listing;
 pub mod metadata;
+pub mod snapshot;
 pub mod table;
 pub mod timefmt;
 pub mod timeline;
+pub mod viewkey;

@@ -1,1 +1,18 @@
-fn main() {}
+use clap::Parser;
+use hudifs::cli::{Cli, Command};
+use hudifs::error::Error;
+
+fn main() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    let mut stdout = std::io::stdout().lock();
+    let result = match &cli.command {
+        Command::Ls(args) => hudifs::cli::run_ls(args, &mut stdout),
+        Command::Timeline(args) => hudifs::cli::run_timeline(args, &mut stdout),
+        Command::Mount(_) | Command::Umount { .. } => Err(Error::Usage("not yet".into())),
+    };
+    if let Err(e) = result {
+        eprintln!("hudifs: {e}");
+        std::process::exit(if matches!(e, Error::Usage(_)) { 2 } else { 1 });
+    }
+}

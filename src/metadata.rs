@@ -17,8 +17,7 @@ pub fn decode(bytes: &[u8]) -> Result<Value, String> {
 }
 
 fn decode_avro(bytes: &[u8]) -> Result<Value, String> {
-    let reader =
-        apache_avro::Reader::new(bytes).map_err(|e| format!("bad Avro container: {e}"))?;
+    let reader = apache_avro::Reader::new(bytes).map_err(|e| format!("bad Avro container: {e}"))?;
     let mut records = Vec::new();
     for value in reader {
         let value = value.map_err(|e| format!("bad Avro record: {e}"))?;
@@ -121,7 +120,9 @@ impl CommitMetadata {
             Some(Value::Object(m)) => {
                 for (partition, stats) in m {
                     let Some(stats) = stats.as_array() else {
-                        return Err(format!("write stats of partition {partition:?} are not a list"));
+                        return Err(format!(
+                            "write stats of partition {partition:?} are not a list"
+                        ));
                     };
                     for s in stats {
                         let Some(file_id) = str_field(s, "fileId") else {

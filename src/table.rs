@@ -112,7 +112,9 @@ impl TableConfig {
             })?,
         };
         if !matches!(layout, 1 | 2) {
-            return Err(bad(format!("timeline layout version {layout} is not supported")));
+            return Err(bad(format!(
+                "timeline layout version {layout} is not supported"
+            )));
         }
         if (version >= 8) != (layout == 2) {
             return Err(bad(format!(
@@ -135,7 +137,9 @@ impl TableConfig {
                 get("hoodie.timeline.history.path").unwrap_or("history"),
             ))
         } else {
-            hoodie.join(relative(get("hoodie.archivelog.folder").unwrap_or("archived")))
+            hoodie.join(relative(
+                get("hoodie.archivelog.folder").unwrap_or("archived"),
+            ))
         };
 
         let non_partitioned_keygen = get("hoodie.table.keygenerator.class")
@@ -175,9 +179,10 @@ impl TableConfig {
 
         let timeline_zone = match get("hoodie.table.timeline.timezone") {
             None => None,
-            Some(z) => Some(TimelineZone::parse(z).map_err(|e| {
-                bad(format!("hoodie.table.timeline.timezone={z:?}: {e}"))
-            })?),
+            Some(z) => Some(
+                TimelineZone::parse(z)
+                    .map_err(|e| bad(format!("hoodie.table.timeline.timezone={z:?}: {e}")))?,
+            ),
         };
 
         Ok(TableConfig {
@@ -345,7 +350,11 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        TableConfig::from_properties(Path::new("/t"), Path::new("/t/.hoodie/hoodie.properties"), map)
+        TableConfig::from_properties(
+            Path::new("/t"),
+            Path::new("/t/.hoodie/hoodie.properties"),
+            map,
+        )
     }
 
     #[test]
@@ -375,7 +384,10 @@ mod tests {
             vec![("hoodie.table.version", "seven")],
             vec![],
             vec![("hoodie.table.version", "6"), ("hoodie.table.type", "X")],
-            vec![("hoodie.table.version", "8"), ("hoodie.timeline.layout.version", "1")],
+            vec![
+                ("hoodie.table.version", "8"),
+                ("hoodie.timeline.layout.version", "1"),
+            ],
         ] {
             let err = config(&props).unwrap_err().to_string();
             assert!(err.contains("hoodie.properties"), "{err}");

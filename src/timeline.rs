@@ -242,7 +242,11 @@ impl Instant {
     pub fn json(&self) -> Decoded<Value> {
         self.json
             .get_or_init(|| {
-                let state = self.files.last().map(|f| f.state).unwrap_or(State::Requested);
+                let state = self
+                    .files
+                    .last()
+                    .map(|f| f.state)
+                    .unwrap_or(State::Requested);
                 self.read_json(state)
             })
             .clone()
@@ -349,12 +353,18 @@ impl Timeline {
         }
         let mut instants = Vec::new();
         for ((requested, family), files) in groups {
-            let state = files.iter().map(|f| f.state).max().unwrap_or(State::Requested);
-            let completed = files.iter().find(|f| f.state == State::Completed);
-            let planned = files
+            let state = files
                 .iter()
-                .map(|f| f.action)
-                .find(|a| matches!(a, Action::Compaction | Action::LogCompaction | Action::Clustering));
+                .map(|f| f.state)
+                .max()
+                .unwrap_or(State::Requested);
+            let completed = files.iter().find(|f| f.state == State::Completed);
+            let planned = files.iter().map(|f| f.action).find(|a| {
+                matches!(
+                    a,
+                    Action::Compaction | Action::LogCompaction | Action::Clustering
+                )
+            });
             let action = match completed {
                 Some(c) => c.action,
                 None => planned.unwrap_or(family),
@@ -385,8 +395,7 @@ impl Timeline {
         let pending_compactions: BTreeMap<String, Arc<Instant>> = instants
             .iter()
             .filter(|i| {
-                !i.is_completed()
-                    && matches!(i.action, Action::Compaction | Action::LogCompaction)
+                !i.is_completed() && matches!(i.action, Action::Compaction | Action::LogCompaction)
             })
             .map(|i| (i.requested.clone(), i.clone()))
             .collect();
@@ -414,8 +423,7 @@ impl Timeline {
 
     /// `is_committed(t)` of spec §2.8.
     pub fn is_committed(&self, t: &str) -> bool {
-        self.completed.contains_key(t)
-            || self.active_start.as_deref().is_some_and(|s| t < s)
+        self.completed.contains_key(t) || self.active_start.as_deref().is_some_and(|s| t < s)
     }
 
     /// Whether `t` precedes the active timeline (its instant was archived).
@@ -552,9 +560,15 @@ mod tests {
         for layout in [1, 2] {
             for action in Action::ALL {
                 for state in [State::Requested, State::Inflight, State::Completed] {
-                    let name =
-                        instant_file_name("20240101000000000", Some("20240101000000123"), action, state, layout);
-                    let f = parse_instant_file_name(&name, layout).unwrap_or_else(|| panic!("{name}"));
+                    let name = instant_file_name(
+                        "20240101000000000",
+                        Some("20240101000000123"),
+                        action,
+                        state,
+                        layout,
+                    );
+                    let f =
+                        parse_instant_file_name(&name, layout).unwrap_or_else(|| panic!("{name}"));
                     assert_eq!(f.requested, "20240101000000000");
                     assert_eq!(f.state, state);
                     if state == State::Completed {
@@ -595,7 +609,10 @@ mod tests {
             1,
         );
         assert_eq!(t.active_start.as_deref(), Some("001"));
-        assert_eq!(t.completed.keys().collect::<Vec<_>>(), ["002", "003", "005"]);
+        assert_eq!(
+            t.completed.keys().collect::<Vec<_>>(),
+            ["002", "003", "005"]
+        );
         assert_eq!(t.completed["003"].planned, Some(Action::Compaction));
         assert_eq!(t.pending_compactions.keys().collect::<Vec<_>>(), ["004"]);
         assert_eq!(t.latest.as_deref(), Some("005"));

@@ -1,0 +1,234 @@
+//! The command line: `hudifs mount | umount | ls | timeline` (PRODUCT.md §3).
+//!
+//! `ls` and `timeline` print the same views as the mount from the same code (`fsview`), so the
+//! shell and the mount can never disagree. Exit codes: 0 success, 1 runtime error, 2 usage.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use serde_json::json;
+
+use crate::error::{Error, Result};
+use crate::fsview::{self, View, ViewKey};
+use crate::timefmt::TimelineZone;
+use crate::viewkey;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "hudifs",
+    version,
+    about = "Mount an Apache Hudi table read-only and see exactly the files its timeline makes visible"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Mount TABLE at MOUNTPOINT (returns once the mount is live; -f stays in the foreground).
+    Mount(MountArgs),
+    /// Unmount a hudifs mount (also one whose daemon died).
+    Umount {
+        /// The mount point.
+        mountpoint: PathBuf,
+    },
+    /// Print the files of a view, one table-relative path per line.
+    Ls(LsArgs),
+    /// Print the table's active timeline.
+    Timeline(TimelineArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LsArgs {
+    /// The table root (the directory that holds .hoodie/).
+    pub table: PathBuf,
+    /// Time travel: the snapshot as of this time (any accepted spelling, e.g.
+    /// 20240418173551906, "2024-04-18 17:35:51", 2024-04-18T22:35:51Z, 1713479751).
+    #[arg(long, value_name = "TS", conflicts_with = "incremental")]
+    pub as_of: Option<String>,
+    /// What changed in the half-open window (T1, T2]: T1..T2, T1.. (up to latest), ..T2.
+    #[arg(long, value_name = "T1..T2")]
+    pub incremental: Option<String>,
+    /// Base files only (merge-on-read tables).
+    #[arg(long, conflicts_with = "incremental")]
+    pub read_optimized: bool,
+    /// Time zone of naive times (default: the table's hoodie.table.timeline.timezone, else UTC).
+    #[arg(long, value_name = "TZ")]
+    pub timezone: Option<String>,
+    /// Machine-readable output (stable).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct TimelineArgs {
+    /// The table root (the directory that holds .hoodie/).
+    pub table: PathBuf,
+    /// Machine-readable output (stable), with the facts the views rest on.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The zone naive times are read in: `--timezone`, else the table's, else UTC (spec §6.4).
+pub fn zone(option: Option<&str>, table: Option<&TimelineZone>) -> Result<TimelineZone> {
+    match option {
+        Some(z) => TimelineZone::parse(z).map_err(|e| Error::Usage(format!("--timezone: {e}"))),
+        None => Ok(table.cloned().unwrap_or(TimelineZone::Utc)),
+    }
+}
+
+pub fn run_ls(args: &LsArgs, out: &mut dyn Write) -> Result<()> {
+    let table = crate::snapshot::TableSnapshot::open(&args.table)?;
+    let zone = zone(args.timezone.as_deref(), table.cfg.timeline_zone.as_ref())?;
+    let ctx = table.context();
+    let key = if let Some(ts) = &args.as_of {
+        viewkey::parse_as_of(ts, &zone)?
+    } else if let Some(w) = &args.incremental {
+        let latest = fsview::incremental_windows(&ctx)
+            .last()
+            .map(|w| w.1.clone());
+        viewkey::parse_window(w, &zone, latest.as_deref())?
+    } else {
+        ViewKey::Latest
+    };
+    let view = fsview::resolve(&ctx, &table.listing, &key, args.read_optimized)?;
+    let w = |e: std::io::Error| Error::io("<stdout>", e);
+    if args.json {
+        let v = view_json(&key, &view, args.read_optimized);
+        serde_json::to_writer_pretty(&mut *out, &v).map_err(|e| w(e.into()))?;
+        writeln!(out).map_err(w)?;
+    } else {
+        for f in &view.files {
+            writeln!(out, "{}", f.rel_path()).map_err(w)?;
+        }
+    }
+    Ok(())
+}
+
+/// The stable JSON form of a view.
+pub fn view_json(key: &ViewKey, view: &View, read_optimized: bool) -> serde_json::Value {
+    let (kind, k) = match key {
+        ViewKey::Latest => ("latest", json!(null)),
+        ViewKey::AsOf(t) => ("as_of", json!(t)),
+        ViewKey::Incremental { start, end } => ("incremental", json!({"start": start, "end": end})),
+    };
+    let files: Vec<_> = view
+        .files
+        .iter()
+        .map(|f| {
+            json!({
+                "path": f.rel_path(),
+                "partition": f.file.partition.as_ref(),
+                "file_id": f.file.file_id(),
+                "kind": if f.file.is_base() { "base" } else { "log" },
+                "size": f.file.size,
+                "mtime_ms": f.file.mtime.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
+                "writer": f.writer,
+                "slice": f.slice,
+            })
+        })
+        .collect();
+    let mut v = json!({
+        "view": kind,
+        "key": k,
+        "read_optimized": read_optimized,
+        "instant": view.instant,
+        "files": files,
+    });
+    if matches!(key, ViewKey::Incremental { .. }) {
+        v["selected"] = json!(view.selected);
+        v["effective_end"] = json!(view.effective_end);
+        v["listing"] = json!("merge-ready");
+    }
+    v
+}
+
+pub fn run_timeline(args: &TimelineArgs, out: &mut dyn Write) -> Result<()> {
+    let table = crate::snapshot::TableSnapshot::open(&args.table)?;
+    let ctx = table.context();
+    let w = |e: std::io::Error| Error::io("<stdout>", e);
+    if args.json {
+        let instants: Vec<_> = table
+            .timeline
+            .instants
+            .iter()
+            .map(|i| {
+                json!({
+                    "requested": i.requested,
+                    "completion": i.completion,
+                    "action": i.action.name(),
+                    "planned": i.planned.map(|a| a.name()),
+                    "state": i.state,
+                    "files": i.files.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let v = json!({
+            "table": table.cfg.root.display().to_string(),
+            "name": table.cfg.name,
+            "table_type": table.cfg.table_type,
+            "table_version": table.cfg.version,
+            "layout": table.cfg.layout,
+            "instants": instants,
+            "model": fsview::model(&ctx),
+        });
+        serde_json::to_writer_pretty(&mut *out, &v).map_err(|e| w(e.into()))?;
+        writeln!(out).map_err(w)?;
+    } else {
+        writeln!(
+            out,
+            "{:<17}  {:<17}  {:<13}  {:<9}  planned as",
+            "requested", "completed", "action", "state"
+        )
+        .map_err(w)?;
+        for i in &table.timeline.instants {
+            let state = match i.state {
+                crate::timeline::State::Requested => "requested",
+                crate::timeline::State::Inflight => "inflight",
+                crate::timeline::State::Completed => "completed",
+            };
+            writeln!(
+                out,
+                "{:<17}  {:<17}  {:<13}  {:<9}  {}",
+                i.requested,
+                i.completion.as_deref().unwrap_or("-"),
+                i.action.name(),
+                state,
+                i.planned.map(|a| a.name()).unwrap_or("")
+            )
+            .map_err(w)?;
+        }
+    }
+    Ok(())
+}
+
+#[derive(clap::Args, Debug)]
+pub struct MountArgs {
+    /// The table root (the directory that holds .hoodie/).
+    pub table: PathBuf,
+    /// An empty directory to mount on.
+    pub mountpoint: PathBuf,
+    /// Stay in the foreground.
+    #[arg(short, long)]
+    pub foreground: bool,
+    /// Base files only (merge-on-read tables).
+    #[arg(long)]
+    pub read_optimized: bool,
+    /// Let other users read the mount (needs user_allow_other in /etc/fuse.conf for non-root).
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Time zone of naive times in paths (default: the table's, else UTC).
+    #[arg(long, value_name = "TZ")]
+    pub timezone: Option<String>,
+    /// How often to poll the timeline for new instants, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub poll_interval: u64,
+    /// FUSE worker threads.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub threads: usize,
+    /// Extra mount options, comma separated (e.g. -o fsname=trips).
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    pub options: Vec<String>,
+}

@@ -1,0 +1,658 @@
+//! View resolution: the visibility rules of spec §4–§5, as a pure function of a timeline, a
+//! listing and a view key. No caching, no FUSE; the only I/O is the lazy decoding of instant
+//! metadata the timeline already owns.
+//!
+//! - `latest/` and `as_of/<T>/`: per file group the newest usable file slice at or before `T`
+//!   (requested times), with pending-compaction merge, replaced groups hidden, strict logs.
+//! - `incremental/<t1>..<t2>/`: the instants selected by requested time (v6, with the BLOCK
+//!   policy for hollow commits) or completion time (v8+), listed merge-ready as of `L`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::ops::Bound::{Excluded, Included, Unbounded};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::listing::{DataFile, DataName, Listing};
+use crate::metadata;
+use crate::table::TableConfig;
+use crate::timeline::{Action, State, Timeline};
+
+/// The lower bound hudi-rs and the fixtures use for "from the beginning".
+pub const EARLIEST: &str = "19700101000000000";
+
+/// Which view of the table.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ViewKey {
+    Latest,
+    AsOf(String),
+    /// The half-open window `(start, end]`; `None` means earliest / latest.
+    Incremental {
+        start: Option<String>,
+        end: Option<String>,
+    },
+}
+
+/// A file a view shows.
+#[derive(Debug, Clone)]
+pub struct VisibleFile {
+    pub file: DataFile,
+    /// The instant that wrote this file, where the timeline tells.
+    pub writer: Option<String>,
+    /// Base instant of the file slice the file belongs to.
+    pub slice: String,
+}
+
+impl VisibleFile {
+    pub fn rel_path(&self) -> String {
+        self.file.rel_path()
+    }
+}
+
+/// A resolved view.
+#[derive(Debug, Clone, Default)]
+pub struct View {
+    /// Sorted by table-relative path.
+    pub files: Vec<VisibleFile>,
+    /// Snapshot views: the instant the view shows (for `latest/`, the newest completed write).
+    pub instant: Option<String>,
+    /// Incremental views: the requested times of the selected instants, ascending.
+    pub selected: Vec<String>,
+    /// Incremental views: the end of the window after the BLOCK cut.
+    pub effective_end: Option<String>,
+}
+
+impl View {
+    pub fn paths(&self) -> Vec<String> {
+        self.files.iter().map(VisibleFile::rel_path).collect()
+    }
+}
+
+/// A file group: `(partition path, fileId)`.
+pub type GroupKey = (String, String);
+
+/// A file placed in a slice: the file and the slice's base instant.
+type Placed<'f> = (&'f DataFile, &'f str);
+
+/// Facts derived once per timeline snapshot that the rules need again and again.
+pub struct Context<'a> {
+    pub cfg: &'a TableConfig,
+    pub timeline: &'a Timeline,
+    /// `(requested time, replaced groups)` of completed replacecommits; `Err` if unreadable.
+    replacecommits: Vec<(String, std::result::Result<Vec<GroupKey>, String>)>,
+    /// Pending compaction instant → groups its plan covers.
+    pending_compaction_groups: BTreeMap<String, BTreeSet<(String, String)>>,
+    /// v6 strict logs: `(partition, file name)` → requested times of completed writes whose
+    /// write stats name it as `path`.
+    log_writers: HashMap<(String, String), Vec<String>>,
+    /// v6: logs a rollback wrote or found from a failed commit, `(partition, file name)`.
+    rollback_logs: HashSet<(String, String)>,
+    /// v6: groups pending deltacommits target; `None` in the set = unknown (unreadable).
+    pending_delta_groups: HashSet<(String, String)>,
+    pending_delta_unknown: bool,
+    /// v6: requested times of completed writes with unreadable metadata, and whether a rollback
+    /// is unreadable.
+    unreadable_writes: BTreeSet<String>,
+    unreadable_rollback: bool,
+    retention_bound: Option<String>,
+    savepoints: BTreeSet<String>,
+}
+
+impl<'a> Context<'a> {
+    pub fn new(cfg: &'a TableConfig, timeline: &'a Timeline) -> Context<'a> {
+        let replacecommits = timeline
+            .completed
+            .values()
+            .filter(|i| i.action == Action::ReplaceCommit)
+            .map(|i| {
+                (
+                    i.requested.clone(),
+                    i.commit_metadata().map(|m| m.replaced.clone()),
+                )
+            })
+            .collect();
+        let mut ctx = Context {
+            cfg,
+            timeline,
+            replacecommits,
+            pending_compaction_groups: timeline.pending_compaction_groups(),
+            log_writers: HashMap::new(),
+            rollback_logs: HashSet::new(),
+            pending_delta_groups: HashSet::new(),
+            pending_delta_unknown: false,
+            unreadable_writes: BTreeSet::new(),
+            unreadable_rollback: false,
+            retention_bound: timeline.retention_bound(),
+            savepoints: timeline.savepoints(),
+        };
+        if cfg.is_mor() && !cfg.has_completion_times() {
+            ctx.load_v6_log_attribution();
+        }
+        ctx
+    }
+
+    /// Strict-log facts for v6 (spec §4.5).
+    fn load_v6_log_attribution(&mut self) {
+        for (t, inst) in &self.timeline.completed {
+            match inst.commit_metadata() {
+                Ok(m) => {
+                    for s in &m.write_stats {
+                        if let Some(name) = s.file_name() {
+                            if name.starts_with('.') {
+                                self.log_writers
+                                    .entry((s.partition.clone(), name.to_string()))
+                                    .or_default()
+                                    .push(t.clone());
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    log::warn!("{e}");
+                    self.unreadable_writes.insert(t.clone());
+                }
+            }
+        }
+        for inst in self.timeline.completed_of(Action::Rollback) {
+            match inst.json() {
+                Ok(v) => self.rollback_logs.extend(metadata::rollback_files(&v)),
+                Err(e) => {
+                    log::warn!("unreadable rollback metadata: {e}");
+                    self.unreadable_rollback = true;
+                }
+            }
+        }
+        for inst in self.timeline.pending() {
+            if inst.action != Action::DeltaCommit {
+                continue;
+            }
+            let profile = if inst.file(State::Inflight).is_some() {
+                inst.commit_metadata()
+            } else {
+                Err("no inflight file yet".to_string())
+            };
+            match profile {
+                Ok(m) if !m.write_stats.is_empty() => self.pending_delta_groups.extend(
+                    m.write_stats
+                        .iter()
+                        .map(|s| (s.partition.clone(), s.file_id.clone())),
+                ),
+                // An empty or unreadable profile could target any group.
+                _ => self.pending_delta_unknown = true,
+            }
+        }
+    }
+
+    /// The cleaner's retention bound, if a clean happened.
+    pub fn retention_bound(&self) -> Option<&str> {
+        self.retention_bound.as_deref()
+    }
+
+    pub fn savepoints(&self) -> &BTreeSet<String> {
+        &self.savepoints
+    }
+
+    /// Pending write instants that cut v6 incremental windows (BLOCK policy, decision 4):
+    /// commits, deltacommits and replacecommits that are not clusterings.
+    pub fn hollow_blockers(&self) -> Vec<String> {
+        if self.cfg.has_completion_times() {
+            return Vec::new();
+        }
+        self.timeline
+            .pending()
+            .filter(|i| match i.action {
+                Action::Commit | Action::DeltaCommit => true,
+                Action::ReplaceCommit => !i
+                    .plan_json()
+                    .map(|v| metadata::is_clustering_request(&v))
+                    .unwrap_or(false),
+                _ => false,
+            })
+            .map(|i| i.requested.clone())
+            .collect()
+    }
+
+    /// Replaced groups as of `t` (S2); an unreadable replacecommit at or before `t` refuses.
+    fn replaced_as_of(&self, t: &str) -> Result<HashSet<(String, String)>> {
+        let mut out = HashSet::new();
+        for (r, groups) in &self.replacecommits {
+            if r.as_str() > t {
+                continue;
+            }
+            match groups {
+                Ok(g) => out.extend(g.iter().cloned()),
+                Err(e) => {
+                    return Err(Error::Refused(format!(
+                        "replacecommit {r} has unreadable metadata, so the file groups it replaced \
+                         are unknown for every snapshot at or after it: {e}"
+                    )))
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The clean guard (spec §4.6): `t` must not be older than what the cleaner retains unless
+    /// it is a savepoint. Also refuses times that need the archived timeline (decision 8).
+    fn check_history(&self, t: &str, what: &str) -> Result<()> {
+        if let Some(bound) = self.retention_bound() {
+            if t < bound && !self.savepoints.contains(t) {
+                return Err(Error::Refused(format!(
+                    "{what} {t} is older than what the cleaner retains (earliest commit to retain: \
+                     {bound}); its files may be gone. Use a time at or after {bound}, or a savepoint"
+                )));
+            }
+        }
+        if self.timeline.archive_nonempty && self.timeline.is_archived(t) {
+            return Err(Error::Refused(format!(
+                "{what} {t} precedes the active timeline (which starts at {}) and reading the \
+                 archived timeline is not supported yet",
+                self.timeline.active_start.as_deref().unwrap_or("?")
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Resolve a view.
+pub fn resolve(
+    ctx: &Context,
+    listing: &Listing,
+    key: &ViewKey,
+    read_optimized: bool,
+) -> Result<View> {
+    match key {
+        ViewKey::Latest => {
+            let Some(latest) = ctx.timeline.latest.clone() else {
+                return Ok(View::default());
+            };
+            let mut view = snapshot(ctx, listing, &latest, read_optimized, None)?;
+            view.instant = ctx.timeline.completed.keys().next_back().cloned();
+            Ok(view)
+        }
+        ViewKey::AsOf(t) => {
+            ctx.check_history(t, "as-of time")?;
+            let mut view = snapshot(ctx, listing, t, read_optimized, None)?;
+            view.instant = Some(t.clone());
+            Ok(view)
+        }
+        ViewKey::Incremental { start, end } => {
+            incremental(ctx, listing, start.as_deref(), end.as_deref())
+        }
+    }
+}
+
+/// A snapshot as of `t` (spec §4.2), optionally restricted to some file groups.
+fn snapshot(
+    ctx: &Context,
+    listing: &Listing,
+    t: &str,
+    read_optimized: bool,
+    only: Option<&BTreeSet<(String, String)>>,
+) -> Result<View> {
+    let replaced = ctx.replaced_as_of(t)?;
+    let mut files = Vec::new();
+    for (partition, pfiles) in &listing.partitions {
+        let mut groups: BTreeMap<&str, Vec<&DataFile>> = BTreeMap::new();
+        for f in pfiles {
+            groups.entry(f.file_id()).or_default().push(f);
+        }
+        for (fid, gfiles) in groups {
+            let gkey = (partition.to_string(), fid.to_string());
+            if replaced.contains(&gkey) || only.is_some_and(|o| !o.contains(&gkey)) {
+                continue;
+            }
+            resolve_group(ctx, &gkey, &gfiles, t, read_optimized, &mut files);
+        }
+    }
+    files.sort_by_key(|f| f.rel_path());
+    Ok(View {
+        files,
+        ..Default::default()
+    })
+}
+
+#[derive(Default)]
+struct Slice<'f> {
+    base: Option<&'f DataFile>,
+    logs: Vec<&'f DataFile>,
+}
+
+/// S5–S9 for one file group.
+fn resolve_group(
+    ctx: &Context,
+    gkey: &(String, String),
+    files: &[&DataFile],
+    t: &str,
+    read_optimized: bool,
+    out: &mut Vec<VisibleFile>,
+) {
+    let tl = ctx.timeline;
+    let v8 = ctx.cfg.has_completion_times();
+    let mut slices: BTreeMap<String, Slice> = BTreeMap::new();
+
+    // Base files of committed instants; duplicates of one instant resolved by metadata path.
+    let mut bases: BTreeMap<&str, Vec<&DataFile>> = BTreeMap::new();
+    for f in files.iter().filter(|f| f.is_base()) {
+        if tl.is_committed(f.instant()) {
+            bases.entry(f.instant()).or_default().push(f);
+        }
+    }
+    for (instant, candidates) in bases {
+        let chosen = if candidates.len() == 1 {
+            Some(candidates[0])
+        } else {
+            pick_duplicate(ctx, instant, &candidates)
+        };
+        if let Some(b) = chosen {
+            slices.entry(instant.to_string()).or_default().base = Some(b);
+        }
+    }
+    // Pending compactions covering this group open an (empty) slice.
+    let pending_here: BTreeSet<&str> = ctx
+        .pending_compaction_groups
+        .iter()
+        .filter(|(_, groups)| groups.contains(gkey))
+        .map(|(c, _)| c.as_str())
+        .collect();
+    for c in &pending_here {
+        slices.entry(c.to_string()).or_default();
+    }
+    // Log files.
+    let mut logs: Vec<&DataFile> = files.iter().filter(|f| !f.is_base()).copied().collect();
+    if v8 {
+        logs.retain(|l| tl.is_committed(l.instant()));
+        logs.sort_by(|a, b| {
+            let key = |f: &DataFile| {
+                let (version, token) = match &f.kind {
+                    DataName::Log(l) => (l.version, l.write_token.clone()),
+                    DataName::Base(_) => (0, String::new()),
+                };
+                (tl.completion(f.instant()).to_string(), version, token)
+            };
+            key(a).cmp(&key(b))
+        });
+        for l in logs {
+            let c = tl.completion(l.instant());
+            let slice_key = slices
+                .range::<str, _>((Unbounded, Included(c)))
+                .next_back()
+                .map(|(k, _)| k.clone())
+                .unwrap_or_else(|| l.instant().to_string());
+            slices.entry(slice_key).or_default().logs.push(l);
+        }
+    } else {
+        for l in logs {
+            slices
+                .entry(l.instant().to_string())
+                .or_default()
+                .logs
+                .push(l);
+        }
+    }
+
+    // Usable slices (S5) and the pick (S6).
+    let Some(latest) = tl.latest.as_deref() else {
+        return;
+    };
+    let usable = |k: &str| {
+        k <= latest
+            && (tl.completed.contains_key(k) || pending_here.contains(k) || tl.is_archived(k))
+    };
+    let Some(picked) = slices
+        .range::<str, _>((Unbounded, Included(t)))
+        .rev()
+        .map(|(k, _)| k.as_str())
+        .find(|k| usable(k))
+    else {
+        return;
+    };
+    // S7: merge a still-pending compaction slice into the previous usable slice.
+    let (base, slice_logs): (Option<Placed>, Vec<Placed>) =
+        if pending_here.contains(picked) {
+            let previous = slices
+                .range::<str, _>((Unbounded, Excluded(picked)))
+                .rev()
+                .map(|(k, _)| k.as_str())
+                .find(|k| usable(k));
+            let mut logs = Vec::new();
+            let mut base = None;
+            if let Some(p) = previous {
+                base = slices[p].base.map(|b| (b, p));
+                logs.extend(slices[p].logs.iter().map(|l| (*l, p)));
+            }
+            logs.extend(slices[picked].logs.iter().map(|l| (*l, picked)));
+            (base, logs)
+        } else {
+            let s = &slices[picked];
+            (
+                s.base.map(|b| (b, picked)),
+                s.logs.iter().map(|l| (*l, picked)).collect(),
+            )
+        };
+
+    if read_optimized {
+        if let Some((b, k)) = base {
+            out.push(visible(b, Some(b.instant().to_string()), k));
+        }
+        return;
+    }
+    if let Some((b, k)) = base {
+        out.push(visible(b, Some(b.instant().to_string()), k));
+    }
+    // S8: strict logs.
+    for (l, k) in slice_logs {
+        let writer = if v8 {
+            (l.instant() <= t).then(|| l.instant().to_string())
+        } else {
+            v6_log_writer(ctx, l, t)
+        };
+        if let Some(w) = writer {
+            let w = (!w.is_empty()).then_some(w);
+            out.push(visible(l, w, k));
+        }
+    }
+}
+
+fn visible(f: &DataFile, writer: Option<String>, slice: &str) -> VisibleFile {
+    VisibleFile {
+        file: f.clone(),
+        writer,
+        slice: slice.to_string(),
+    }
+}
+
+/// Two committed base files of one (fileId, instant): keep the one the commit names as `path`;
+/// otherwise hide both (spec §3.1, P25).
+fn pick_duplicate<'f>(
+    ctx: &Context,
+    instant: &str,
+    candidates: &[&'f DataFile],
+) -> Option<&'f DataFile> {
+    let named: Option<BTreeSet<String>> = ctx
+        .timeline
+        .completed
+        .get(instant)
+        .and_then(|i| i.commit_metadata().ok())
+        .map(|m| {
+            m.write_stats
+                .iter()
+                .filter_map(|s| s.file_name().map(str::to_string))
+                .collect()
+        });
+    let hit: Vec<&&DataFile> = match &named {
+        Some(n) => candidates.iter().filter(|c| n.contains(&c.name)).collect(),
+        None => Vec::new(),
+    };
+    if hit.len() == 1 {
+        return Some(*hit[0]);
+    }
+    log::warn!(
+        "{}: {} base files of file group {} at instant {instant} and the commit metadata does not \
+         tell which one it wrote; all hidden",
+        ctx.cfg
+            .root
+            .join(candidates[0].partition.as_ref())
+            .display(),
+        candidates.len(),
+        candidates[0].file_id(),
+    );
+    None
+}
+
+/// v6 strict log rule (spec §4.5): the instant that wrote log `l`, if it is committed and at or
+/// before `t`; `Some("")` for a log of an archived (hence committed) writer; `None` to hide.
+fn v6_log_writer(ctx: &Context, l: &DataFile, t: &str) -> Option<String> {
+    let key = (l.partition.to_string(), l.name.clone());
+    // (a) attributed by a completed write's `path`.
+    if let Some(writers) = ctx.log_writers.get(&key) {
+        return writers.iter().find(|w| w.as_str() <= t).cloned();
+    }
+    // (b) an archived writer.
+    let group = (l.partition.to_string(), l.file_id().to_string());
+    let archived_writer_possible = !ctx.rollback_logs.contains(&key)
+        && !ctx.pending_delta_unknown
+        && !ctx.pending_delta_groups.contains(&group)
+        && !ctx.unreadable_rollback
+        && !ctx.unreadable_writes.range(l.instant().to_string()..).any(|_| true)
+        && ctx.timeline.active_start.as_deref().is_some_and(|s| t >= s)
+        // The writer of an unattributed log must precede the active timeline; its slice does too.
+        && ctx.timeline.is_archived(l.instant());
+    archived_writer_possible.then(String::new)
+}
+
+/// An incremental window (spec §5).
+fn incremental(
+    ctx: &Context,
+    listing: &Listing,
+    start: Option<&str>,
+    end: Option<&str>,
+) -> Result<View> {
+    if !ctx.cfg.populate_meta_fields {
+        return Err(Error::Refused(
+            "hoodie.populate.meta.fields=false: no _hoodie_commit_time, incremental queries \
+             impossible (spec 5.1, decision 7)"
+                .into(),
+        ));
+    }
+    let tl = ctx.timeline;
+    if tl.archive_nonempty {
+        let needs_archive = match (start, tl.active_start.as_deref()) {
+            (None, _) => true,
+            (Some(s), Some(a)) => s < a,
+            (Some(_), None) => false,
+        };
+        if needs_archive {
+            return Err(Error::Refused(format!(
+                "the window starts before the active timeline ({}) and reading the archived \
+                 timeline is not supported yet",
+                tl.active_start.as_deref().unwrap_or("?")
+            )));
+        }
+    }
+    let by_completion = ctx.cfg.has_completion_times();
+    let time_of = |i: &crate::timeline::Instant| -> String {
+        if by_completion {
+            i.completion.clone().unwrap_or_else(|| i.requested.clone())
+        } else {
+            i.requested.clone()
+        }
+    };
+    let mut window_end: Option<String> = end.map(str::to_string);
+    if !by_completion {
+        // BLOCK: the oldest pending write instant inside the window cuts it just before itself.
+        let blocker = ctx
+            .hollow_blockers()
+            .into_iter()
+            .filter(|p| start.is_none_or(|s| p.as_str() > s) && end.is_none_or(|e| p.as_str() <= e))
+            .min();
+        if let Some(p) = blocker {
+            window_end = Some(crate::timefmt::minus_one_ms(&p).unwrap_or_else(|| p.clone()));
+        }
+    }
+    let selected: Vec<&Arc<crate::timeline::Instant>> = tl
+        .completed
+        .values()
+        .filter(|i| {
+            let x = time_of(i);
+            start.is_none_or(|s| x.as_str() > s)
+                && window_end.as_deref().is_none_or(|e| x.as_str() <= e)
+        })
+        .collect();
+    let effective_end = window_end.or_else(|| tl.completed.values().map(|i| time_of(i)).max());
+    let mut view = View {
+        selected: selected.iter().map(|i| i.requested.clone()).collect(),
+        effective_end,
+        ..Default::default()
+    };
+    let Some(l) = view.selected.iter().max().cloned() else {
+        return Ok(view);
+    };
+    if let Some(bound) = ctx.retention_bound() {
+        if l.as_str() < bound && !ctx.savepoints.contains(&l) {
+            return Err(Error::Refused(format!(
+                "the newest instant this window selects ({l}) is older than what the cleaner \
+                 retains (earliest commit to retain: {bound}); its files may be gone"
+            )));
+        }
+    }
+    let mut touched = BTreeSet::new();
+    let mut replaced = BTreeSet::new();
+    for inst in &selected {
+        let m = inst.commit_metadata().map_err(|e| {
+            Error::Refused(format!(
+                "instant {} in this window has unreadable metadata: {e}",
+                inst.requested
+            ))
+        })?;
+        touched.extend(
+            m.write_stats
+                .iter()
+                .map(|s| (s.partition.clone(), s.file_id.clone())),
+        );
+        replaced.extend(m.replaced.iter().cloned());
+    }
+    let touched: BTreeSet<(String, String)> = touched.difference(&replaced).cloned().collect();
+    view.files = snapshot(ctx, listing, &l, false, Some(&touched))?.files;
+    Ok(view)
+}
+
+/// The window keys of `incremental/`: one window per completed write instant, from the previous
+/// one (or [`EARLIEST`]) to it, over the time that selects instants.
+pub fn incremental_windows(ctx: &Context) -> Vec<(String, String)> {
+    let mut times: Vec<String> = ctx
+        .timeline
+        .completed
+        .values()
+        .map(|i| {
+            if ctx.cfg.has_completion_times() {
+                i.completion.clone().unwrap_or_else(|| i.requested.clone())
+            } else {
+                i.requested.clone()
+            }
+        })
+        .collect();
+    times.sort();
+    let mut prev = EARLIEST.to_string();
+    let mut out = Vec::new();
+    for t in times {
+        out.push((prev.clone(), t.clone()));
+        prev = t;
+    }
+    out
+}
+
+/// Facts the views rest on, for `hudifs timeline` and the conformance tests.
+pub fn model(ctx: &Context) -> serde_json::Value {
+    serde_json::json!({
+        "active_start": ctx.timeline.active_start,
+        "archive_nonempty": ctx.timeline.archive_nonempty,
+        "hollow_blockers": ctx.hollow_blockers(),
+        "incremental_window_time": if ctx.cfg.has_completion_times() { "completion" } else { "requested" },
+        "latest_instant": ctx.timeline.latest,
+        "pending_compactions": ctx.timeline.pending_compactions.keys().collect::<Vec<_>>(),
+        "populate_meta_fields": ctx.cfg.populate_meta_fields,
+        "retention_bound": ctx.retention_bound(),
+        "savepoints": ctx.savepoints.iter().collect::<Vec<_>>(),
+        "unreadable_metadata": ctx.timeline.unreadable_metadata(),
+    })
+}

@@ -1,0 +1,100 @@
+//! View keys from what users type: `as_of/<ts>` and `incremental/<t1>..<t2>` path components
+//! and the `--as-of` / `--incremental` options, normalised through `timefmt`.
+
+use crate::error::{Error, Result};
+use crate::fsview::{ViewKey, EARLIEST};
+use crate::timefmt::{self, TimeSpec, TimelineZone};
+
+/// Longest path component hudifs accepts as a time or window.
+pub const MAX_KEY_LEN: usize = 160;
+
+/// `as_of/<ts>`: a time spelling, `latest` or `earliest`.
+pub fn parse_as_of(s: &str, zone: &TimelineZone) -> Result<ViewKey> {
+    Ok(match timefmt::parse_time(s, zone)? {
+        TimeSpec::Instant(t) => ViewKey::AsOf(t),
+        TimeSpec::Earliest => ViewKey::AsOf(EARLIEST.to_string()),
+        TimeSpec::Latest => ViewKey::Latest,
+    })
+}
+
+/// `incremental/<t1>..<t2>`: split at the first `..`; an empty side is open (earliest /
+/// latest). `latest_time` is the newest time that selects instants (for a `latest` start).
+pub fn parse_window(s: &str, zone: &TimelineZone, latest_time: Option<&str>) -> Result<ViewKey> {
+    if s.len() > MAX_KEY_LEN {
+        return Err(Error::Usage(format!(
+            "window of {} bytes is too long",
+            s.len()
+        )));
+    }
+    let Some((a, b)) = s.split_once("..") else {
+        return Err(Error::Usage(format!(
+            "{s:?} is not a window: write T1..T2, T1.. or ..T2 (e.g. 20240101000000000..20240201000000000)"
+        )));
+    };
+    let side = |x: &str, is_start: bool| -> Result<Option<String>> {
+        if x.is_empty() {
+            return Ok(None);
+        }
+        Ok(match timefmt::parse_time(x, zone)? {
+            TimeSpec::Instant(t) => Some(t),
+            TimeSpec::Earliest if is_start => None,
+            TimeSpec::Earliest => Some(EARLIEST.to_string()),
+            TimeSpec::Latest if is_start => Some(
+                latest_time
+                    .map(str::to_string)
+                    .unwrap_or_else(|| EARLIEST.to_string()),
+            ),
+            TimeSpec::Latest => None,
+        })
+    };
+    let start = side(a, true)?;
+    let end = side(b, false)?;
+    if let (Some(x), Some(y)) = (&start, &end) {
+        if x > y {
+            return Err(Error::Usage(format!(
+                "window {s:?} ends ({y}) before it starts ({x})"
+            )));
+        }
+    }
+    Ok(ViewKey::Incremental { start, end })
+}
+
+/// The canonical name of a window, as listed in `incremental/`.
+pub fn window_name(start: Option<&str>, end: Option<&str>) -> String {
+    format!("{}..{}", start.unwrap_or(""), end.unwrap_or(""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows() {
+        let z = TimelineZone::Utc;
+        assert_eq!(
+            parse_window("20240101000000000..20240102000000000", &z, None).unwrap(),
+            ViewKey::Incremental {
+                start: Some("20240101000000000".into()),
+                end: Some("20240102000000000".into())
+            }
+        );
+        assert_eq!(
+            parse_window("..", &z, None).unwrap(),
+            ViewKey::Incremental {
+                start: None,
+                end: None
+            }
+        );
+        assert_eq!(
+            parse_window("2024-01-01..", &z, None).unwrap(),
+            ViewKey::Incremental {
+                start: Some("20240101000000000".into()),
+                end: None
+            }
+        );
+        assert!(parse_window("20240102000000000..20240101000000000", &z, None).is_err());
+        assert!(parse_window("20240102000000000", &z, None).is_err());
+        assert!(parse_window("x..y", &z, None).is_err());
+        assert_eq!(parse_as_of("latest", &z).unwrap(), ViewKey::Latest);
+    }
+}

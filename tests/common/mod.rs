@@ -1,0 +1,168 @@
+//! Shared test support: the fixture tables of ../shared/fixtures, unzipped into temporary
+//! folders, and their expected answers.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// `../shared/fixtures`, or `None` (with the reason printed) when it is missing. With
+/// `HUDIFS_REQUIRE_FIXTURES=1` a missing fixture folder fails the test instead.
+pub fn fixtures_dir() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    if dir.join("expected").is_dir() && dir.join("tables").is_dir() {
+        return Some(dir);
+    }
+    let msg = format!("fixtures not found at {}", dir.display());
+    if std::env::var("HUDIFS_REQUIRE_FIXTURES").as_deref() == Ok("1") {
+        panic!("{msg} and HUDIFS_REQUIRE_FIXTURES=1");
+    }
+    eprintln!("SKIP: {msg}");
+    None
+}
+
+/// One fixture: its name (path under tables/ without .zip), its expected answers, its zip.
+pub struct Fixture {
+    pub name: String,
+    pub expected: Value,
+    pub zip: PathBuf,
+    pub reference: Option<Value>,
+}
+
+pub fn fixtures(dir: &Path) -> Vec<Fixture> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.join("expected")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "json") {
+                let rel = p
+                    .strip_prefix(dir.join("expected"))
+                    .unwrap()
+                    .with_extension("");
+                let name = rel.to_string_lossy().to_string();
+                let expected = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+                let reference =
+                    std::fs::read(dir.join("reference").join(&rel).with_extension("json"))
+                        .ok()
+                        .and_then(|b| serde_json::from_slice(&b).ok());
+                out.push(Fixture {
+                    zip: dir.join("tables").join(&rel).with_extension("zip"),
+                    name,
+                    expected,
+                    reference,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Unzip a fixture into `into`; returns the table root (the folder named after the zip).
+pub fn unzip(zip: &Path, into: &Path) -> PathBuf {
+    let f = std::fs::File::open(zip).unwrap();
+    let mut archive = zip::ZipArchive::new(f).unwrap();
+    archive.extract(into).unwrap();
+    into.join(zip.file_stem().unwrap())
+}
+
+/// What a view answered: its files, or that it was refused.
+#[derive(Debug, PartialEq)]
+pub enum Answer {
+    Files {
+        files: Vec<String>,
+        selected: Option<Vec<String>>,
+        effective_end: Option<String>,
+    },
+    Refused(String),
+}
+
+/// A question to ask a table.
+#[derive(Debug, Clone)]
+pub enum Ask {
+    Latest { read_optimized: bool },
+    AsOf(String),
+    Window(String),
+}
+
+/// Check every view of `expected` against `answer`; returns the mismatches.
+pub fn check_fixture(
+    name: &str,
+    expected: &Value,
+    mut answer: impl FnMut(&Ask) -> Answer,
+) -> (usize, Vec<String>) {
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    let strs = |v: &Value| -> Vec<String> {
+        let mut x: Vec<String> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect();
+        x.sort();
+        x
+    };
+    let mut compare = |ask: Ask, exp: &Value, with_window: bool| {
+        checked += 1;
+        let got = answer(&ask);
+        let ok = match (&got, exp) {
+            (Answer::Refused(_), e) if e.get("refused").is_some() => true,
+            (
+                Answer::Files {
+                    files,
+                    selected,
+                    effective_end,
+                },
+                e,
+            ) if e.is_array() => {
+                *files == strs(e)
+                    && (!with_window || (selected.is_none() && effective_end.is_none()))
+            }
+            (
+                Answer::Files {
+                    files,
+                    selected,
+                    effective_end,
+                },
+                e,
+            ) if e.get("files").is_some() => {
+                *files == strs(&e["files"])
+                    && selected.as_ref().is_none_or(|s| *s == strs(&e["selected"]))
+                    && effective_end
+                        .as_ref()
+                        .is_none_or(|x| Some(x.as_str()) == e["effective_end"].as_str())
+            }
+            _ => false,
+        };
+        if !ok {
+            problems.push(format!(
+                "{name} {ask:?}:\n  expected {exp}\n  got      {got:?}"
+            ));
+        }
+    };
+    compare(
+        Ask::Latest {
+            read_optimized: false,
+        },
+        &expected["latest"],
+        false,
+    );
+    compare(
+        Ask::Latest {
+            read_optimized: true,
+        },
+        &expected["latest_read_optimized"],
+        false,
+    );
+    for (t, exp) in expected["as_of"].as_object().unwrap() {
+        compare(Ask::AsOf(t.clone()), exp, false);
+    }
+    for (w, exp) in expected["incremental"].as_object().unwrap() {
+        compare(Ask::Window(w.clone()), exp, true);
+    }
+    (checked, problems)
+}
