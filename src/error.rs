@@ -44,6 +44,10 @@ pub enum Error {
     #[error("read-only file system")]
     ReadOnly,
 
+    /// Mounting or unmounting failed (mount point missing, not empty, already mounted, ...).
+    #[error("{0}")]
+    Mount(String),
+
     /// Bad command-line usage.
     #[error("{0}")]
     Usage(String),
@@ -68,6 +72,7 @@ impl Error {
             Error::Refused(_) => libc::ENOENT,
             Error::ReadOnly => libc::EROFS,
             Error::Usage(_) => libc::EINVAL,
+            Error::Mount(_) => libc::EIO,
             Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
             Error::NotATable(_) | Error::BadTableConfig { .. } | Error::BadMetadata { .. } => {
                 libc::EIO

@@ -407,28 +407,27 @@ fn resolve_group(
         return;
     };
     // S7: merge a still-pending compaction slice into the previous usable slice.
-    let (base, slice_logs): (Option<Placed>, Vec<Placed>) =
-        if pending_here.contains(picked) {
-            let previous = slices
-                .range::<str, _>((Unbounded, Excluded(picked)))
-                .rev()
-                .map(|(k, _)| k.as_str())
-                .find(|k| usable(k));
-            let mut logs = Vec::new();
-            let mut base = None;
-            if let Some(p) = previous {
-                base = slices[p].base.map(|b| (b, p));
-                logs.extend(slices[p].logs.iter().map(|l| (*l, p)));
-            }
-            logs.extend(slices[picked].logs.iter().map(|l| (*l, picked)));
-            (base, logs)
-        } else {
-            let s = &slices[picked];
-            (
-                s.base.map(|b| (b, picked)),
-                s.logs.iter().map(|l| (*l, picked)).collect(),
-            )
-        };
+    let (base, slice_logs): (Option<Placed>, Vec<Placed>) = if pending_here.contains(picked) {
+        let previous = slices
+            .range::<str, _>((Unbounded, Excluded(picked)))
+            .rev()
+            .map(|(k, _)| k.as_str())
+            .find(|k| usable(k));
+        let mut logs = Vec::new();
+        let mut base = None;
+        if let Some(p) = previous {
+            base = slices[p].base.map(|b| (b, p));
+            logs.extend(slices[p].logs.iter().map(|l| (*l, p)));
+        }
+        logs.extend(slices[picked].logs.iter().map(|l| (*l, picked)));
+        (base, logs)
+    } else {
+        let s = &slices[picked];
+        (
+            s.base.map(|b| (b, picked)),
+            s.logs.iter().map(|l| (*l, picked)).collect(),
+        )
+    };
 
     if read_optimized {
         if let Some((b, k)) = base {

@@ -7,8 +7,12 @@
 //! a view is a function of a timeline, a listing and a view key) → `timefmt` (time spellings).
 
 pub mod cli;
+pub mod daemon;
 pub mod error;
+pub mod fs;
 pub mod fsview;
+pub mod fuse;
+pub mod inode;
 pub mod listing;
 pub mod metadata;
 pub mod snapshot;

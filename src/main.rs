@@ -9,7 +9,8 @@ fn main() {
     let result = match &cli.command {
         Command::Ls(args) => hudifs::cli::run_ls(args, &mut stdout),
         Command::Timeline(args) => hudifs::cli::run_timeline(args, &mut stdout),
-        Command::Mount(_) | Command::Umount { .. } => Err(Error::Usage("not yet".into())),
+        Command::Mount(args) => hudifs::daemon::mount(args),
+        Command::Umount { mountpoint } => hudifs::daemon::umount(mountpoint),
     };
     if let Err(e) = result {
         eprintln!("hudifs: {e}");

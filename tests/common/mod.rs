@@ -131,10 +131,12 @@ pub fn check_fixture(
                 e,
             ) if e.get("files").is_some() => {
                 *files == strs(&e["files"])
-                    && selected.as_ref().is_none_or(|s| *s == strs(&e["selected"]))
+                    && selected
+                        .as_ref()
+                        .is_some_and(|s| *s == strs(&e["selected"]))
                     && effective_end
                         .as_ref()
-                        .is_none_or(|x| Some(x.as_str()) == e["effective_end"].as_str())
+                        .is_some_and(|x| Some(x.as_str()) == e["effective_end"].as_str())
             }
             _ => false,
         };
@@ -165,4 +167,139 @@ pub fn check_fixture(
         compare(Ask::Window(w.clone()), exp, true);
     }
     (checked, problems)
+}
+
+/// Whether this machine can mount FUSE file systems; prints the reason when it cannot. With
+/// `HUDIFS_REQUIRE_FUSE=1` that is a failure instead.
+pub fn fuse_available() -> bool {
+    let reason = if !Path::new("/dev/fuse").exists() {
+        Some("/dev/fuse is missing".to_string())
+    } else if std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .is_err()
+    {
+        Some("/dev/fuse cannot be opened".to_string())
+    } else {
+        None
+    };
+    match reason {
+        None => true,
+        Some(r) => {
+            if std::env::var("HUDIFS_REQUIRE_FUSE").as_deref() == Ok("1") {
+                panic!("{r} and HUDIFS_REQUIRE_FUSE=1");
+            }
+            eprintln!("SKIP: {r}");
+            false
+        }
+    }
+}
+
+/// A live `hudifs mount` that is unmounted (and its daemon stopped) on drop, even when the test
+/// fails.
+pub struct MountGuard {
+    pub dir: tempfile::TempDir,
+    pub pid: Option<u32>,
+}
+
+impl MountGuard {
+    /// Mount `table` with `hudifs mount` (background mode) and extra arguments.
+    pub fn mount(table: &Path, extra: &[&str]) -> MountGuard {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hudifs"))
+            .arg("mount")
+            .arg(table)
+            .arg(dir.path())
+            .args(extra)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let pid = stdout
+            .split("daemon pid ")
+            .nth(1)
+            .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|s| s.parse().ok());
+        let guard = MountGuard { dir, pid };
+        assert!(
+            out.status.success(),
+            "hudifs mount failed: {}{}",
+            stdout,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        guard
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for MountGuard {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(env!("CARGO_BIN_EXE_hudifs"))
+            .arg("umount")
+            .arg(self.dir.path())
+            .output();
+        if let Some(pid) = self.pid {
+            // The daemon exits once unmounted; make sure it does.
+            for _ in 0..100 {
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    return;
+                }
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                if stat.contains(") Z ") {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            unsafe_kill(pid);
+        }
+    }
+}
+
+fn unsafe_kill(pid: u32) {
+    let _ = std::process::Command::new("kill")
+        .arg("-9")
+        .arg(pid.to_string())
+        .status();
+}
+
+/// Every regular file below `dir`, as sorted paths relative to it.
+pub fn walk_files(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), String::new())];
+    while let Some((d, rel)) = stack.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let e = e?;
+            let name = e.file_name().to_string_lossy().to_string();
+            let r = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            if e.file_type()?.is_dir() {
+                stack.push((e.path(), r));
+            } else {
+                out.push(r);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Read an extended attribute of `path` (None if absent).
+pub fn xattr(path: &Path, name: &str) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let n = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0u8; 64 * 1024];
+    // SAFETY: valid C strings and a buffer of the stated length.
+    let len = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if len < 0 {
+        return None;
+    }
+    buf.truncate(len as usize);
+    String::from_utf8(buf).ok()
 }

@@ -1,0 +1,393 @@
+//! `hudifs mount` and `hudifs umount`: checks before mounting, the foreground session with its
+//! signal handling and timeline polling, and the background launch that returns only once the
+//! mount is live.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fuser::{Config, MountOption, SessionACL};
+
+use crate::cli::MountArgs;
+use crate::error::{Error, Result};
+use crate::fs::{FsOptions, HudiFs};
+use crate::fuse::FuseAdapter;
+
+/// Environment variable through which a background launch tells the daemon which fd to report
+/// readiness on.
+const READY_FD_ENV: &str = "HUDIFS_READY_FD";
+
+/// Whether `path` is a mount point (listed in /proc/self/mountinfo).
+pub fn is_mount_point(path: &Path) -> bool {
+    let Ok(canon) = path.canonicalize().or_else(|_| std::path::absolute(path)) else {
+        return false;
+    };
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let target = canon.to_string_lossy();
+    info.lines().any(|l| {
+        l.split(' ')
+            .nth(4)
+            .map(unescape_mountinfo)
+            .is_some_and(|p| p == target)
+    })
+}
+
+fn unescape_mountinfo(s: &str) -> String {
+    s.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+}
+
+/// Refuse a mount point that is missing, not a directory, not empty or already mounted.
+fn check_mountpoint(mp: &Path) -> Result<()> {
+    let md = std::fs::metadata(mp).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::Mount(format!(
+            "mount point {} does not exist: create an empty directory first",
+            mp.display()
+        )),
+        std::io::ErrorKind::NotConnected => Error::Mount(format!(
+            "{} is a dead hudifs mount: run `hudifs umount {}` first",
+            mp.display(),
+            mp.display()
+        )),
+        _ => Error::io(mp, e),
+    })?;
+    if !md.is_dir() {
+        return Err(Error::Mount(format!(
+            "mount point {} is not a directory",
+            mp.display()
+        )));
+    }
+    if is_mount_point(mp) {
+        return Err(Error::Mount(format!(
+            "{} is already a mount point: unmount it first",
+            mp.display()
+        )));
+    }
+    let mut entries = std::fs::read_dir(mp).map_err(|e| Error::io(mp, e))?;
+    if entries.next().is_some() {
+        return Err(Error::Mount(format!(
+            "mount point {} is not empty: mount on an empty directory",
+            mp.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `hudifs mount`.
+pub fn mount(args: &MountArgs) -> Result<()> {
+    if args.threads == 0 {
+        return Err(Error::Usage("--threads must be at least 1".into()));
+    }
+    if let Some(z) = &args.timezone {
+        crate::cli::zone(Some(z), None)?;
+    }
+    // Refuse a directory that is not a table before touching the mount point.
+    crate::table::TableConfig::load(&args.table)?;
+    check_mountpoint(&args.mountpoint)?;
+    if args.foreground {
+        run_foreground(args)
+    } else {
+        launch_background(args)
+    }
+}
+
+fn config(args: &MountArgs, table: &Path) -> Result<Config> {
+    let mut opts = vec![
+        MountOption::RO,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::FSName(format!("hudifs:{}", table.display())),
+        MountOption::Subtype("hudifs".into()),
+    ];
+    for group in &args.options {
+        for o in group.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+            let opt = match o {
+                "rw" => {
+                    return Err(Error::Usage(
+                        "-o rw: hudifs mounts are always read-only".into(),
+                    ))
+                }
+                "ro" => MountOption::RO,
+                "allow_other" => continue,
+                o => match o.split_once('=') {
+                    Some(("fsname", v)) => MountOption::FSName(v.to_string()),
+                    _ => MountOption::CUSTOM(o.to_string()),
+                },
+            };
+            if !opts.contains(&opt) {
+                opts.push(opt);
+            }
+        }
+    }
+    let allow_other = args.allow_other
+        || args
+            .options
+            .iter()
+            .any(|g| g.split(',').any(|o| o.trim() == "allow_other"));
+    let mut cfg = Config::default();
+    cfg.mount_options = opts;
+    cfg.acl = if allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    cfg.n_threads = Some(args.threads);
+    cfg.clone_fd = true;
+    Ok(cfg)
+}
+
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: plain libc signal-set manipulation on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Mount and serve until unmounted or signalled.
+fn run_foreground(args: &MountArgs) -> Result<()> {
+    // Signals are handled by one thread; every thread started from here inherits the mask.
+    let sigset = block_signals();
+    let fs = Arc::new(HudiFs::new(
+        &args.table,
+        FsOptions {
+            read_optimized: args.read_optimized,
+            zone: match &args.timezone {
+                Some(z) => Some(crate::cli::zone(Some(z), None)?),
+                None => None,
+            },
+        },
+    )?);
+    let cfg = config(args, fs.root())?;
+    let mut session = fuser::Session::new(FuseAdapter::new(fs.clone()), &args.mountpoint, &cfg)
+        .map_err(|e| mount_error(&args.mountpoint, e))?;
+    log::info!(
+        "mounted {} at {} (latest instant {})",
+        fs.root().display(),
+        args.mountpoint.display(),
+        fs.latest_instant().unwrap_or_else(|| "none".into())
+    );
+    report_ready();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut unmounter = session.unmount_callable();
+    let mp = args.mountpoint.clone();
+    let stop_sig = stop.clone();
+    std::thread::Builder::new()
+        .name("hudifs-signals".into())
+        .spawn(move || {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: `sigset` holds the signals blocked above; `sig` is a valid out-pointer.
+            unsafe { libc::sigwait(&sigset, &mut sig) };
+            log::info!("signal {sig}: unmounting {}", mp.display());
+            stop_sig.store(true, Ordering::SeqCst);
+            if let Err(e) = unmounter.unmount() {
+                log::warn!("unmount of {} failed: {e}", mp.display());
+            }
+        })
+        .map_err(|e| Error::io("signal thread", e))?;
+
+    let poll = Duration::from_millis(args.poll_interval.max(10));
+    let fs_poll = fs.clone();
+    let stop_poll = stop.clone();
+    std::thread::Builder::new()
+        .name("hudifs-poll".into())
+        .spawn(move || {
+            while !stop_poll.load(Ordering::SeqCst) {
+                std::thread::sleep(poll);
+                match fs_poll.refresh() {
+                    Ok(true) => log::info!(
+                        "timeline changed; latest is now {}",
+                        fs_poll.latest_instant().unwrap_or_default()
+                    ),
+                    Ok(false) => {}
+                    Err(e) => log::warn!("refresh failed, keeping the previous snapshot: {e}"),
+                }
+            }
+        })
+        .map_err(|e| Error::io("poll thread", e))?;
+
+    let result = session.run();
+    stop.store(true, Ordering::SeqCst);
+    result.map_err(|e| Error::io(&args.mountpoint, e))
+}
+
+fn mount_error(mp: &Path, e: std::io::Error) -> Error {
+    let hint = match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            " (mounting needs root, or fusermount3 from the fuse3 package)"
+        }
+        Some(libc::ENOENT) if !Path::new("/dev/fuse").exists() => {
+            " (/dev/fuse is missing: load the fuse module with `modprobe fuse`)"
+        }
+        _ => "",
+    };
+    Error::Mount(format!("cannot mount at {}: {e}{hint}", mp.display()))
+}
+
+/// Tell a waiting background launcher that the mount is live.
+fn report_ready() {
+    let Some(fd) = std::env::var(READY_FD_ENV)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+    else {
+        return;
+    };
+    // SAFETY: the launcher passed us the write end of its pipe under this number.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut f = std::fs::File::from(owned);
+    let _ = std::io::Write::write_all(&mut f, b"R");
+    std::env::remove_var(READY_FD_ENV);
+    // SAFETY: redirect stdio of the detached daemon to /dev/null now that it is live.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            libc::dup2(null, 1);
+            libc::close(null);
+        }
+    }
+}
+
+/// Start the daemon in the background and wait until the mount is live or the daemon failed.
+fn launch_background(args: &MountArgs) -> Result<()> {
+    let exe = std::env::current_exe().map_err(|e| Error::io("current executable", e))?;
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a valid two-element array for pipe2.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::io("pipe", std::io::Error::last_os_error()));
+    }
+    // SAFETY: pipe2 returned two fresh descriptors we now own.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let log_path = std::env::temp_dir().join(format!("hudifs-{}.log", std::process::id()));
+    let log = std::fs::File::create(&log_path).map_err(|e| Error::io(&log_path, e))?;
+
+    let mut child_args: Vec<OsString> = vec!["mount".into(), "-f".into()];
+    child_args.push(args.table.clone().into());
+    child_args.push(
+        std::path::absolute(&args.mountpoint)
+            .unwrap_or_else(|_| args.mountpoint.clone())
+            .into(),
+    );
+    if args.read_optimized {
+        child_args.push("--read-optimized".into());
+    }
+    if args.allow_other {
+        child_args.push("--allow-other".into());
+    }
+    if let Some(z) = &args.timezone {
+        child_args.push("--timezone".into());
+        child_args.push(z.into());
+    }
+    child_args.push(format!("--poll-interval={}", args.poll_interval).into());
+    child_args.push(format!("--threads={}", args.threads).into());
+    for o in &args.options {
+        child_args.push(format!("-o{o}").into());
+    }
+    let wfd = write_end.as_raw_fd();
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(&child_args)
+        .env(READY_FD_ENV, wfd.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setsid();
+            libc::fcntl(wfd, libc::F_SETFD, 0);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| Error::io("spawn daemon", e))?;
+    drop(write_end);
+    let mut reader = std::fs::File::from(read_end);
+    let mut buf = [0u8; 1];
+    let got = reader.read(&mut buf).unwrap_or(0);
+    if got == 1 && buf[0] == b'R' {
+        println!(
+            "hudifs: mounted {} at {} (daemon pid {}, log {})",
+            args.table.display(),
+            args.mountpoint.display(),
+            child.id(),
+            log_path.display()
+        );
+        return Ok(());
+    }
+    let status = child.wait().ok();
+    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&log_path);
+    let msg = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("hudifs: "))
+        .map(|l| l.trim_start_matches("hudifs: ").to_string())
+        .unwrap_or_else(|| {
+            format!("the daemon exited ({status:?}) before the mount was live: {text}")
+        });
+    Err(Error::Mount(msg))
+}
+
+/// `hudifs umount`: unmount, also when the daemon died ("Transport endpoint is not connected").
+pub fn umount(mountpoint: &Path) -> Result<()> {
+    let abs = std::path::absolute(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    if !is_mount_point(&abs) {
+        return Err(Error::Mount(format!("{} is not mounted", abs.display())));
+    }
+    let c = std::ffi::CString::new(abs.as_os_str().as_encoded_bytes())
+        .map_err(|_| Error::Usage("mount point contains a NUL byte".into()))?;
+    // SAFETY: `c` is a valid C string.
+    let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EBUSY) => Err(Error::io(
+            &abs,
+            std::io::Error::new(
+                err.kind(),
+                "busy: a process still uses the mount (see `fuser -m`), close it and retry",
+            ),
+        )),
+        Some(libc::EPERM) => fusermount_unmount(&abs),
+        _ => {
+            // A dead daemon's mount: detach it.
+            // SAFETY: `c` is a valid C string.
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+                Ok(())
+            } else {
+                Err(Error::io(&abs, err))
+            }
+        }
+    }
+}
+
+fn fusermount_unmount(mp: &Path) -> Result<()> {
+    for bin in ["fusermount3", "fusermount"] {
+        if let Ok(status) = std::process::Command::new(bin).arg("-u").arg(mp).status() {
+            if status.success() {
+                return Ok(());
+            }
+        }
+    }
+    Err(Error::Mount(format!(
+        "cannot unmount {}: permission denied and no working fusermount3",
+        mp.display()
+    )))
+}

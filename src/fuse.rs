@@ -1,0 +1,420 @@
+//! The FUSE adapter: the only `impl fuser::Filesystem`. Each method calls the plain logic in
+//! `fs.rs`, turns `Ok` into a reply and `Err` into an errno, and logs the error once (lookups of
+//! missing names at debug level, everything else as a warning). No file-system decision is made
+//! here.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use fuser::{
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType,
+    Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, OpenAccMode, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::error::Error;
+use crate::fs::{Attr, HudiFs, Kind};
+
+pub struct FuseAdapter {
+    fs: Arc<HudiFs>,
+}
+
+impl FuseAdapter {
+    pub fn new(fs: Arc<HudiFs>) -> FuseAdapter {
+        FuseAdapter { fs }
+    }
+}
+
+fn errno(op: &str, what: &dyn std::fmt::Display, e: &Error) -> Errno {
+    if e.is_routine() {
+        log::debug!("{op} {what}: {e}");
+    } else {
+        log::warn!("{op} {what}: {e}");
+    }
+    Errno::from_i32(e.errno())
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    let blocks = a.size.div_ceil(512);
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks,
+        atime: a.mtime,
+        mtime: a.mtime,
+        ctime: a.mtime,
+        crtime: a.mtime,
+        kind: match a.kind {
+            Kind::Dir => FileType::Directory,
+            Kind::File => FileType::RegularFile,
+        },
+        perm: a.perm,
+        nlink: match a.kind {
+            Kind::Dir => 2,
+            Kind::File => 1,
+        },
+        uid: a.uid,
+        gid: a.gid,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+fn kind(k: Kind) -> FileType {
+    match k {
+        Kind::Dir => FileType::Directory,
+        Kind::File => FileType::RegularFile,
+    }
+}
+
+impl Filesystem for FuseAdapter {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Large requests for sequential reads of big Parquet files.
+        let _ = config.set_max_readahead(1 << 20);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.fs.lookup(parent.0, name) {
+            Ok(e) => reply.entry(&e.ttl, &file_attr(&e.attr), Generation(0)),
+            Err(e) => reply.error(errno("lookup", &Path::new(name).display(), &e)),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.fs.getattr(ino.0) {
+            Ok(e) => reply.attr(&e.ttl, &file_attr(&e.attr)),
+            Err(e) => reply.error(errno("getattr", &ino.0, &e)),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if flags.acc_mode() != OpenAccMode::O_RDONLY {
+            return reply.error(Errno::EROFS);
+        }
+        match self.fs.open(ino.0) {
+            Ok(o) => {
+                let flags = if o.keep_cache {
+                    FopenFlags::FOPEN_KEEP_CACHE
+                } else {
+                    FopenFlags::empty()
+                };
+                reply.opened(FileHandle(o.fh), flags)
+            }
+            Err(e) => reply.error(errno("open", &ino.0, &e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.fs.read(fh.0, offset, size) {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(errno("read", &ino.0, &e)),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.fs.release(fh.0);
+        reply.ok();
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.opendir(ino.0) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(errno("opendir", &ino.0, &e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let entries = match self.fs.readdir(fh.0) {
+            Ok(e) => e,
+            Err(e) => return reply.error(errno("readdir", &ino.0, &e)),
+        };
+        // Offsets: 1 = ".", 2 = "..", 3.. = entries.
+        let dots = [(ino.0, ".", Kind::Dir), (ino.0, "..", Kind::Dir)];
+        let all = dots
+            .iter()
+            .map(|(i, n, k)| (*i, *n, *k))
+            .chain(entries.iter().map(|e| (e.ino, e.name.as_str(), e.kind)));
+        for (i, (eino, name, k)) in all.enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(eino), (i + 1) as u64, kind(k), name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.fs.releasedir(fh.0);
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        let path = std::ffi::CString::new(self.fs.root().as_os_str().as_encoded_bytes())
+            .unwrap_or_default();
+        // SAFETY: `path` is a valid C string and `st` a valid out-pointer.
+        if unsafe { libc::statvfs(path.as_ptr(), &mut st) } == 0 {
+            reply.statfs(
+                st.f_blocks,
+                st.f_bfree,
+                st.f_bavail,
+                st.f_files,
+                st.f_ffree,
+                st.f_bsize as u32,
+                255,
+                st.f_frsize as u32,
+            );
+        } else {
+            reply.statfs(0, 0, 0, 0, 0, 4096, 255, 4096);
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let attrs = match self.fs.xattrs(ino.0) {
+            Ok(a) => a,
+            Err(e) => return reply.error(errno("getxattr", &ino.0, &e)),
+        };
+        let Some((_, value)) = attrs.iter().find(|(n, _)| OsStr::new(n) == name) else {
+            return reply.error(Errno::NO_XATTR);
+        };
+        let bytes = value.as_bytes();
+        if size == 0 {
+            reply.size(bytes.len() as u32);
+        } else if (size as usize) < bytes.len() {
+            reply.error(Errno::ERANGE);
+        } else {
+            reply.data(bytes);
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let attrs = match self.fs.xattrs(ino.0) {
+            Ok(a) => a,
+            Err(e) => return reply.error(errno("listxattr", &ino.0, &e)),
+        };
+        let mut bytes = Vec::new();
+        for (n, _) in &attrs {
+            bytes.extend_from_slice(n.as_bytes());
+            bytes.push(0);
+        }
+        if size == 0 {
+            reply.size(bytes.len() as u32);
+        } else if (size as usize) < bytes.len() {
+            reply.error(Errno::ERANGE);
+        } else {
+            reply.data(&bytes);
+        }
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        if mask.contains(AccessFlags::W_OK) {
+            return reply.error(Errno::EROFS);
+        }
+        match self.fs.getattr(ino.0) {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno("access", &ino.0, &e)),
+        }
+    }
+
+    // Everything that would change the table fails with EROFS.
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        _size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn mknod(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn unlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn rmdir(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn symlink(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _link_name: &OsStr,
+        _target: &Path,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        _flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _length: u64,
+        _mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        _fh_in: FileHandle,
+        _offset_in: u64,
+        _ino_out: INodeNo,
+        _fh_out: FileHandle,
+        _offset_out: u64,
+        _len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+}
