@@ -22,6 +22,32 @@ use crate::fuse::FuseAdapter;
 /// readiness on.
 const READY_FD_ENV: &str = "HUDIFS_READY_FD";
 
+/// Set for a daemon started by a background launch.
+const DAEMON_ENV: &str = "HUDIFS_DAEMON";
+
+/// Where a background daemon logs: one file per mount point, under the temp directory, so that
+/// remounting the same place reuses (truncates) the same file.
+pub fn log_path(mountpoint: &Path) -> std::path::PathBuf {
+    let abs = std::path::absolute(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    let name: String = abs
+        .to_string_lossy()
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    std::env::temp_dir()
+        .join(format!("hudifs-{uid}"))
+        .join(format!("{name}.log"))
+}
+
 /// Whether `path` is a mount point (listed in /proc/self/mountinfo).
 pub fn is_mount_point(path: &Path) -> bool {
     let Ok(canon) = path.canonicalize().or_else(|_| std::path::absolute(path)) else {
@@ -223,6 +249,12 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
 
     let result = session.run();
     stop.store(true, Ordering::SeqCst);
+    // A background daemon's log that stayed empty is not worth keeping.
+    let log = log_path(&args.mountpoint);
+    if std::env::var_os(DAEMON_ENV).is_some() && std::fs::metadata(&log).is_ok_and(|m| m.len() == 0)
+    {
+        let _ = std::fs::remove_file(&log);
+    }
     result.map_err(|e| Error::io(&args.mountpoint, e))
 }
 
@@ -274,7 +306,10 @@ fn launch_background(args: &MountArgs) -> Result<()> {
     // SAFETY: pipe2 returned two fresh descriptors we now own.
     let (read_end, write_end) =
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let log_path = std::env::temp_dir().join(format!("hudifs-{}.log", std::process::id()));
+    let log_path = log_path(&args.mountpoint);
+    if let Some(dir) = log_path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
     let log = std::fs::File::create(&log_path).map_err(|e| Error::io(&log_path, e))?;
 
     let mut child_args: Vec<OsString> = vec!["mount".into(), "-f".into()];
@@ -303,6 +338,7 @@ fn launch_background(args: &MountArgs) -> Result<()> {
     let mut cmd = std::process::Command::new(exe);
     cmd.args(&child_args)
         .env(READY_FD_ENV, wfd.to_string())
+        .env(DAEMON_ENV, "1")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log);

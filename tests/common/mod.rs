@@ -201,6 +201,8 @@ pub fn fuse_available() -> bool {
 pub struct MountGuard {
     pub dir: tempfile::TempDir,
     pub pid: Option<u32>,
+    /// The daemon's log file.
+    pub log: Option<PathBuf>,
 }
 
 impl MountGuard {
@@ -220,7 +222,11 @@ impl MountGuard {
             .nth(1)
             .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
             .and_then(|s| s.parse().ok());
-        let guard = MountGuard { dir, pid };
+        let log = stdout
+            .split(", log ")
+            .nth(1)
+            .map(|s| PathBuf::from(s.trim().trim_end_matches(')')));
+        let guard = MountGuard { dir, pid, log };
         assert!(
             out.status.success(),
             "hudifs mount failed: {}{}",
@@ -233,6 +239,14 @@ impl MountGuard {
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
+
+    /// What the daemon logged so far.
+    pub fn log_text(&self) -> String {
+        self.log
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default()
+    }
 }
 
 impl Drop for MountGuard {
@@ -243,17 +257,20 @@ impl Drop for MountGuard {
             .output();
         if let Some(pid) = self.pid {
             // The daemon exits once unmounted; make sure it does.
-            for _ in 0..100 {
-                if !Path::new(&format!("/proc/{pid}")).exists() {
-                    return;
-                }
+            let gone = (0..100).any(|_| {
                 let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                if stat.contains(") Z ") {
-                    return;
+                if stat.is_empty() || stat.contains(") Z ") {
+                    return true;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(20));
+                false
+            });
+            if !gone {
+                unsafe_kill(pid);
             }
-            unsafe_kill(pid);
+        }
+        if let Some(log) = &self.log {
+            let _ = std::fs::remove_file(log);
         }
     }
 }

@@ -1,0 +1,146 @@
+//! A real client reads the mount: DuckDB and pyarrow (from PyPI, in a virtual environment this
+//! test creates under target/) count the rows of the Parquet files under the mounted `latest/`
+//! and every `as_of/<T>/` of each copy-on-write Parquet fixture, and must get the row counts
+//! Spark got (the fixture's `gold_data/` where present, otherwise `reference/`).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::MountGuard;
+use serde_json::Value;
+
+/// A Python with duckdb and pyarrow: `HUDIFS_PYTHON`, else a venv in target/pyenv (created and
+/// filled from PyPI on first use).
+fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("HUDIFS_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pyenv");
+    let py = venv.join("bin/python");
+    let ok = |py: &Path| {
+        Command::new(py)
+            .args(["-c", "import duckdb, pyarrow"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !ok(&py) {
+        let st = Command::new("python3")
+            .arg("-m")
+            .arg("venv")
+            .arg(&venv)
+            .status()
+            .expect("python3 -m venv");
+        assert!(st.success(), "could not create {}", venv.display());
+        let st = Command::new(&py)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(["duckdb", "pyarrow"])
+            .status()
+            .expect("pip install");
+        assert!(st.success(), "pip install duckdb pyarrow failed");
+    }
+    assert!(ok(&py), "{} cannot import duckdb and pyarrow", py.display());
+    py
+}
+
+fn count_rows(py: &Path, dirs: &[PathBuf]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/readers.py");
+    let arg = serde_json::to_string(&dirs.iter().map(|d| d.to_str().unwrap()).collect::<Vec<_>>())
+        .unwrap();
+    let out = Command::new(py).arg(script).arg(arg).output().unwrap();
+    assert!(
+        out.status.success(),
+        "readers.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn duckdb_and_pyarrow_read_the_mount_with_sparks_row_counts() {
+    let Some(dir) = common::fixtures_dir() else {
+        return;
+    };
+    if !common::fuse_available() {
+        return;
+    }
+    let py = python();
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for fx in common::fixtures(&dir) {
+        let is_cow = fx.expected["table_type"] == "COPY_ON_WRITE";
+        let parquet = fx.expected["latest"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p.as_str().unwrap().ends_with(".parquet"));
+        let Some(reference) = &fx.reference else {
+            continue;
+        };
+        if !is_cow || !parquet || fx.name.contains("lance") {
+            continue;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let root = common::unzip(&fx.zip, tmp.path());
+        let m = MountGuard::mount(&root, &[]);
+
+        // (directory, expected rows, source of the expectation)
+        let mut asks: Vec<(PathBuf, u64, String)> = Vec::new();
+        let gold = root.parent().unwrap().join("gold_data");
+        let latest_expected = if gold.is_dir() {
+            let g = count_rows(&py, std::slice::from_ref(&gold));
+            (
+                g[gold.to_str().unwrap()]["duckdb"].as_u64().unwrap(),
+                "spark gold_data",
+            )
+        } else {
+            (
+                reference["records"]["latest"].as_u64().unwrap(),
+                "reference",
+            )
+        };
+        asks.push((
+            m.path().join("latest"),
+            latest_expected.0,
+            latest_expected.1.into(),
+        ));
+        for key in ["as_of", "as_of_minus_1ms"] {
+            for (t, n) in reference["records"][key].as_object().unwrap() {
+                asks.push((
+                    m.path().join("as_of").join(t),
+                    n.as_u64().unwrap(),
+                    format!("reference {key}"),
+                ));
+            }
+        }
+        let dirs: Vec<PathBuf> = asks.iter().map(|a| a.0.clone()).collect();
+        let counts = count_rows(&py, &dirs);
+        for (d, want, source) in &asks {
+            let got = &counts[d.to_str().unwrap()];
+            checked += 1;
+            for reader in ["duckdb", "pyarrow"] {
+                if got[reader].as_u64() != Some(*want) {
+                    problems.push(format!(
+                        "{} {}: {reader} counted {} rows, {source} says {want}",
+                        fx.name,
+                        d.strip_prefix(m.path()).unwrap().display(),
+                        got[reader]
+                    ));
+                }
+            }
+        }
+    }
+    eprintln!(
+        "real client: {checked} views read with DuckDB and pyarrow, {} mismatches",
+        problems.len()
+    );
+    assert!(checked >= 60, "too few views checked: {checked}");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
