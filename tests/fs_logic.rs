@@ -1,0 +1,163 @@
+//! The file system as plain logic, without a kernel: walking views through `lookup`/`readdir`,
+//! reading bytes, provenance attributes, directory handles that keep one snapshot, open files
+//! that outlive the cleaner, and the atomic switch of `latest/`.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use hudifs::fs::{FsOptions, HudiFs, Kind, ROOT};
+
+const TABLE: &str = "sample_table/cow/v6_simplekeygen_nonhivestyle_overwritetable";
+const C2: &str = "20240707001302376";
+const R3: &str = "20240707001303088";
+
+fn open_fs(tmp: &Path) -> Option<(HudiFs, std::path::PathBuf)> {
+    let dir = common::fixtures_dir()?;
+    let root = common::unzip(&dir.join("tables").join(format!("{TABLE}.zip")), tmp);
+    let fs = HudiFs::new(
+        &root,
+        FsOptions {
+            read_optimized: false,
+            zone: None,
+        },
+    )
+    .unwrap();
+    Some((fs, root))
+}
+
+fn walk(fs: &HudiFs, path: &[&str]) -> hudifs::error::Result<u64> {
+    let mut ino = ROOT;
+    for p in path {
+        ino = fs.lookup(ino, OsStr::new(p))?.attr.ino;
+    }
+    Ok(ino)
+}
+
+fn names(fs: &HudiFs, ino: u64) -> Vec<String> {
+    fs.readdir_entries(ino)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect()
+}
+
+#[test]
+fn views_walk_read_and_describe_themselves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some((fs, root)) = open_fs(tmp.path()) else {
+        return;
+    };
+    assert_eq!(
+        names(&fs, ROOT),
+        ["latest", "as_of", "incremental", "timeline"]
+    );
+    let as_of = walk(&fs, &["as_of"]).unwrap();
+    assert_eq!(names(&fs, as_of), ["20240707001301554", C2, R3]);
+    let latest = walk(&fs, &["latest"]).unwrap();
+    assert_eq!(names(&fs, latest), ["30"]);
+    let part = walk(&fs, &["latest", "30"]).unwrap();
+    let files = fs.readdir_entries(part).unwrap();
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].kind, Kind::File);
+    let file = walk(&fs, &["latest", "30", &files[0].name]).unwrap();
+    let attr = fs.getattr(file).unwrap().attr;
+    let on_disk = std::fs::read(root.join("30").join(&files[0].name)).unwrap();
+    assert_eq!(attr.size, on_disk.len() as u64);
+    assert_eq!(attr.perm & 0o222, 0, "no write bits");
+
+    // Read in odd-sized chunks; the bytes are the table's.
+    let fh = fs.open(file).unwrap().fh;
+    let mut got = Vec::new();
+    loop {
+        let chunk = fs.read(fh, got.len() as u64, 777).unwrap();
+        if chunk.is_empty() {
+            break;
+        }
+        got.extend(chunk);
+    }
+    fs.release(fh);
+    assert_eq!(got, on_disk);
+
+    // Provenance.
+    let x: std::collections::HashMap<_, _> = fs.xattrs(file).unwrap().into_iter().collect();
+    assert_eq!(x["user.hudi.instant"], R3);
+    assert_eq!(x["user.hudi.partition"], "30");
+    assert_eq!(
+        x["user.hudi.file_id"],
+        "ebcb261d-62d3-4895-90ec-5b3c9622dff4-0"
+    );
+    assert_eq!(x["user.hudi.slice"], R3);
+    let x: std::collections::HashMap<_, _> = fs.xattrs(latest).unwrap().into_iter().collect();
+    assert_eq!(x["user.hudi.instant"], R3);
+    let w = walk(&fs, &["incremental", &format!("20240707001301554..{R3}")]).unwrap();
+    let x: std::collections::HashMap<_, _> = fs.xattrs(w).unwrap().into_iter().collect();
+    assert_eq!(x["user.hudi.commit_times"], format!("{C2},{R3}"));
+    assert_eq!(x["user.hudi.effective_end"], R3);
+
+    // Time travel by any spelling lands on the same inode.
+    let a = walk(&fs, &["as_of", C2]).unwrap();
+    let b = walk(&fs, &["as_of", "2024-07-07T00:13:02.376"]).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(names(&fs, a), ["10", "20", "30"]);
+
+    // The timeline renders metadata as JSON.
+    let t = walk(&fs, &["timeline", &format!("{R3}.replacecommit")]).unwrap();
+    let fh = fs.open(t).unwrap().fh;
+    let text = fs.read(fh, 0, 1 << 20).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
+    assert_eq!(v["operationType"], "INSERT_OVERWRITE_TABLE");
+
+    // Names that are not there.
+    assert!(walk(&fs, &["nope"]).is_err());
+    assert!(walk(&fs, &["latest", "10"]).is_err());
+    assert!(walk(&fs, &["timeline", "hoodie.properties"]).is_err());
+    assert_eq!(
+        walk(&fs, &["as_of", "soon"]).unwrap_err().errno(),
+        libc::EINVAL
+    );
+}
+
+#[test]
+fn latest_switches_atomically_and_open_handles_keep_their_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some((fs, root)) = open_fs(tmp.path()) else {
+        return;
+    };
+    let latest = walk(&fs, &["latest"]).unwrap();
+    let old_dir = fs.opendir(latest).unwrap();
+    let file = walk(&fs, &["latest", "30"]).unwrap();
+    let fname = names(&fs, file).pop().unwrap();
+    let file = walk(&fs, &["latest", "30", &fname]).unwrap();
+    let fh = fs.open(file).unwrap().fh;
+
+    // The replacecommit is undone on disk (as a restore would), and the cleaner deletes the
+    // file we hold open.
+    std::fs::remove_file(root.join(format!(".hoodie/{R3}.replacecommit"))).unwrap();
+    let on_disk = std::fs::read(root.join("30").join(&fname)).unwrap();
+    std::fs::remove_file(root.join("30").join(&fname)).unwrap();
+    assert!(
+        fs.refresh().unwrap(),
+        "a changed timeline is a new snapshot"
+    );
+    assert!(!fs.refresh().unwrap(), "an unchanged one is not");
+
+    // A directory handle opened before the switch lists the old snapshot, a new one the new.
+    let old: Vec<String> = fs
+        .readdir(old_dir)
+        .unwrap()
+        .iter()
+        .map(|e| e.name.clone())
+        .collect();
+    assert_eq!(old, ["30"]);
+    fs.releasedir(old_dir);
+    assert_eq!(names(&fs, latest), ["10", "20", "30"]);
+    assert_eq!(fs.latest_instant().as_deref(), Some(C2));
+
+    // The open file still reads to its end.
+    let got = fs.read(fh, 0, 1 << 24).unwrap();
+    assert_eq!(got, on_disk);
+    fs.release(fh);
+    assert_eq!(fs.open_file_count(), 0);
+}
