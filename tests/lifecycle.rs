@@ -1,0 +1,292 @@
+//! Mount lifecycle and containment against real mounts: every mutating call fails with EROFS;
+//! SIGINT/SIGTERM unmount cleanly; after `kill -9` `hudifs umount` clears the dead mount; bad
+//! mount points and non-tables exit 1 with a clear message.
+
+mod common;
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::MountGuard;
+use hudifs::daemon::is_mount_point;
+
+const TABLE: &str = "sample_table/cow/v6_simplekeygen_nonhivestyle_overwritetable";
+
+fn table(tmp: &Path) -> Option<PathBuf> {
+    let dir = common::fixtures_dir()?;
+    Some(common::unzip(
+        &dir.join("tables").join(format!("{TABLE}.zip")),
+        tmp,
+    ))
+}
+
+fn hudifs(args: &[&std::ffi::OsStr]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hudifs"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+fn c(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+fn last_errno(rc: libc::c_int) -> i32 {
+    assert!(rc < 0, "call succeeded on a read-only mount");
+    std::io::Error::last_os_error().raw_os_error().unwrap()
+}
+
+#[test]
+fn every_mutating_call_fails_with_erofs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(root) = table(tmp.path()) else {
+        return;
+    };
+    if !common::fuse_available() {
+        return;
+    }
+    let m = MountGuard::mount(&root, &[]);
+    let latest = m.path().join("latest");
+    let dir = latest.join("30");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let new = dir.join("new.parquet");
+    let erofs = Some(libc::EROFS);
+    let e = |r: std::io::Result<()>| r.err().and_then(|e| e.raw_os_error());
+
+    assert_eq!(e(std::fs::write(&new, b"x")), erofs, "create");
+    assert_eq!(e(std::fs::create_dir(dir.join("d"))), erofs, "mkdir");
+    assert_eq!(e(std::fs::remove_file(&file)), erofs, "unlink");
+    assert_eq!(e(std::fs::remove_dir(&dir)), erofs, "rmdir");
+    assert_eq!(e(std::fs::rename(&file, &new)), erofs, "rename");
+    assert_eq!(e(std::fs::hard_link(&file, &new)), erofs, "link");
+    assert_eq!(e(std::os::unix::fs::symlink(&file, &new)), erofs, "symlink");
+    assert_eq!(
+        e(std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .map(drop)),
+        erofs,
+        "open for write"
+    );
+    assert_eq!(
+        e(std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .map(drop)),
+        erofs,
+        "open for append"
+    );
+    unsafe {
+        assert_eq!(
+            last_errno(libc::truncate(c(&file).as_ptr(), 0)),
+            libc::EROFS,
+            "truncate"
+        );
+        assert_eq!(
+            last_errno(libc::chmod(c(&file).as_ptr(), 0o777)),
+            libc::EROFS,
+            "setattr"
+        );
+        assert_eq!(
+            last_errno(libc::chown(c(&file).as_ptr(), 1, 1)),
+            libc::EROFS,
+            "chown"
+        );
+        assert_eq!(
+            last_errno(libc::utimes(c(&file).as_ptr(), std::ptr::null())),
+            libc::EROFS,
+            "utimes"
+        );
+        assert_eq!(
+            last_errno(libc::mknod(c(&new).as_ptr(), libc::S_IFIFO | 0o644, 0)),
+            libc::EROFS,
+            "mknod"
+        );
+        let name = CString::new("user.x").unwrap();
+        assert_eq!(
+            last_errno(libc::setxattr(
+                c(&file).as_ptr(),
+                name.as_ptr(),
+                b"1".as_ptr().cast(),
+                1,
+                0
+            )),
+            libc::EROFS,
+            "setxattr"
+        );
+        let name = CString::new("user.hudi.instant").unwrap();
+        assert_eq!(
+            last_errno(libc::removexattr(c(&file).as_ptr(), name.as_ptr())),
+            libc::EROFS,
+            "removexattr"
+        );
+    }
+    // Nothing changed in the table.
+    assert!(!root.join("30/new.parquet").exists());
+    assert!(std::fs::metadata(&file).is_ok());
+}
+
+fn wait_unmounted(mp: &Path) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if !is_mount_point(mp) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn sigint_and_sigterm_unmount_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(root) = table(tmp.path()) else {
+        return;
+    };
+    if !common::fuse_available() {
+        return;
+    }
+    for sig in ["-INT", "-TERM"] {
+        let m = MountGuard::mount(&root, &[]);
+        let pid = m.pid.expect("daemon pid");
+        assert!(is_mount_point(m.path()));
+        Command::new("kill")
+            .arg(sig)
+            .arg(pid.to_string())
+            .status()
+            .unwrap();
+        assert!(wait_unmounted(m.path()), "{sig} did not unmount");
+    }
+}
+
+#[test]
+fn foreground_mount_serves_until_signalled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(root) = table(tmp.path()) else {
+        return;
+    };
+    if !common::fuse_available() {
+        return;
+    }
+    let mp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hudifs"))
+        .arg("mount")
+        .arg("-f")
+        .arg(&root)
+        .arg(mp.path())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !is_mount_point(mp.path()) && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let listed = std::fs::read_dir(mp.path().join("latest")).map(|d| d.count());
+    Command::new("kill")
+        .arg("-INT")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    let unmounted = wait_unmounted(mp.path());
+    if !unmounted {
+        let _ = Command::new(env!("CARGO_BIN_EXE_hudifs"))
+            .arg("umount")
+            .arg(mp.path())
+            .status();
+    }
+    assert_eq!(listed.unwrap(), 1);
+    assert!(status.success(), "foreground daemon exit: {status:?}");
+    assert!(unmounted);
+}
+
+#[test]
+fn umount_clears_the_mount_of_a_killed_daemon() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(root) = table(tmp.path()) else {
+        return;
+    };
+    if !common::fuse_available() {
+        return;
+    }
+    let m = MountGuard::mount(&root, &[]);
+    let pid = m.pid.unwrap();
+    Command::new("kill")
+        .arg("-9")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let err = std::fs::read_dir(m.path())
+        .err()
+        .and_then(|e| e.raw_os_error());
+    assert_eq!(
+        err,
+        Some(libc::ENOTCONN),
+        "a dead mount says Transport endpoint is not connected"
+    );
+    // Mounting over it is refused with a hint.
+    let (code, msg) = hudifs(&["mount".as_ref(), root.as_os_str(), m.path().as_os_str()]);
+    assert_eq!(code, 1);
+    assert!(msg.contains("hudifs umount"), "{msg}");
+    let (code, msg) = hudifs(&["umount".as_ref(), m.path().as_os_str()]);
+    assert_eq!(code, 0, "{msg}");
+    assert!(!is_mount_point(m.path()));
+}
+
+#[test]
+fn bad_mount_points_and_non_tables_exit_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(root) = table(tmp.path()) else {
+        return;
+    };
+    if !common::fuse_available() {
+        return;
+    }
+    let mount =
+        |table: &Path, mp: &Path| hudifs(&["mount".as_ref(), table.as_os_str(), mp.as_os_str()]);
+
+    let nonempty = tempfile::tempdir().unwrap();
+    std::fs::write(nonempty.path().join("x"), b"").unwrap();
+    let (code, msg) = mount(&root, nonempty.path());
+    assert_eq!(code, 1);
+    assert!(msg.contains("not empty"), "{msg}");
+
+    let (code, msg) = mount(&root, &tmp.path().join("missing"));
+    assert_eq!(code, 1);
+    assert!(msg.contains("does not exist"), "{msg}");
+
+    let m = MountGuard::mount(&root, &[]);
+    let (code, msg) = mount(&root, m.path());
+    assert_eq!(code, 1);
+    assert!(
+        msg.contains("already a mount point") || msg.contains("not empty"),
+        "{msg}"
+    );
+
+    let empty = tempfile::tempdir().unwrap();
+    let (code, msg) = mount(&tmp.path().join("no-such-table"), empty.path());
+    assert_eq!(code, 1);
+    assert!(msg.contains("not a Hudi table"), "{msg}");
+    let (code, msg) = mount(tmp.path(), empty.path());
+    assert_eq!(code, 1);
+    assert!(msg.contains("not a Hudi table"), "{msg}");
+
+    let (code, msg) = hudifs(&["umount".as_ref(), empty.path().as_os_str()]);
+    assert_eq!(code, 1);
+    assert!(msg.contains("not mounted"), "{msg}");
+    let (code, _) = hudifs(&["mount".as_ref()]);
+    assert_eq!(code, 2, "usage errors exit 2");
+}
