@@ -7,6 +7,7 @@
 //! a view is a function of a timeline, a listing and a view key) → `timefmt` (time spellings).
 
 pub mod error;
+pub mod generator;
 pub mod listing;
 pub mod metadata;
 pub mod table;
