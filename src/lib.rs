@@ -12,6 +12,7 @@ pub mod error;
 pub mod fs;
 pub mod fsview;
 pub mod fuse;
+pub mod generator;
 pub mod inode;
 pub mod listing;
 pub mod metadata;

@@ -1,0 +1,785 @@
+//! The table generator: a deterministic writer of real Hudi tables (table versions 6, 8 and 9,
+//! copy-on-write and merge-on-read) for tests and demos.
+//!
+//! It follows Hudi's three-phase protocol — every action writes `.requested`, then `.inflight`,
+//! then its completed instant file — and writes real files: `hoodie.properties`, partition
+//! metafiles, Parquet base files, Hudi log files (Avro data blocks, rollback command blocks),
+//! commit metadata (JSON in layout 1, Avro in layout 2) and Avro plans and metadata for
+//! compaction, clean, rollback and savepoint.
+//!
+//! Every name goes through [`listing::base_file_name`], [`listing::log_file_name`] and
+//! [`timeline::instant_file_name`], so the writer cannot drift from the reader's grammar.
+//!
+//! Time comes from a logical clock (a start in epoch milliseconds, advancing one second per
+//! instant or completion), file ids from a PRNG seeded by the table name and the clock start:
+//! the same calls give the same names and, except for the Parquet `created_by` string of a
+//! different `parquet` crate version, the same bytes.
+//!
+//! ```no_run
+//! # use hudifs::generator::*; use hudifs::table::TableType; use hudifs::timeline::Action;
+//! # fn main() -> hudifs::error::Result<()> {
+//! let spec = TableSpec::new("t", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
+//! let mut w = TableWriter::create("/tmp/t".as_ref(), spec, 1_767_225_600_000)?;
+//! let mut txn = w.begin(Action::DeltaCommit)?;
+//! let fid = txn.insert("city=paris", &rows(1, 10))?;
+//! txn.complete()?;
+//! let mut txn = w.begin(Action::DeltaCommit)?;
+//! txn.update("city=paris", &fid, &rows_with_ids(2, &[1000, 1001]))?; // a log file
+//! txn.abandon(); // stays in flight
+//! # Ok(()) }
+//! ```
+
+mod actions;
+mod avro;
+mod demo;
+mod logfile;
+mod parquet;
+#[cfg(test)]
+mod tests;
+mod txn;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value as Json};
+
+use self::parquet::StoredRow;
+use crate::error::{Error, Result};
+use crate::listing::{self, PARTITION_METAFILE};
+use crate::table::TableType;
+use crate::timeline::{self, Action, State};
+
+pub use self::demo::{build_demo, DEMO_CLOCK_START_MS};
+pub use self::logfile::{read_blocks, ReadBlock};
+pub use self::parquet::{rows, rows_with_ids, Row};
+pub use self::txn::Txn;
+
+/// Milliseconds the logical clock advances per timestamp it hands out.
+const CLOCK_STEP_MS: i64 = 1000;
+const BASE_EXT: &str = "parquet";
+
+/// What table to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSpec {
+    pub name: String,
+    pub table_type: TableType,
+    /// 6 (timeline layout 1), 8 or 9 (layout 2).
+    pub version: u32,
+    /// Partition fields; empty for a non-partitioned table.
+    pub partition_fields: Vec<String>,
+    /// Partition directories named `field=value`.
+    pub hive_style: bool,
+    pub populate_meta_fields: bool,
+}
+
+impl TableSpec {
+    /// A non-partitioned table that populates meta fields.
+    pub fn new(name: &str, table_type: TableType, version: u32) -> TableSpec {
+        TableSpec {
+            name: name.to_string(),
+            table_type,
+            version,
+            partition_fields: Vec::new(),
+            hive_style: false,
+            populate_meta_fields: true,
+        }
+    }
+
+    pub fn partitioned_by(mut self, fields: &[&str], hive_style: bool) -> TableSpec {
+        self.partition_fields = fields.iter().map(|f| f.to_string()).collect();
+        self.hive_style = hive_style;
+        self
+    }
+
+    pub fn without_meta_fields(mut self) -> TableSpec {
+        self.populate_meta_fields = false;
+        self
+    }
+
+    fn is_mor(&self) -> bool {
+        self.table_type == TableType::MergeOnRead
+    }
+}
+
+/// One step of the table's history, for summaries and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub instant: String,
+    /// The action as begun (`compaction` for a compaction, even once it completed as a commit).
+    pub action: Action,
+    pub state: State,
+    /// The completion time (layout 2 name; equal to `instant` in layout 1).
+    pub completion: Option<String>,
+    /// Data and log files written, relative to the table root.
+    pub written: Vec<String>,
+    /// Data and log files deleted, relative to the table root.
+    pub deleted: Vec<String>,
+    /// File groups a replacecommit replaced, as `partition/fileId`.
+    pub replaced: Vec<String>,
+    /// The rollback that undid this write, if any.
+    pub rolled_back_by: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deterministic helpers.
+
+/// SplitMix64: a tiny, good-enough PRNG.
+pub(crate) struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> SplitMix64 {
+        SplitMix64(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+fn datetime(ms: i64) -> Result<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| Error::Usage(format!("clock {ms} ms is out of range")))
+}
+
+/// `yyyyMMddHHmmssSSS` in UTC.
+fn instant_time(ms: i64) -> Result<String> {
+    let s = datetime(ms)?.format("%Y%m%d%H%M%S%3f").to_string();
+    if s.len() != 17 {
+        return Err(Error::Usage(format!(
+            "clock {ms} ms does not give a 17-digit instant ({s})"
+        )));
+    }
+    Ok(s)
+}
+
+/// What `java.util.Date.toString()` prints, for the comment lines of properties files.
+fn java_date(ms: i64) -> Result<String> {
+    Ok(datetime(ms)?.format("%a %b %d %H:%M:%S UTC %Y").to_string())
+}
+
+/// Escape a value for a Java properties file.
+fn escape_property(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for (i, c) in v.chars().enumerate() {
+        match c {
+            ':' | '=' | '\\' | '#' | '!' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' ' if i == 0 => out.push_str("\\ "),
+            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
+                out.push_str(&format!("\\u{:04X}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn rel_path(partition: &str, name: &str) -> String {
+    if partition.is_empty() {
+        name.to_string()
+    } else {
+        format!("{partition}/{name}")
+    }
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
+}
+
+fn remove_file(path: &Path) -> Result<bool> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+fn encode_err(what: &str) -> impl Fn(String) -> Error + '_ {
+    move |reason| Error::BadMetadata {
+        path: PathBuf::from(what),
+        reason: format!("cannot encode: {reason}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The writer's model of the table.
+
+#[derive(Debug, Clone)]
+struct LogEntry {
+    name: String,
+    /// The instant that wrote it (a deltacommit, or the rollback for a command block).
+    writer: String,
+    version: u32,
+    /// The writing instant completed (rollback command blocks never count as committed).
+    committed: bool,
+    size: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Slice {
+    base_instant: String,
+    base_file: Option<String>,
+    /// The slice of a compaction that is scheduled but not complete (no committed base yet).
+    pending_compaction: bool,
+    base_ids: BTreeSet<i64>,
+    logs: Vec<LogEntry>,
+    /// Record keys and record count of the committed log blocks of this slice.
+    log_ids: BTreeSet<i64>,
+    log_records: usize,
+}
+
+impl Slice {
+    fn new(base_instant: &str, base_file: Option<String>) -> Slice {
+        Slice {
+            base_instant: base_instant.to_string(),
+            base_file,
+            pending_compaction: false,
+            base_ids: BTreeSet::new(),
+            logs: Vec::new(),
+            log_ids: BTreeSet::new(),
+            log_records: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Group {
+    slices: Vec<Slice>,
+    /// The group's committed rows (base merged with committed logs), by record key.
+    rows: BTreeMap<i64, StoredRow>,
+    replaced_by: Option<String>,
+}
+
+/// A data or log file written by a write that has not completed.
+#[derive(Debug, Clone)]
+struct PendingFile {
+    partition: String,
+    file_id: String,
+    name: String,
+    is_log: bool,
+    size: u64,
+}
+
+#[derive(Debug, Clone)]
+struct PendingWrite {
+    action: Action,
+    files: Vec<PendingFile>,
+}
+
+#[derive(Debug, Clone)]
+struct CompactionOp {
+    partition: String,
+    file_id: String,
+    base_instant: String,
+    base_file: Option<String>,
+    delta_files: Vec<String>,
+    delta_size: u64,
+    rows: BTreeMap<i64, StoredRow>,
+    num_inserts: usize,
+    num_updates: usize,
+    log_records: usize,
+    written: Option<(String, u64)>,
+}
+
+#[derive(Debug, Clone)]
+struct Compaction {
+    ops: Vec<CompactionOp>,
+    state: State,
+}
+
+/// Write statistics of one file, rendered as Hudi's `HoodieWriteStat` / `HoodieDeltaWriteStat`.
+#[derive(Debug, Clone, Default)]
+struct Stat {
+    partition: String,
+    file_id: String,
+    path: String,
+    prev_commit: String,
+    num_writes: usize,
+    num_update_writes: usize,
+    num_inserts: usize,
+    size: u64,
+    /// Log writes: (version, base file name or "", log files).
+    log: Option<(u32, String, Vec<String>)>,
+    prev_base_file: Option<String>,
+    /// Compaction: (log records, log files compacted, log bytes compacted, distinct keys).
+    compaction: Option<(usize, usize, u64, usize)>,
+}
+
+impl Stat {
+    fn to_json(&self, layout: u32) -> Json {
+        let mut o = serde_json::Map::new();
+        o.insert("fileId".into(), json!(self.file_id));
+        o.insert("path".into(), json!(self.path));
+        o.insert("prevCommit".into(), json!(self.prev_commit));
+        o.insert("numWrites".into(), json!(self.num_writes));
+        o.insert("numDeletes".into(), json!(0));
+        o.insert("numUpdateWrites".into(), json!(self.num_update_writes));
+        o.insert("numInserts".into(), json!(self.num_inserts));
+        o.insert("totalWriteBytes".into(), json!(self.size));
+        o.insert("totalWriteErrors".into(), json!(0));
+        o.insert("partitionPath".into(), json!(self.partition));
+        let (records, files, bytes, keys) = self.compaction.unwrap_or_default();
+        o.insert("totalLogRecords".into(), json!(records));
+        o.insert("totalLogFilesCompacted".into(), json!(files));
+        o.insert("totalLogSizeCompacted".into(), json!(bytes));
+        o.insert("totalUpdatedRecordsCompacted".into(), json!(keys));
+        o.insert("totalLogBlocks".into(), json!(files));
+        o.insert("totalCorruptLogBlock".into(), json!(0));
+        o.insert("totalRollbackBlocks".into(), json!(0));
+        o.insert("fileSizeInBytes".into(), json!(self.size));
+        if let Some((version, base_file, log_files)) = &self.log {
+            o.insert("logVersion".into(), json!(version));
+            o.insert("logOffset".into(), json!(0));
+            o.insert("baseFile".into(), json!(base_file));
+            o.insert("logFiles".into(), json!(log_files));
+        }
+        // `prevBaseFile` exists in Hudi 1.x's model only.
+        if layout == 2 {
+            if let Some(p) = &self.prev_base_file {
+                o.insert("prevBaseFile".into(), json!(p));
+            }
+        }
+        Json::Object(o)
+    }
+}
+
+/// The generator: creates a table and writes its history one action at a time.
+#[derive(Debug)]
+pub struct TableWriter {
+    root: PathBuf,
+    spec: TableSpec,
+    layout: u32,
+    timeline_dir: PathBuf,
+    clock_ms: i64,
+    rng_state: u64,
+    stage: u32,
+    attempt: u32,
+    groups: BTreeMap<(String, String), Group>,
+    partitions: BTreeSet<String>,
+    pending: BTreeMap<String, PendingWrite>,
+    compactions: BTreeMap<String, Compaction>,
+    /// Completed write instants (commit, deltacommit, replacecommit, compaction) → completion.
+    completed: BTreeMap<String, String>,
+    savepoints: BTreeSet<String>,
+    events: Vec<Event>,
+}
+
+impl TableWriter {
+    /// Create a new table at `root` (which must not hold a table yet): `hoodie.properties` and
+    /// the timeline directories. The logical clock starts at `clock_start_epoch_ms`.
+    pub fn create(root: &Path, spec: TableSpec, clock_start_epoch_ms: i64) -> Result<TableWriter> {
+        if !matches!(spec.version, 6 | 8 | 9) {
+            return Err(Error::Usage(format!(
+                "table version {} is not one the generator writes (6, 8, 9)",
+                spec.version
+            )));
+        }
+        if spec.name.is_empty() || spec.partition_fields.iter().any(|f| f.is_empty()) {
+            return Err(Error::Usage(
+                "table name and partition fields must not be empty".into(),
+            ));
+        }
+        instant_time(clock_start_epoch_ms)?;
+        let hoodie = root.join(".hoodie");
+        if hoodie.exists() {
+            return Err(Error::Usage(format!(
+                "{} already holds a Hudi table",
+                root.display()
+            )));
+        }
+        let layout = if spec.version >= 8 { 2 } else { 1 };
+        let timeline_dir = if layout == 2 {
+            hoodie.join("timeline")
+        } else {
+            hoodie.clone()
+        };
+        let mut dirs = vec![
+            timeline_dir.clone(),
+            hoodie.join(".aux"),
+            hoodie.join(".temp"),
+            hoodie.join(".schema"),
+        ];
+        dirs.push(if layout == 2 {
+            timeline_dir.join("history")
+        } else {
+            hoodie.join("archived")
+        });
+        for d in &dirs {
+            std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+        }
+        let seed = fnv1a(spec.name.as_bytes()) ^ (clock_start_epoch_ms as u64);
+        let w = TableWriter {
+            root: root.to_path_buf(),
+            layout,
+            timeline_dir,
+            clock_ms: clock_start_epoch_ms,
+            rng_state: seed,
+            stage: 0,
+            attempt: 0,
+            groups: BTreeMap::new(),
+            partitions: BTreeSet::new(),
+            pending: BTreeMap::new(),
+            compactions: BTreeMap::new(),
+            completed: BTreeMap::new(),
+            savepoints: BTreeSet::new(),
+            events: Vec::new(),
+            spec,
+        };
+        let props = w.properties_text()?;
+        write_file(&hoodie.join("hoodie.properties"), props.as_bytes())?;
+        Ok(w)
+    }
+
+    fn properties_text(&self) -> Result<String> {
+        let s = &self.spec;
+        let mut p: Vec<(&str, String)> = vec![
+            ("hoodie.table.name", s.name.clone()),
+            (
+                "hoodie.table.type",
+                match s.table_type {
+                    TableType::CopyOnWrite => "COPY_ON_WRITE",
+                    TableType::MergeOnRead => "MERGE_ON_READ",
+                }
+                .to_string(),
+            ),
+            ("hoodie.table.version", s.version.to_string()),
+            ("hoodie.timeline.layout.version", self.layout.to_string()),
+            ("hoodie.table.base.file.format", "PARQUET".into()),
+            ("hoodie.table.recordkey.fields", "id".into()),
+        ];
+        if !s.partition_fields.is_empty() {
+            p.push((
+                "hoodie.table.partition.fields",
+                s.partition_fields.join(","),
+            ));
+        }
+        let (class, kind) = match s.partition_fields.len() {
+            0 => ("NonpartitionedKeyGenerator", "NON_PARTITION"),
+            1 => ("SimpleKeyGenerator", "SIMPLE"),
+            _ => ("ComplexKeyGenerator", "COMPLEX"),
+        };
+        if self.layout == 2 {
+            p.push(("hoodie.table.keygenerator.type", kind.into()));
+        } else {
+            p.push((
+                "hoodie.table.keygenerator.class",
+                format!("org.apache.hudi.keygen.{class}"),
+            ));
+        }
+        p.push((
+            "hoodie.datasource.write.hive_style_partitioning",
+            s.hive_style.to_string(),
+        ));
+        p.push((
+            "hoodie.datasource.write.partitionpath.urlencode",
+            "false".into(),
+        ));
+        p.push(("hoodie.table.timeline.timezone", "UTC".into()));
+        p.push((
+            "hoodie.populate.meta.fields",
+            s.populate_meta_fields.to_string(),
+        ));
+        p.push(("hoodie.archivelog.folder", "archived".into()));
+        if s.version >= 9 {
+            p.push(("hoodie.table.ordering.fields", "ts".into()));
+        } else {
+            p.push(("hoodie.table.precombine.field", "ts".into()));
+        }
+        if self.layout == 2 {
+            p.push(("hoodie.record.merge.mode", "EVENT_TIME_ORDERING".into()));
+            p.push(("hoodie.timeline.path", "timeline".into()));
+            p.push(("hoodie.timeline.history.path", "history".into()));
+            p.push(("hoodie.table.initial.version", s.version.to_string()));
+        } else {
+            p.push((
+                "hoodie.compaction.payload.class",
+                "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload".into(),
+            ));
+        }
+        p.push((
+            "hoodie.table.create.schema",
+            parquet::data_schema(&s.name, false).to_text(),
+        ));
+        // No `hoodie.table.checksum`: Java validates it only when present.
+        let date = datetime(self.clock_ms)?;
+        let mut text = format!(
+            "#Updated at {}\n#{}\n",
+            date.format("%Y-%m-%dT%H:%M:%S%.3fZ"),
+            java_date(self.clock_ms)?
+        );
+        for (k, v) in p {
+            text.push_str(&format!("{k}={}\n", escape_property(&v)));
+        }
+        Ok(text)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn spec(&self) -> &TableSpec {
+        &self.spec
+    }
+
+    /// 1 for table version 6, 2 for 8 and 9.
+    pub fn layout(&self) -> u32 {
+        self.layout
+    }
+
+    pub fn timeline_dir(&self) -> &Path {
+        &self.timeline_dir
+    }
+
+    /// The action a plain write takes: `commit` on copy-on-write, `deltacommit` on merge-on-read.
+    pub fn write_action(&self) -> Action {
+        if self.spec.is_mor() {
+            Action::DeltaCommit
+        } else {
+            Action::Commit
+        }
+    }
+
+    /// The partition path for the given partition values (`city=paris` hive-style, `paris`
+    /// otherwise; `""` for a non-partitioned table).
+    pub fn partition_path(&self, values: &[&str]) -> Result<String> {
+        if values.len() != self.spec.partition_fields.len() {
+            return Err(Error::Usage(format!(
+                "{} partition values for {} partition fields",
+                values.len(),
+                self.spec.partition_fields.len()
+            )));
+        }
+        let segs: Vec<String> = self
+            .spec
+            .partition_fields
+            .iter()
+            .zip(values)
+            .map(|(f, v)| {
+                if self.spec.hive_style {
+                    format!("{f}={v}")
+                } else {
+                    v.to_string()
+                }
+            })
+            .collect();
+        Ok(segs.join("/"))
+    }
+
+    /// The time the clock will hand out next.
+    pub fn clock_ms(&self) -> i64 {
+        self.clock_ms
+    }
+
+    /// Move the clock forward (e.g. to leave a gap between instants).
+    pub fn advance_clock(&mut self, ms: i64) {
+        self.clock_ms += ms.max(0);
+    }
+
+    /// Every step written so far.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// Live (not replaced) file groups as `(partition, fileId)`.
+    pub fn file_groups(&self) -> Vec<(String, String)> {
+        self.groups
+            .iter()
+            .filter(|(_, g)| g.replaced_by.is_none())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The committed row count of a file group (base merged with committed logs).
+    pub fn group_row_count(&self, partition: &str, file_id: &str) -> Option<usize> {
+        self.groups
+            .get(&(partition.to_string(), file_id.to_string()))
+            .map(|g| g.rows.len())
+    }
+
+    /// The committed rows of a file group, by record key.
+    pub fn group_rows(&self, partition: &str, file_id: &str) -> Option<Vec<Row>> {
+        self.groups
+            .get(&(partition.to_string(), file_id.to_string()))
+            .map(|g| g.rows.values().map(|r| r.row.clone()).collect())
+    }
+
+    /// Files of a file group the writer knows of (bases and logs of every slice, committed or
+    /// not, that are still on disk), relative to the partition.
+    pub fn group_files(&self, partition: &str, file_id: &str) -> Vec<String> {
+        let Some(g) = self
+            .groups
+            .get(&(partition.to_string(), file_id.to_string()))
+        else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for s in &g.slices {
+            out.extend(s.base_file.iter().cloned());
+            out.extend(s.logs.iter().map(|l| l.name.clone()));
+        }
+        out
+    }
+
+    fn next_time(&mut self) -> Result<String> {
+        let t = instant_time(self.clock_ms)?;
+        self.clock_ms += CLOCK_STEP_MS;
+        Ok(t)
+    }
+
+    fn new_file_id(&mut self) -> String {
+        let mut rng = SplitMix64::new(self.rng_state);
+        let (a, b) = (rng.next_u64(), rng.next_u64());
+        self.rng_state = rng.0;
+        format!(
+            "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}-0",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0xfff,
+            ((b >> 48) & 0x3fff) | 0x8000,
+            b & 0xffff_ffff_ffff
+        )
+    }
+
+    /// A write token `<task>-<stage>-<attempt>` (Spark's task partition, stage and attempt).
+    fn write_token(&mut self, task: u32, stage: u32) -> String {
+        self.attempt += 1;
+        format!("{task}-{stage}-{}", self.attempt)
+    }
+
+    fn instant_path(
+        &self,
+        requested: &str,
+        completion: Option<&str>,
+        action: Action,
+        state: State,
+    ) -> PathBuf {
+        self.timeline_dir.join(timeline::instant_file_name(
+            requested,
+            completion,
+            action,
+            state,
+            self.layout,
+        ))
+    }
+
+    /// Write a timeline file; `content` is JSON metadata (written as JSON in layout 1 when
+    /// `json_in_layout1`, else as an Avro container with `schema`), or nothing.
+    fn write_instant(
+        &self,
+        path: &Path,
+        content: Option<(&avro::Schema, &Json, bool)>,
+    ) -> Result<()> {
+        let bytes = match content {
+            None => Vec::new(),
+            Some((_, v, true)) if self.layout == 1 => {
+                serde_json::to_vec_pretty(v).map_err(|e| encode_err("json")(e.to_string()))?
+            }
+            Some((schema, v, _)) => {
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                avro::container(schema, std::slice::from_ref(v), name).map_err(encode_err(name))?
+            }
+        };
+        write_file(path, &bytes)
+    }
+
+    fn ensure_partition(&mut self, partition: &str, instant: &str) -> Result<()> {
+        if self.partitions.contains(partition) {
+            return Ok(());
+        }
+        let depth = if partition.is_empty() {
+            0
+        } else {
+            partition.split('/').count()
+        };
+        let text = format!(
+            "#partition metadata\n#{}\ncommitTime={instant}\npartitionDepth={depth}\n",
+            java_date(self.clock_ms)?
+        );
+        let dir = listing::partition_dir(&self.root, partition);
+        write_file(&dir.join(PARTITION_METAFILE), text.as_bytes())?;
+        self.partitions.insert(partition.to_string());
+        Ok(())
+    }
+
+    fn check_partition(&self, partition: &str) -> Result<()> {
+        let fields = &self.spec.partition_fields;
+        let segs: Vec<&str> = if partition.is_empty() {
+            Vec::new()
+        } else {
+            partition.split('/').collect()
+        };
+        let ok = segs.len() == fields.len()
+            && segs.iter().all(|s| !s.is_empty() && !s.starts_with('.'))
+            && (!self.spec.hive_style
+                || segs.iter().zip(fields).all(|(s, f)| {
+                    s.strip_prefix(f.as_str())
+                        .is_some_and(|r| r.starts_with('='))
+                }));
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::Usage(format!(
+                "{partition:?} is not a partition path of this table (fields {fields:?}, hive-style {})",
+                self.spec.hive_style
+            )))
+        }
+    }
+
+    fn table_schema_text(&self) -> String {
+        parquet::data_schema(&self.spec.name, false).to_text()
+    }
+
+    fn commit_json(
+        &self,
+        stats: &[Stat],
+        replaced: &[(String, String)],
+        is_replace: bool,
+        compacted: bool,
+        operation: &str,
+    ) -> Json {
+        let mut by_partition: BTreeMap<&str, Vec<Json>> = BTreeMap::new();
+        for s in stats {
+            by_partition
+                .entry(&s.partition)
+                .or_default()
+                .push(s.to_json(self.layout));
+        }
+        let mut o = serde_json::Map::new();
+        o.insert("partitionToWriteStats".into(), json!(by_partition));
+        o.insert("compacted".into(), json!(compacted));
+        o.insert(
+            "extraMetadata".into(),
+            json!({"schema": self.table_schema_text()}),
+        );
+        o.insert("operationType".into(), json!(operation));
+        if is_replace {
+            let mut m: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for (p, f) in replaced {
+                m.entry(p).or_default().push(f);
+            }
+            o.insert("partitionToReplaceFileIds".into(), json!(m));
+        }
+        Json::Object(o)
+    }
+
+    fn event_mut(&mut self, instant: &str, action: Action) -> Option<&mut Event> {
+        self.events
+            .iter_mut()
+            .rev()
+            .find(|e| e.instant == instant && e.action == action)
+    }
+}

@@ -1,0 +1,273 @@
+//! The generator's rows: a small fixed schema, deterministic row generation, and base files
+//! written as real Parquet with the low-level `parquet` writer API.
+//!
+//! Columns: Hudi's five meta columns (`_hoodie_commit_time`, `_hoodie_commit_seqno`,
+//! `_hoodie_record_key`, `_hoodie_partition_path`, `_hoodie_file_name`; optional strings, left
+//! out when the table does not populate meta fields), then `id INT64`, `name BYTE_ARRAY UTF8`,
+//! `value DOUBLE`, `ts INT64` (required). The footer carries Hudi's `hoodie_min_record_key` /
+//! `hoodie_max_record_key` and the Avro schema as `parquet.avro.schema`, like a file written by
+//! Hudi's parquet-avro writer; the bloom filter Hudi also stores there is not written.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use ::parquet::basic::Compression;
+use ::parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
+use ::parquet::file::metadata::KeyValue;
+use ::parquet::file::properties::WriterProperties;
+use ::parquet::file::writer::SerializedFileWriter;
+use ::parquet::schema::parser::parse_message_type;
+use serde_json::{json, Value as Json};
+
+use super::avro::{self, Field, Record, Schema};
+use super::SplitMix64;
+use crate::error::{Error, Result};
+
+/// One data row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub id: i64,
+    pub name: String,
+    pub value: f64,
+    pub ts: i64,
+}
+
+/// `n` deterministic rows with ids `seed * 1000 .. seed * 1000 + n` (so distinct seeds below
+/// about 9·10^15 give disjoint keys as long as `n <= 1000`).
+pub fn rows(seed: u64, n: usize) -> Vec<Row> {
+    let base = (seed as i64).wrapping_mul(1000);
+    let ids: Vec<i64> = (0..n as i64).map(|i| base + i).collect();
+    rows_with_ids(seed, &ids)
+}
+
+/// Deterministic rows for the given ids (e.g. new versions of existing rows for an update).
+pub fn rows_with_ids(seed: u64, ids: &[i64]) -> Vec<Row> {
+    const NAMES: [&str; 8] = [
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
+    ];
+    let mut rng = SplitMix64::new(seed ^ 0x005e_ed0f_da7a);
+    ids.iter()
+        .map(|&id| {
+            let r = rng.next_u64();
+            Row {
+                id,
+                name: format!("{}-{}", NAMES[(r % 8) as usize], (r >> 3) % 1000),
+                // Multiples of 1/100 are exact enough to compare after a round trip.
+                value: ((r >> 13) % 100_000) as f64 / 100.0,
+                ts: 1_700_000_000_000 + ((r >> 40) % 1_000_000_000) as i64,
+            }
+        })
+        .collect()
+}
+
+/// A row as stored in a file: with the commit time and sequence number it was written with.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StoredRow {
+    pub row: Row,
+    pub commit_time: String,
+    pub seqno: String,
+}
+
+pub(crate) const META_FIELDS: [&str; 5] = [
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+];
+
+/// An Avro-safe record name from a table name.
+fn avro_name(table: &str) -> String {
+    let mut s: String = table
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, '_');
+    }
+    s
+}
+
+/// The table's Avro schema; `with_meta` adds Hudi's meta fields in front (the writer schema of
+/// log blocks and Parquet files), without them it is the table schema of `extraMetadata`.
+pub(crate) fn data_schema(table: &str, with_meta: bool) -> Schema {
+    let n = avro_name(table);
+    let mut fields = Vec::new();
+    if with_meta {
+        for f in META_FIELDS {
+            fields.push(Field {
+                name: f,
+                schema: Schema::Union(vec![Schema::Null, Schema::String]),
+                default: Some(Json::Null),
+            });
+        }
+    }
+    for (name, schema) in [
+        ("id", Schema::Long),
+        ("name", Schema::String),
+        ("value", Schema::Double),
+        ("ts", Schema::Long),
+    ] {
+        fields.push(Field {
+            name,
+            schema,
+            default: None,
+        });
+    }
+    Schema::Record(Record {
+        name: format!("hoodie.{n}.{n}_record"),
+        fields,
+    })
+}
+
+/// The JSON form of a stored row, for Avro encoding under [`data_schema`].
+pub(crate) fn row_json(r: &StoredRow, partition: &str, file_name: &str, with_meta: bool) -> Json {
+    let mut o = serde_json::Map::new();
+    if with_meta {
+        o.insert("_hoodie_commit_time".into(), json!(r.commit_time));
+        o.insert("_hoodie_commit_seqno".into(), json!(r.seqno));
+        o.insert("_hoodie_record_key".into(), json!(r.row.id.to_string()));
+        o.insert("_hoodie_partition_path".into(), json!(partition));
+        o.insert("_hoodie_file_name".into(), json!(file_name));
+    }
+    o.insert("id".into(), json!(r.row.id));
+    o.insert("name".into(), json!(r.row.name));
+    o.insert("value".into(), json!(r.row.value));
+    o.insert("ts".into(), json!(r.row.ts));
+    Json::Object(o)
+}
+
+/// Avro-encode rows for a log data block.
+pub(crate) fn encode_rows(
+    schema: &Schema,
+    rows: &[StoredRow],
+    partition: &str,
+    file_name: &str,
+    with_meta: bool,
+) -> Result<Vec<Vec<u8>>, String> {
+    rows.iter()
+        .map(|r| avro::datum(schema, &row_json(r, partition, file_name, with_meta)))
+        .collect()
+}
+
+/// Where and how to write one base file.
+pub(crate) struct BaseFile<'a> {
+    pub path: &'a Path,
+    pub file_name: &'a str,
+    pub partition: &'a str,
+    pub table: &'a str,
+    pub with_meta: bool,
+}
+
+fn pq_err(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::io(path, std::io::Error::other(format!("writing Parquet: {e}")))
+}
+
+/// Write `rows` (sorted by record key) as a Parquet file; returns its size in bytes.
+pub(crate) fn write_base_file(f: &BaseFile<'_>, rows: &[StoredRow]) -> Result<u64> {
+    let path = f.path;
+    let mut message = format!("message {}_record {{\n", avro_name(f.table));
+    if f.with_meta {
+        for m in META_FIELDS {
+            message.push_str(&format!("  optional binary {m} (UTF8);\n"));
+        }
+    }
+    message.push_str(
+        "  required int64 id;\n  required binary name (UTF8);\n  required double value;\n  \
+         required int64 ts;\n}\n",
+    );
+    let schema = Arc::new(parse_message_type(&message).map_err(|e| pq_err(path, e))?);
+
+    let mut keys: Vec<String> = rows.iter().map(|r| r.row.id.to_string()).collect();
+    keys.sort();
+    let mut kv = vec![
+        KeyValue::new(
+            "parquet.avro.schema".to_string(),
+            data_schema(f.table, f.with_meta).to_text(),
+        ),
+        KeyValue::new("writer.model.name".to_string(), "avro".to_string()),
+    ];
+    if let (Some(min), Some(max)) = (keys.first(), keys.last()) {
+        kv.push(KeyValue::new(
+            "hoodie_min_record_key".to_string(),
+            min.clone(),
+        ));
+        kv.push(KeyValue::new(
+            "hoodie_max_record_key".to_string(),
+            max.clone(),
+        ));
+    }
+    let props = Arc::new(
+        WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_key_value_metadata(Some(kv))
+            .build(),
+    );
+
+    let file = File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut writer = SerializedFileWriter::new(file, schema, props).map_err(|e| pq_err(path, e))?;
+    let mut rg = writer.next_row_group().map_err(|e| pq_err(path, e))?;
+
+    let n = rows.len();
+    let strings = |f: &dyn Fn(&StoredRow) -> String| -> Vec<ByteArray> {
+        rows.iter()
+            .map(|r| ByteArray::from(f(r).into_bytes()))
+            .collect()
+    };
+    let mut string_columns: Vec<Vec<ByteArray>> = Vec::new();
+    if f.with_meta {
+        string_columns.push(strings(&|r| r.commit_time.clone()));
+        string_columns.push(strings(&|r| r.seqno.clone()));
+        string_columns.push(strings(&|r| r.row.id.to_string()));
+        string_columns.push(strings(&|_| f.partition.to_string()));
+        string_columns.push(strings(&|_| f.file_name.to_string()));
+    }
+    let defined = vec![1i16; n];
+    let ids: Vec<i64> = rows.iter().map(|r| r.row.id).collect();
+    let names = strings(&|r| r.row.name.clone());
+    let values: Vec<f64> = rows.iter().map(|r| r.row.value).collect();
+    let ts: Vec<i64> = rows.iter().map(|r| r.row.ts).collect();
+
+    let mut index = 0;
+    while let Some(mut col) = rg.next_column().map_err(|e| pq_err(path, e))? {
+        let meta_cols = string_columns.len();
+        let res = if index < meta_cols {
+            col.typed::<ByteArrayType>()
+                .write_batch(&string_columns[index], Some(&defined), None)
+        } else {
+            match index - meta_cols {
+                0 => col.typed::<Int64Type>().write_batch(&ids, None, None),
+                1 => col.typed::<ByteArrayType>().write_batch(&names, None, None),
+                2 => col.typed::<DoubleType>().write_batch(&values, None, None),
+                _ => col.typed::<Int64Type>().write_batch(&ts, None, None),
+            }
+        };
+        res.map_err(|e| pq_err(path, e))?;
+        col.close().map_err(|e| pq_err(path, e))?;
+        index += 1;
+    }
+    rg.close().map_err(|e| pq_err(path, e))?;
+    writer.close().map_err(|e| pq_err(path, e))?;
+    let size = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .len();
+    Ok(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_deterministic() {
+        assert_eq!(rows(7, 5), rows(7, 5));
+        assert_ne!(rows(7, 5), rows(8, 5));
+        assert_eq!(
+            rows(7, 3).iter().map(|r| r.id).collect::<Vec<_>>(),
+            [7000, 7001, 7002]
+        );
+        let u = rows_with_ids(9, &[7000, 7001]);
+        assert_eq!(u[1].id, 7001);
+    }
+}

@@ -1,0 +1,643 @@
+//! Write tables with the generator, read them back with the reading half of hudifs.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::Path;
+
+use ::parquet::file::reader::{FileReader, SerializedFileReader};
+use serde_json::Value as Json;
+
+use super::*;
+use crate::listing::{list_table, parse_data_name, DataName};
+use crate::metadata::{self, CommitMetadata};
+use crate::table::TableConfig;
+use crate::timeline::{Instant, Timeline};
+
+const START: i64 = DEMO_CLOCK_START_MS;
+
+fn parquet_rows(path: &Path) -> (i64, usize) {
+    let reader = SerializedFileReader::new(File::open(path).unwrap()).unwrap();
+    let md = reader.metadata().file_metadata();
+    (md.num_rows(), md.schema_descr().num_columns())
+}
+
+fn log_records(path: &Path) -> i64 {
+    let blocks = read_blocks(&std::fs::read(path).unwrap()).unwrap();
+    blocks
+        .iter()
+        .filter_map(|b| b.record_count())
+        .map(i64::from)
+        .sum()
+}
+
+/// Files of one instant in the timeline directory, by name.
+fn instant_files(tl: &Timeline, requested: &str) -> BTreeSet<String> {
+    tl.instants
+        .iter()
+        .filter(|i| i.requested == requested)
+        .flat_map(|i| i.files.iter().map(|f| f.name.clone()))
+        .collect()
+}
+
+fn instant<'a>(tl: &'a Timeline, requested: &str, action: Action) -> &'a Instant {
+    tl.instants
+        .iter()
+        .find(|i| i.requested == requested && i.action == action)
+        .unwrap_or_else(|| panic!("no {} at {requested}", action.name()))
+}
+
+/// What every generated table must satisfy when read back.
+fn check_table(root: &Path, spec: &TableSpec) -> (TableConfig, Timeline) {
+    let cfg = TableConfig::load(root).unwrap();
+    assert_eq!(cfg.version, spec.version);
+    assert_eq!(cfg.layout, if spec.version >= 8 { 2 } else { 1 });
+    assert_eq!(cfg.table_type, spec.table_type);
+    assert_eq!(cfg.partition_fields, spec.partition_fields);
+    assert_eq!(cfg.populate_meta_fields, spec.populate_meta_fields);
+    assert_eq!(cfg.name, spec.name);
+    assert!(cfg.timeline_zone.is_some());
+    assert!(cfg.properties["hoodie.table.create.schema"].contains("\"name\":\"id\""));
+    let tl = Timeline::load(&cfg).unwrap();
+    assert!(!tl.archive_nonempty);
+
+    // Every file in a partition directory is a partition metafile or a parsable data file.
+    let listing = list_table(&cfg).unwrap();
+    for p in listing.partitions.keys() {
+        let dir = listing::partition_dir(root, p);
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().into_string().unwrap();
+            if e.file_type().unwrap().is_dir() {
+                continue;
+            }
+            assert!(
+                name == PARTITION_METAFILE
+                    || parse_data_name(&name, &cfg.base_extensions).is_some(),
+                "{p}/{name} does not parse"
+            );
+        }
+        let meta = std::fs::read_to_string(dir.join(PARTITION_METAFILE)).unwrap();
+        let props = crate::table::parse_properties(&meta);
+        let depth = if p.is_empty() {
+            0
+        } else {
+            p.split('/').count()
+        };
+        assert_eq!(props["partitionDepth"], depth.to_string());
+        assert_eq!(props["commitTime"].len(), 17);
+    }
+    for f in listing.files() {
+        if let DataName::Base(_) = f.kind {
+            let (_, cols) = parquet_rows(&root.join(f.rel_path()));
+            assert_eq!(cols, if spec.populate_meta_fields { 9 } else { 4 });
+        }
+    }
+
+    // Files removed by completed cleans (a real table's old commits point at them too).
+    let mut cleaned = BTreeSet::new();
+    for clean in tl.completed_of(Action::Clean) {
+        let v = clean.json().unwrap();
+        for pm in v["partitionMetadata"].as_object().unwrap().values() {
+            for f in pm["successDeleteFiles"].as_array().unwrap() {
+                cleaned.insert(f.as_str().unwrap().to_string());
+            }
+        }
+    }
+
+    // Completed writes: metadata decodes, every path exists and holds numWrites rows.
+    for (t, inst) in &tl.completed {
+        let m = inst
+            .commit_metadata()
+            .unwrap_or_else(|e| panic!("{t}: {e}"));
+        let raw = inst.json().unwrap();
+        let stats = raw["partitionToWriteStats"].as_object().unwrap();
+        let mut n = 0;
+        for (partition, list) in stats {
+            for s in list.as_array().unwrap() {
+                let path = s["path"].as_str().unwrap();
+                assert!(path.starts_with(partition.as_str()), "{path}");
+                let full = root.join(path);
+                n += 1;
+                if cleaned.contains(path) {
+                    assert!(!full.exists(), "{t}: {path} was cleaned");
+                    continue;
+                }
+                assert!(full.exists(), "{t}: {path} is missing");
+                let name = path.rsplit('/').next().unwrap();
+                let rows = match parse_data_name(name, &cfg.base_extensions).unwrap() {
+                    DataName::Base(b) => {
+                        assert_eq!(b.instant, *t);
+                        parquet_rows(&full).0
+                    }
+                    DataName::Log(l) => {
+                        if cfg.layout == 2 {
+                            assert_eq!(l.instant, *t);
+                        }
+                        let blocks = read_blocks(&std::fs::read(&full).unwrap()).unwrap();
+                        assert_eq!(blocks[0].instant(), Some(t.as_str()));
+                        log_records(&full)
+                    }
+                };
+                assert_eq!(Some(rows), s["numWrites"].as_i64(), "{t}: {path}");
+                assert_eq!(
+                    Some(std::fs::metadata(&full).unwrap().len()),
+                    s["fileSizeInBytes"].as_u64()
+                );
+            }
+        }
+        assert_eq!(m.write_stats.len(), n);
+        assert!(m.write_stats.iter().all(|s| s.path.is_some()));
+        if cfg.layout == 2 {
+            assert!(inst.completion.as_deref().unwrap() > t.as_str());
+            let name = &inst.file(State::Completed).unwrap().name;
+            assert!(name.contains('_'), "{name}");
+        } else {
+            assert_eq!(inst.completion.as_deref(), Some(t.as_str()));
+        }
+    }
+    (cfg, tl)
+}
+
+/// The timeline file names of an abandoned write: requested and inflight only.
+fn assert_in_flight(tl: &Timeline, t: &str, action: Action) {
+    let files = instant_files(tl, t);
+    let expected: BTreeSet<String> = [State::Requested, State::Inflight]
+        .into_iter()
+        .map(|s| timeline::instant_file_name(t, None, action, s, tl.layout))
+        .collect();
+    assert_eq!(files, expected);
+    assert!(tl.pending().any(|i| i.requested == t));
+    assert!(!tl.is_committed(t));
+}
+
+fn mor_spec(version: u32) -> TableSpec {
+    TableSpec::new(&format!("mor_v{version}"), TableType::MergeOnRead, version)
+        .partitioned_by(&["city"], true)
+}
+
+fn cow_spec(version: u32) -> TableSpec {
+    TableSpec::new(&format!("cow_v{version}"), TableType::CopyOnWrite, version)
+        .partitioned_by(&["city"], false)
+}
+
+fn mor_history(version: u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let spec = mor_spec(version);
+    let mut w = TableWriter::create(root, spec.clone(), START).unwrap();
+    let (a, b) = ("city=a".to_string(), "city=b".to_string());
+
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let fa = t.insert(&a, &rows(1, 4)).unwrap();
+    let fb = t.insert(&b, &rows(2, 3)).unwrap();
+    let t1 = t.complete().unwrap();
+
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let log1 = t
+        .update(&a, &fa, &rows_with_ids(3, &[1000, 1001, 9999]))
+        .unwrap();
+    let t2 = t.complete().unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let log2 = t.update(&a, &fa, &rows_with_ids(4, &[1002])).unwrap();
+    let t3 = t.complete().unwrap();
+    assert_eq!(w.group_row_count(&a, &fa), Some(5));
+
+    let c = w.schedule_compaction(&[(&a, &fa)]).unwrap();
+    // A write after scheduling: v6 names the log after the pending compaction.
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let log3 = t.update(&a, &fa, &rows_with_ids(5, &[1003])).unwrap();
+    let t4 = t.complete().unwrap();
+    {
+        let (_, tl) = check_table(root, &spec);
+        assert!(tl.pending_compactions.contains_key(&c));
+        let groups = tl.pending_compaction_groups();
+        assert_eq!(groups[&c], BTreeSet::from([(a.clone(), fa.clone())]));
+        let plan = instant(&tl, &c, Action::Compaction).plan_json().unwrap();
+        let op = &plan["operations"][0];
+        assert_eq!(op["baseInstantTime"], Json::from(t1.as_str()));
+        assert_eq!(op["deltaFilePaths"], serde_json::json!([log1, log2]));
+        assert!(op["dataFilePath"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("{t1}.parquet")));
+    }
+    let l1 = listing::parse_log_name(&log1).unwrap();
+    let l2 = listing::parse_log_name(&log2).unwrap();
+    let l3 = listing::parse_log_name(&log3).unwrap();
+    if version == 6 {
+        assert_eq!((l1.instant.as_str(), l1.version), (t1.as_str(), 1));
+        assert_eq!((l2.instant.as_str(), l2.version), (t1.as_str(), 2));
+        assert_eq!((l3.instant.as_str(), l3.version), (c.as_str(), 1));
+    } else {
+        assert_eq!((l1.instant.as_str(), l1.version), (t2.as_str(), 1));
+        assert_eq!((l2.instant.as_str(), l2.version), (t3.as_str(), 1));
+        assert_eq!((l3.instant.as_str(), l3.version), (t4.as_str(), 1));
+    }
+
+    w.run_compaction(&c, true).unwrap();
+    let mut t = w.begin(Action::ReplaceCommit).unwrap();
+    t.replace_group(&b, &fb).unwrap();
+    let fb2 = t.insert(&b, &rows(6, 2)).unwrap();
+    let r = t.complete().unwrap();
+
+    // A second compaction stays pending (inflight, its base file on disk).
+    let c2 = w.schedule_compaction(&[(&b, &fb2)]).unwrap();
+    w.run_compaction(&c2, false).unwrap();
+
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let log4 = t.update(&a, &fa, &rows_with_ids(7, &[1000])).unwrap();
+    t.insert("city=c", &rows(8, 2)).unwrap();
+    let failed = t.abandon();
+
+    let (cfg, tl) = check_table(root, &spec);
+    let completed: Vec<&str> = tl.completed.keys().map(String::as_str).collect();
+    assert_eq!(completed, [&t1, &t2, &t3, &c, &t4, &r]);
+    assert_eq!(tl.completed[&c].action, Action::Commit);
+    assert_eq!(tl.completed[&c].planned, Some(Action::Compaction));
+    let cm = tl.completed[&c].commit_metadata().unwrap();
+    assert_eq!(cm.operation_type.as_deref(), Some("COMPACT"));
+    assert_eq!(
+        tl.completed[&c].json().unwrap()["compacted"],
+        Json::Bool(true)
+    );
+    assert_eq!(tl.completed[&r].action, Action::ReplaceCommit);
+    let rm = tl.completed[&r].commit_metadata().unwrap();
+    assert_eq!(rm.replaced, vec![(b.clone(), fb.clone())]);
+    assert_eq!(rm.operation_type.as_deref(), Some("INSERT_OVERWRITE"));
+    assert!(!metadata::is_clustering_request(
+        &instant(&tl, &r, Action::ReplaceCommit).plan_json().unwrap()
+    ));
+    assert_eq!(
+        tl.pending_compactions.keys().collect::<Vec<_>>(),
+        [&c2],
+        "the second compaction is pending"
+    );
+    assert_eq!(tl.latest.as_deref(), Some(c2.as_str()));
+    assert_in_flight(&tl, &failed, Action::DeltaCommit);
+    // The failed write's files are on disk.
+    let listing = list_table(&cfg).unwrap();
+    let names: BTreeSet<String> = listing.files().map(|f| f.rel_path()).collect();
+    assert!(names.contains(&format!("{a}/{log4}")));
+    assert!(names.iter().any(|n| n.starts_with("city=c/")));
+    let log4_name = listing::parse_log_name(&log4).unwrap();
+    if version == 6 {
+        assert_eq!(
+            (log4_name.instant.as_str(), log4_name.version),
+            (c.as_str(), 2)
+        );
+    } else {
+        assert_eq!(log4_name.instant, failed);
+    }
+    // The inflight of the failed write carries its workload profile.
+    let profile = instant(&tl, &failed, Action::DeltaCommit)
+        .commit_metadata()
+        .unwrap();
+    assert_eq!(profile.write_stats.len(), 1, "{profile:?}");
+    assert_eq!(profile.write_stats[0].file_id, fa);
+    // v6 write stats list every log of the slice; v8+ only the new one.
+    let t3_raw = tl.completed[&t3].json().unwrap();
+    let stat = &t3_raw["partitionToWriteStats"][&a][0];
+    if version == 6 {
+        assert_eq!(stat["logFiles"], serde_json::json!([log1, log2]));
+        assert_eq!(stat["prevCommit"], Json::from(t1.as_str()));
+        assert!(stat["baseFile"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("{t1}.parquet")));
+    } else {
+        assert_eq!(stat["logFiles"], serde_json::json!([log2]));
+        assert_eq!(stat["baseFile"], Json::from(""));
+    }
+    assert_eq!(stat["numUpdateWrites"], Json::from(1));
+    let t2_raw = tl.completed[&t2].json().unwrap();
+    let stat = &t2_raw["partitionToWriteStats"][&a][0];
+    assert_eq!(
+        (
+            stat["numUpdateWrites"].as_i64(),
+            stat["numInserts"].as_i64()
+        ),
+        (Some(2), Some(1))
+    );
+
+    // Roll the failed write back.
+    let rb = w.rollback(&failed).unwrap();
+    let (cfg, tl) = check_table(root, &spec);
+    assert!(instant_files(&tl, &failed).is_empty());
+    let rbi = instant(&tl, &rb, Action::Rollback);
+    assert!(rbi.is_completed());
+    let rbm = rbi.json().unwrap();
+    assert_eq!(rbm["commitsRollback"], serde_json::json!([failed]));
+    let touched = metadata::rollback_files(&rbm);
+    let listing = list_table(&cfg).unwrap();
+    let names: BTreeSet<String> = listing.files().map(|f| f.rel_path()).collect();
+    assert!(!names.iter().any(|n| n.starts_with("city=c/")));
+    if version == 6 {
+        // The log stays; a command-block log follows it.
+        assert!(names.contains(&format!("{a}/{log4}")));
+        let rollback_log = listing::log_file_name(&fa, &c, 3, "1-0-1");
+        assert!(names.contains(&format!("{a}/{rollback_log}")), "{names:?}");
+        let blocks =
+            read_blocks(&std::fs::read(root.join(&a).join(&rollback_log)).unwrap()).unwrap();
+        assert!(blocks[0].is_rollback_command());
+        assert_eq!(blocks[0].instant(), Some(rb.as_str()));
+        assert_eq!(blocks[0].target_instant(), Some(failed.as_str()));
+        assert!(touched.contains(&(a.clone(), rollback_log)));
+        assert!(touched.contains(&(a.clone(), log4.clone())));
+    } else {
+        assert!(!names.contains(&format!("{a}/{log4}")));
+        assert!(touched.is_empty());
+    }
+}
+
+#[test]
+fn v6_mor_history_reads_back() {
+    mor_history(6);
+}
+
+#[test]
+fn v9_mor_history_reads_back() {
+    mor_history(9);
+}
+
+#[test]
+fn v8_mor_history_reads_back() {
+    mor_history(8);
+}
+
+fn cow_history(version: u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let spec = cow_spec(version);
+    let mut w = TableWriter::create(root, spec.clone(), START).unwrap();
+    assert_eq!(w.write_action(), Action::Commit);
+    let p = w.partition_path(&["paris"]).unwrap();
+    assert_eq!(p, "paris");
+
+    let mut t = w.begin(Action::Commit).unwrap();
+    let f = t.insert(&p, &rows(1, 4)).unwrap();
+    let t1 = t.complete().unwrap();
+    let first_base = w.group_files(&p, &f)[0].clone();
+
+    let mut t = w.begin(Action::Commit).unwrap();
+    let base2 = t.update(&p, &f, &rows_with_ids(2, &[1001, 1100])).unwrap();
+    let t2 = t.complete().unwrap();
+    assert_eq!(w.group_row_count(&p, &f), Some(5));
+    let updated = w.group_rows(&p, &f).unwrap();
+    assert_eq!(updated[1], rows_with_ids(2, &[1001])[0]);
+
+    let mut t = w.begin(Action::ReplaceCommit).unwrap();
+    t.set_operation("INSERT_OVERWRITE_TABLE").unwrap();
+    t.replace_group(&p, &f).unwrap();
+    let f2 = t.insert(&p, &rows(3, 2)).unwrap();
+    let r = t.complete().unwrap();
+    assert_eq!(w.file_groups(), vec![(p.clone(), f2.clone())]);
+
+    w.savepoint(&t2).unwrap();
+    let cl = w.clean(&t2, &[(p.as_str(), first_base.as_str())]).unwrap();
+
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.update(&p, &f2, &rows_with_ids(4, &[3000])).unwrap();
+    let failed = t.abandon();
+
+    let (cfg, tl) = check_table(root, &spec);
+    assert_eq!(
+        tl.completed.keys().map(String::as_str).collect::<Vec<_>>(),
+        [&t1, &t2, &r]
+    );
+    let m2 = tl.completed[&t2].commit_metadata().unwrap();
+    assert_eq!(m2.operation_type.as_deref(), Some("UPSERT"));
+    assert_eq!(m2.write_stats[0].file_name(), Some(base2.as_str()));
+    let raw2 = tl.completed[&t2].json().unwrap();
+    let s = &raw2["partitionToWriteStats"][&p][0];
+    assert_eq!(s["prevCommit"], Json::from(t1.as_str()));
+    assert_eq!(
+        (s["numUpdateWrites"].as_i64(), s["numInserts"].as_i64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        s.get("logFiles"),
+        if version == 6 {
+            None
+        } else {
+            Some(&Json::Null)
+        }
+    );
+    let rm = tl.completed[&r].commit_metadata().unwrap();
+    assert_eq!(rm.operation_type.as_deref(), Some("INSERT_OVERWRITE_TABLE"));
+    assert_eq!(rm.replaced, vec![(p.clone(), f.clone())]);
+    assert_eq!(tl.savepoints(), BTreeSet::from([t2.clone()]));
+    // The savepoint shares its requested time with the commit it pins.
+    let sp = instant(&tl, &t2, Action::Savepoint);
+    let spm = sp.json().unwrap();
+    assert_eq!(
+        spm["partitionMetadata"][&p]["savepointDataFile"],
+        serde_json::json!([base2])
+    );
+    assert_eq!(instant_files(&tl, &t2).len(), 3 + 2);
+    // The clean: its bound, and the file is gone.
+    assert_eq!(tl.retention_bound().as_deref(), Some(t2.as_str()));
+    let clean = instant(&tl, &cl, Action::Clean);
+    assert_eq!(clean.files.len(), 3);
+    assert!(!root.join(&p).join(&first_base).exists());
+    assert_in_flight(&tl, &failed, Action::Commit);
+    assert_eq!(
+        instant_files(&tl, &failed),
+        BTreeSet::from([
+            format!("{failed}.commit.requested"),
+            format!("{failed}.inflight")
+        ])
+    );
+    let listing = list_table(&cfg).unwrap();
+    // base2, the base of f2, the failed rewrite of f2 (the first base was cleaned).
+    assert_eq!(listing.files().count(), 3);
+}
+
+#[test]
+fn v6_cow_history_reads_back() {
+    cow_history(6);
+}
+
+#[test]
+fn v9_cow_history_reads_back() {
+    cow_history(9);
+}
+
+#[test]
+fn abandoned_txn_leaves_only_requested_and_inflight() {
+    for version in [6, 9] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = mor_spec(version);
+        let mut w = TableWriter::create(dir.path(), spec.clone(), START).unwrap();
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        let fid = t.insert("city=x", &rows(1, 2)).unwrap();
+        let t1 = t.abandon();
+        // Dropping a transaction abandons it too.
+        {
+            let mut t = w.begin(Action::ReplaceCommit).unwrap();
+            t.insert("city=y", &rows(2, 1)).unwrap();
+        }
+        let (cfg, tl) = check_table(dir.path(), &spec);
+        assert!(tl.completed.is_empty());
+        assert_eq!(tl.latest, None);
+        assert_in_flight(&tl, &t1, Action::DeltaCommit);
+        assert_eq!(tl.pending().count(), 2);
+        let listing = list_table(&cfg).unwrap();
+        let files: Vec<_> = listing.files().collect();
+        assert_eq!(files.len(), 2);
+        assert!(files
+            .iter()
+            .any(|f| f.file_id() == fid && f.instant() == t1));
+        // The group does not exist for the writer: it never committed.
+        assert_eq!(w.group_row_count("city=x", &fid), None);
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        assert!(t.update("city=x", &fid, &rows(3, 1)).is_err());
+    }
+}
+
+#[test]
+fn non_partitioned_without_meta_fields() {
+    for version in [6, 9] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = TableSpec::new("plain", TableType::MergeOnRead, version).without_meta_fields();
+        let mut w = TableWriter::create(dir.path(), spec.clone(), START).unwrap();
+        assert_eq!(w.partition_path(&[]).unwrap(), "");
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        let f = t.insert("", &rows(1, 3)).unwrap();
+        t.complete().unwrap();
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        t.update("", &f, &rows_with_ids(2, &[1000])).unwrap();
+        t.complete().unwrap();
+        let (cfg, _) = check_table(dir.path(), &spec);
+        assert!(cfg.partition_fields.is_empty());
+        assert_eq!(cfg.properties["hoodie.populate.meta.fields"], "false");
+        assert!(dir.path().join(PARTITION_METAFILE).exists());
+        assert!(w
+            .begin(Action::DeltaCommit)
+            .unwrap()
+            .insert("x", &rows(3, 1))
+            .is_err());
+    }
+}
+
+#[test]
+fn misuse_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = cow_spec(9);
+    assert!(TableWriter::create(
+        dir.path(),
+        TableSpec {
+            version: 7,
+            ..spec.clone()
+        },
+        START
+    )
+    .is_err());
+    let mut w = TableWriter::create(dir.path(), spec.clone(), START).unwrap();
+    assert!(TableWriter::create(dir.path(), spec, START).is_err());
+    assert!(w.begin(Action::Clean).is_err());
+    assert!(w.schedule_compaction(&[("a", "b")]).is_err());
+    assert!(w.rollback("20260101000000000").is_err());
+    assert!(w.savepoint("20260101000000000").is_err());
+    assert!(w.partition_path(&["a", "b"]).is_err());
+    let mut t = w.begin(Action::Commit).unwrap();
+    let f = t.insert("a", &rows(1, 1)).unwrap();
+    assert!(t.update("a", &f, &rows(1, 1)).is_err(), "not committed yet");
+    assert!(t.replace_group("a", &f).is_err(), "not a replacecommit");
+    assert!(t.insert("a", &[]).is_err());
+    assert!(t.insert("a/b", &rows(2, 1)).is_err());
+    t.complete().unwrap();
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.update("a", &f, &rows(1, 1)).unwrap();
+    assert!(
+        t.update("a", &f, &rows(1, 1)).is_err(),
+        "one write per group per commit"
+    );
+}
+
+#[test]
+fn same_calls_give_the_same_table() {
+    fn snapshot(root: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                    out.push((rel, std::fs::read(&p).unwrap()));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+    for (version, tt) in [(6, TableType::MergeOnRead), (9, TableType::CopyOnWrite)] {
+        let d1 = tempfile::tempdir().unwrap();
+        let d2 = tempfile::tempdir().unwrap();
+        build_demo(d1.path(), version, tt, START).unwrap();
+        build_demo(d2.path(), version, tt, START).unwrap();
+        assert_eq!(snapshot(d1.path()), snapshot(d2.path()));
+        let d3 = tempfile::tempdir().unwrap();
+        build_demo(d3.path(), version, tt, START + 1).unwrap();
+        let names = |d: &Path| snapshot(d).into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+        assert_ne!(names(d1.path()), names(d3.path()));
+    }
+}
+
+#[test]
+fn demo_tables_read_back() {
+    for version in [6, 8, 9] {
+        for tt in [TableType::MergeOnRead, TableType::CopyOnWrite] {
+            let dir = tempfile::tempdir().unwrap();
+            let w = build_demo(dir.path(), version, tt, START).unwrap();
+            let (cfg, tl) = check_table(dir.path(), w.spec());
+            let mor = tt == TableType::MergeOnRead;
+            // 3 inserts, 2 updates, (compaction), 1 replacecommit complete; 1 write in flight.
+            assert_eq!(tl.completed.len(), if mor { 7 } else { 6 });
+            assert_eq!(tl.pending().count(), 1);
+            let pending = tl.pending().next().unwrap();
+            assert_eq!(pending.action, w.write_action());
+            assert_eq!(
+                tl.completed
+                    .values()
+                    .filter(|i| i.planned == Some(Action::Compaction))
+                    .count(),
+                usize::from(mor)
+            );
+            assert_eq!(
+                tl.completed
+                    .values()
+                    .filter(|i| i.action == Action::ReplaceCommit)
+                    .count(),
+                1
+            );
+            let listing = list_table(&cfg).unwrap();
+            let parts: Vec<&str> = listing.partitions.keys().map(|p| &**p).collect();
+            assert_eq!(parts, ["city=amsterdam", "city=chennai", "city=sao_paulo"]);
+            let logs = listing.files().filter(|f| !f.is_base()).count();
+            assert_eq!(logs, if mor { 5 } else { 0 });
+            // The first instant is the clock start.
+            assert_eq!(tl.instants[0].requested, "20260101000000000");
+            assert!(!w.events().is_empty());
+            let _ = CommitMetadata::default();
+        }
+    }
+}
+
+#[test]
+fn instants_advance_strictly() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = build_demo(dir.path(), 9, TableType::MergeOnRead, START).unwrap();
+    let mut stamps: Vec<&str> = Vec::new();
+    for e in w.events() {
+        stamps.push(&e.instant);
+        if let Some(c) = &e.completion {
+            assert!(c.as_str() > e.instant.as_str());
+            stamps.push(c);
+        }
+    }
+    let sorted: BTreeSet<&str> = stamps.iter().copied().collect();
+    assert_eq!(sorted.len(), stamps.len(), "no time is handed out twice");
+}

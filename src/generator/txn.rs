@@ -1,0 +1,536 @@
+//! Writes: a [`Txn`] begun with [`TableWriter::begin`](super::TableWriter::begin).
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value as Json};
+
+use super::parquet::{self, BaseFile, StoredRow};
+use super::{
+    avro, encode_err, logfile, rel_path, write_file, Event, Group, LogEntry, PendingFile,
+    PendingWrite, Row, Slice, Stat, TableWriter, BASE_EXT,
+};
+use crate::error::{Error, Result};
+use crate::listing;
+use crate::timeline::{Action, State};
+
+impl TableWriter {
+    /// Start a write: `commit`, `deltacommit` or `replacecommit`. Writes `.requested` and
+    /// `.inflight`; the returned transaction writes data files and completes or abandons.
+    pub fn begin(&mut self, action: Action) -> Result<Txn<'_>> {
+        if !matches!(
+            action,
+            Action::Commit | Action::DeltaCommit | Action::ReplaceCommit
+        ) {
+            return Err(Error::Usage(format!(
+                "begin() starts commit, deltacommit or replacecommit, not {}",
+                action.name()
+            )));
+        }
+        let instant = self.next_time()?;
+        self.stage += 1;
+        let stage = self.stage;
+        let requested = self.instant_path(&instant, None, action, State::Requested);
+        if action == Action::ReplaceCommit {
+            // `HoodieRequestedReplaceMetadata` of an insert-overwrite: no clustering plan.
+            let v = json!({"operationType": null, "clusteringPlan": null, "extraMetadata": null,
+                           "version": null});
+            self.write_instant(
+                &requested,
+                Some((&avro::requested_replace_metadata(), &v, false)),
+            )?;
+        } else {
+            self.write_instant(&requested, None)?;
+        }
+        self.pending.insert(
+            instant.clone(),
+            PendingWrite {
+                action,
+                files: Vec::new(),
+            },
+        );
+        self.events.push(Event {
+            instant: instant.clone(),
+            action,
+            state: State::Inflight,
+            completion: None,
+            written: Vec::new(),
+            deleted: Vec::new(),
+            replaced: Vec::new(),
+            rolled_back_by: None,
+        });
+        let mut txn = Txn {
+            w: self,
+            instant,
+            action,
+            operation: None,
+            profile: Vec::new(),
+            ops: Vec::new(),
+            replaced: Vec::new(),
+            task: 0,
+            stage,
+        };
+        txn.write_inflight()?;
+        Ok(txn)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpKind {
+    /// A new file group (a new base file).
+    Insert,
+    /// A new base file version of an existing group (copy-on-write update).
+    Rewrite,
+    /// A new log file of an existing group (merge-on-read update).
+    Log,
+}
+
+#[derive(Debug)]
+struct Op {
+    kind: OpKind,
+    stat: Stat,
+    /// Rows this op wrote (log records), or the full content of the base file.
+    rows: Vec<StoredRow>,
+}
+
+/// A write in progress. Data files are written as soon as an operation is called; the write
+/// becomes visible only with [`Txn::complete`]. Dropping it (or [`Txn::abandon`]) leaves the
+/// instant in flight with its files on disk — a failed write.
+#[derive(Debug)]
+pub struct Txn<'a> {
+    w: &'a mut TableWriter,
+    instant: String,
+    action: Action,
+    operation: Option<String>,
+    /// Workload profile entries (fileId or "" for inserts, prevCommit, inserts, updates).
+    profile: Vec<(String, String, String, usize, usize)>,
+    ops: Vec<Op>,
+    replaced: Vec<(String, String)>,
+    task: u32,
+    stage: u32,
+}
+
+impl Txn<'_> {
+    /// The requested time of this write.
+    pub fn instant(&self) -> &str {
+        &self.instant
+    }
+
+    /// Set the operation type recorded in the metadata (default: `INSERT` when the write only
+    /// inserts, `UPSERT` otherwise, `INSERT_OVERWRITE` for a replacecommit).
+    pub fn set_operation(&mut self, operation: &str) -> Result<()> {
+        self.operation = Some(operation.to_string());
+        self.write_inflight()
+    }
+
+    fn operation(&self) -> String {
+        if let Some(op) = &self.operation {
+            return op.clone();
+        }
+        if self.action == Action::ReplaceCommit {
+            "INSERT_OVERWRITE".into()
+        } else if self.profile.iter().any(|(_, fid, _, _, _)| !fid.is_empty()) {
+            "UPSERT".into()
+        } else {
+            "INSERT".into()
+        }
+    }
+
+    /// Rewrite the `.inflight` with the workload profile so far (as Hudi does before writing
+    /// data files): one stat per targeted group, fileId "" for inserts.
+    fn write_inflight(&mut self) -> Result<()> {
+        let mut by_partition: BTreeMap<&str, Vec<Json>> = BTreeMap::new();
+        for (p, fid, prev, inserts, updates) in &self.profile {
+            by_partition.entry(p).or_default().push(json!({
+                "fileId": fid, "path": null, "prevCommit": prev, "numWrites": 0,
+                "numDeletes": 0, "numUpdateWrites": updates, "numInserts": inserts,
+                "totalWriteBytes": 0, "totalWriteErrors": 0, "partitionPath": null,
+                "fileSizeInBytes": 0,
+            }));
+        }
+        let v = json!({"partitionToWriteStats": by_partition, "compacted": false,
+                       "extraMetadata": {}, "operationType": self.operation()});
+        let path = self
+            .w
+            .instant_path(&self.instant, None, self.action, State::Inflight);
+        self.w
+            .write_instant(&path, Some((&avro::commit_metadata(), &v, true)))
+    }
+
+    fn check_fresh(&self, partition: &str, file_id: &str) -> Result<()> {
+        if self
+            .ops
+            .iter()
+            .any(|o| o.stat.partition == partition && o.stat.file_id == file_id)
+            || self
+                .replaced
+                .iter()
+                .any(|(p, f)| p == partition && f == file_id)
+        {
+            return Err(Error::Usage(format!(
+                "file group {partition}/{file_id} is already written by {}",
+                self.instant
+            )));
+        }
+        Ok(())
+    }
+
+    fn stamp(&self, rows: &[Row], task: u32) -> Vec<StoredRow> {
+        rows.iter()
+            .enumerate()
+            .map(|(i, r)| StoredRow {
+                row: r.clone(),
+                commit_time: self.instant.clone(),
+                seqno: format!("{}_{task}_{}", self.instant, i + 1),
+            })
+            .collect()
+    }
+
+    fn record_pending(
+        &mut self,
+        partition: &str,
+        file_id: &str,
+        name: &str,
+        is_log: bool,
+        size: u64,
+    ) {
+        if let Some(p) = self.w.pending.get_mut(&self.instant) {
+            p.files.push(PendingFile {
+                partition: partition.to_string(),
+                file_id: file_id.to_string(),
+                name: name.to_string(),
+                is_log,
+                size,
+            });
+        }
+        let rel = rel_path(partition, name);
+        let (instant, action) = (self.instant.clone(), self.action);
+        if let Some(e) = self.w.event_mut(&instant, action) {
+            e.written.push(rel);
+        }
+    }
+
+    fn write_base(
+        &mut self,
+        partition: &str,
+        file_id: &str,
+        rows: &[StoredRow],
+    ) -> Result<(String, u64)> {
+        let task = self.task;
+        let token = self.w.write_token(task, self.stage);
+        let name = listing::base_file_name(file_id, &token, &self.instant, BASE_EXT);
+        let path = listing::partition_dir(&self.w.root, partition).join(&name);
+        let size = parquet::write_base_file(
+            &BaseFile {
+                path: &path,
+                file_name: &name,
+                partition,
+                table: &self.w.spec.name,
+                with_meta: self.w.spec.populate_meta_fields,
+            },
+            rows,
+        )?;
+        self.record_pending(partition, file_id, &name, false, size);
+        Ok((name, size))
+    }
+
+    /// Insert `rows` as a new file group in `partition`; returns its file id.
+    pub fn insert(&mut self, partition: &str, rows: &[Row]) -> Result<String> {
+        self.w.check_partition(partition)?;
+        if rows.is_empty() {
+            return Err(Error::Usage("an insert needs at least one row".into()));
+        }
+        let file_id = self.w.new_file_id();
+        self.profile.push((
+            partition.to_string(),
+            String::new(),
+            "null".into(),
+            rows.len(),
+            0,
+        ));
+        self.write_inflight()?;
+        self.w.ensure_partition(partition, &self.instant)?;
+        let mut stored = self.stamp(rows, self.task);
+        stored.sort_by_key(|r| r.row.id);
+        stored.dedup_by_key(|r| r.row.id);
+        let (name, size) = self.write_base(partition, &file_id, &stored)?;
+        self.task += 1;
+        self.ops.push(Op {
+            kind: OpKind::Insert,
+            stat: Stat {
+                partition: partition.to_string(),
+                file_id: file_id.clone(),
+                path: rel_path(partition, &name),
+                prev_commit: "null".into(),
+                num_writes: stored.len(),
+                num_inserts: stored.len(),
+                size,
+                ..Stat::default()
+            },
+            rows: stored,
+        });
+        Ok(file_id)
+    }
+
+    /// Update (upsert) `rows` into an existing file group. Copy-on-write: a new base file of
+    /// the group, named with this write's instant, holding the old rows merged with `rows` by
+    /// id. Merge-on-read: a new log file with one Avro data block of `rows` — named in layout 1
+    /// with the slice's base instant and the next version for that (fileId, base instant), in
+    /// layout 2 with this write's instant and version 1. Returns the written file's name.
+    pub fn update(&mut self, partition: &str, file_id: &str, rows: &[Row]) -> Result<String> {
+        if self.action == Action::ReplaceCommit {
+            return Err(Error::Usage(
+                "a replacecommit inserts and replaces file groups; it does not update".into(),
+            ));
+        }
+        if rows.is_empty() {
+            return Err(Error::Usage("an update needs at least one row".into()));
+        }
+        self.check_fresh(partition, file_id)?;
+        let key = (partition.to_string(), file_id.to_string());
+        let g = self.w.groups.get(&key).ok_or_else(|| {
+            Error::Usage(format!("no committed file group {partition}/{file_id}"))
+        })?;
+        if let Some(r) = &g.replaced_by {
+            return Err(Error::Usage(format!(
+                "file group {partition}/{file_id} was replaced by {r}"
+            )));
+        }
+        let slice = g
+            .slices
+            .last()
+            .ok_or_else(|| Error::Usage(format!("{partition}/{file_id} has no slice")))?;
+        let slice_base = slice.base_instant.clone();
+        let slice_base_file = slice.base_file.clone();
+        let task = self.task;
+        let mut stored = self.stamp(rows, task);
+        stored.sort_by_key(|r| r.row.id);
+        stored.dedup_by_key(|r| r.row.id);
+        let updates = stored
+            .iter()
+            .filter(|r| g.rows.contains_key(&r.row.id))
+            .count();
+        let inserts = stored.len() - updates;
+
+        if self.w.spec.is_mor() {
+            let layout = self.w.layout;
+            let (name_instant, version) = if layout == 1 {
+                let v = slice.logs.iter().map(|l| l.version).max().unwrap_or(0) + 1;
+                (slice_base.clone(), v)
+            } else {
+                (self.instant.clone(), 1)
+            };
+            let mut slice_logs: Vec<String> = slice.logs.iter().map(|l| l.name.clone()).collect();
+            self.profile.push((
+                key.0.clone(),
+                key.1.clone(),
+                slice_base.clone(),
+                inserts,
+                updates,
+            ));
+            self.write_inflight()?;
+            let token = self.w.write_token(task, self.stage);
+            let name = listing::log_file_name(file_id, &name_instant, version, &token);
+            let schema = parquet::data_schema(&self.w.spec.name, self.w.spec.populate_meta_fields);
+            // Hudi's append handle puts the file id in `_hoodie_file_name` of log records.
+            let records = parquet::encode_rows(
+                &schema,
+                &stored,
+                partition,
+                file_id,
+                self.w.spec.populate_meta_fields,
+            )
+            .map_err(encode_err(&name))?;
+            let bytes = logfile::avro_data_block(&self.instant, &schema.to_text(), &records);
+            let path = listing::partition_dir(&self.w.root, partition).join(&name);
+            write_file(&path, &bytes)?;
+            let size = bytes.len() as u64;
+            if let Some(s) = self
+                .w
+                .groups
+                .get_mut(&key)
+                .and_then(|g| g.slices.last_mut())
+            {
+                s.logs.push(LogEntry {
+                    name: name.clone(),
+                    writer: self.instant.clone(),
+                    version,
+                    committed: false,
+                    size,
+                });
+            }
+            self.record_pending(partition, file_id, &name, true, size);
+            // Layout 1 write stats list every log of the slice (as Hudi 0.x does) and name the
+            // slice's base instant as prevCommit; Hudi 1.x lists only the new log, leaves
+            // `baseFile` empty and records the writing instant as prevCommit (as observed in
+            // Spark-written v9 tables).
+            let (prev_commit, base_file, log_files) = if layout == 1 {
+                slice_logs.push(name.clone());
+                slice_logs.sort();
+                (slice_base, slice_base_file.unwrap_or_default(), slice_logs)
+            } else {
+                (self.instant.clone(), String::new(), vec![name.clone()])
+            };
+            self.task += 1;
+            self.ops.push(Op {
+                kind: OpKind::Log,
+                stat: Stat {
+                    partition: partition.to_string(),
+                    file_id: file_id.to_string(),
+                    path: rel_path(partition, &name),
+                    prev_commit,
+                    num_writes: stored.len(),
+                    num_update_writes: updates,
+                    num_inserts: inserts,
+                    size,
+                    log: Some((version, base_file, log_files)),
+                    ..Stat::default()
+                },
+                rows: stored,
+            });
+            Ok(name)
+        } else {
+            // Copy-on-write: merge into the committed rows. Rows not updated keep their commit
+            // time and sequence number; every row gets the new file name when written.
+            let mut merged = g.rows.clone();
+            for r in &stored {
+                merged.insert(r.row.id, r.clone());
+            }
+            self.profile.push((
+                key.0.clone(),
+                key.1.clone(),
+                slice_base.clone(),
+                inserts,
+                updates,
+            ));
+            self.write_inflight()?;
+            let content: Vec<StoredRow> = merged.into_values().collect();
+            let (name, size) = self.write_base(partition, file_id, &content)?;
+            self.task += 1;
+            self.ops.push(Op {
+                kind: OpKind::Rewrite,
+                stat: Stat {
+                    partition: partition.to_string(),
+                    file_id: file_id.to_string(),
+                    path: rel_path(partition, &name),
+                    prev_commit: slice_base,
+                    num_writes: content.len(),
+                    num_update_writes: updates,
+                    num_inserts: inserts,
+                    size,
+                    prev_base_file: slice_base_file,
+                    ..Stat::default()
+                },
+                rows: content,
+            });
+            Ok(name)
+        }
+    }
+
+    /// Replace a file group (replacecommit only): it goes to `partitionToReplaceFileIds`.
+    pub fn replace_group(&mut self, partition: &str, file_id: &str) -> Result<()> {
+        if self.action != Action::ReplaceCommit {
+            return Err(Error::Usage(
+                "only a replacecommit replaces file groups".into(),
+            ));
+        }
+        self.check_fresh(partition, file_id)?;
+        let key = (partition.to_string(), file_id.to_string());
+        match self.w.groups.get(&key) {
+            None => Err(Error::Usage(format!("no file group {partition}/{file_id}"))),
+            Some(g) if g.replaced_by.is_some() => Err(Error::Usage(format!(
+                "file group {partition}/{file_id} is already replaced"
+            ))),
+            Some(_) => {
+                self.replaced.push(key);
+                Ok(())
+            }
+        }
+    }
+
+    /// Complete the write: the completed instant file with its commit metadata. Returns the
+    /// requested time.
+    pub fn complete(self) -> Result<String> {
+        let operation = self.operation();
+        let w = self.w;
+        let completion = w.next_time()?;
+        let stats: Vec<Stat> = self.ops.iter().map(|o| o.stat.clone()).collect();
+        let is_replace = self.action == Action::ReplaceCommit;
+        let meta = w.commit_json(&stats, &self.replaced, is_replace, false, &operation);
+        let schema = if is_replace {
+            avro::replace_commit_metadata()
+        } else {
+            avro::commit_metadata()
+        };
+        let path = w.instant_path(
+            &self.instant,
+            Some(&completion),
+            self.action,
+            State::Completed,
+        );
+        w.write_instant(&path, Some((&schema, &meta, true)))?;
+
+        // The write is durable: fold it into the writer's model.
+        for op in self.ops {
+            let key = (op.stat.partition.clone(), op.stat.file_id.clone());
+            let base_name = op.stat.path.rsplit('/').next().unwrap_or("").to_string();
+            match op.kind {
+                OpKind::Insert | OpKind::Rewrite => {
+                    let mut s = Slice::new(&self.instant, Some(base_name));
+                    s.base_ids = op.rows.iter().map(|r| r.row.id).collect();
+                    let rows = op.rows.into_iter().map(|r| (r.row.id, r)).collect();
+                    let g = w.groups.entry(key).or_insert_with(|| Group {
+                        slices: Vec::new(),
+                        rows: BTreeMap::new(),
+                        replaced_by: None,
+                    });
+                    g.slices.push(s);
+                    g.rows = rows;
+                }
+                OpKind::Log => {
+                    let Some(g) = w.groups.get_mut(&key) else {
+                        continue;
+                    };
+                    if let Some(s) = g
+                        .slices
+                        .iter_mut()
+                        .find(|s| s.logs.iter().any(|l| l.name == base_name))
+                    {
+                        for l in s.logs.iter_mut().filter(|l| l.name == base_name) {
+                            l.committed = true;
+                        }
+                        s.log_ids.extend(op.rows.iter().map(|r| r.row.id));
+                        s.log_records += op.rows.len();
+                    }
+                    for r in op.rows {
+                        g.rows.insert(r.row.id, r);
+                    }
+                }
+            }
+        }
+        for key in &self.replaced {
+            if let Some(g) = w.groups.get_mut(key) {
+                g.replaced_by = Some(self.instant.clone());
+            }
+        }
+        w.pending.remove(&self.instant);
+        w.completed.insert(self.instant.clone(), completion.clone());
+        let layout = w.layout;
+        let replaced = self.replaced.iter().map(|(p, f)| rel_path(p, f)).collect();
+        if let Some(e) = w.event_mut(&self.instant, self.action) {
+            e.replaced = replaced;
+            e.state = State::Completed;
+            e.completion = Some(if layout == 2 {
+                completion
+            } else {
+                self.instant.clone()
+            });
+        }
+        Ok(self.instant)
+    }
+
+    /// Leave the write in flight (its data files stay on disk; the timeline has only its
+    /// `.requested` and `.inflight`). Returns the requested time.
+    pub fn abandon(self) -> String {
+        self.instant
+    }
+}
