@@ -388,7 +388,7 @@ impl HudiFs {
                         ino,
                         kind: Kind::File,
                         size: f.file.size,
-                        mtime: f.file.mtime,
+                        mtime: f.file.mtime(),
                         perm: (f.file.mode & 0o555) as u16,
                         uid: self.uid,
                         gid: self.gid,
@@ -629,7 +629,7 @@ impl HudiFs {
                 let f = tree
                     .file(path)
                     .ok_or_else(|| Error::NotFound(path.to_string()))?;
-                let p = partition_dir(&self.root, &f.file.partition).join(&f.file.name);
+                let p = partition_dir(&self.root, &f.file.partition).join(f.file.name());
                 let file = std::fs::File::open(&p).map_err(|e| Error::io(&p, e))?;
                 // A data file's name carries its instant and write token: its bytes never change.
                 (OpenFile::Data(file), true)

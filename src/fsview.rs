@@ -12,7 +12,7 @@ use std::ops::Bound::{Excluded, Included, Unbounded};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::listing::{DataFile, DataName, Listing};
+use crate::listing::{DataFile, Listing};
 use crate::metadata;
 use crate::table::TableConfig;
 use crate::timeline::{Action, State, Timeline};
@@ -74,9 +74,9 @@ pub type GroupKey = (String, String);
 type Placed<'f> = (&'f DataFile, &'f str);
 
 /// Facts derived once per timeline snapshot that the rules need again and again.
-pub struct Context<'a> {
-    pub cfg: &'a TableConfig,
-    pub timeline: &'a Timeline,
+pub struct Context {
+    pub cfg: Arc<TableConfig>,
+    pub timeline: Arc<Timeline>,
     /// `(requested time, replaced groups)` of completed replacecommits; `Err` if unreadable.
     replacecommits: Vec<(String, std::result::Result<Vec<GroupKey>, String>)>,
     /// Pending compaction instant → groups its plan covers.
@@ -97,8 +97,8 @@ pub struct Context<'a> {
     savepoints: BTreeSet<String>,
 }
 
-impl<'a> Context<'a> {
-    pub fn new(cfg: &'a TableConfig, timeline: &'a Timeline) -> Context<'a> {
+impl Context {
+    pub fn new(cfg: Arc<TableConfig>, timeline: Arc<Timeline>) -> Context {
         let replacecommits = timeline
             .completed
             .values()
@@ -110,21 +110,25 @@ impl<'a> Context<'a> {
                 )
             })
             .collect();
+        let pending_compaction_groups = timeline.pending_compaction_groups();
+        let retention_bound = timeline.retention_bound();
+        let savepoints = timeline.savepoints();
+        let v6_mor = cfg.is_mor() && !cfg.has_completion_times();
         let mut ctx = Context {
             cfg,
             timeline,
             replacecommits,
-            pending_compaction_groups: timeline.pending_compaction_groups(),
+            pending_compaction_groups,
             log_writers: HashMap::new(),
             rollback_logs: HashSet::new(),
             pending_delta_groups: HashSet::new(),
             pending_delta_unknown: false,
             unreadable_writes: BTreeSet::new(),
             unreadable_rollback: false,
-            retention_bound: timeline.retention_bound(),
-            savepoints: timeline.savepoints(),
+            retention_bound,
+            savepoints,
         };
-        if cfg.is_mor() && !cfg.has_completion_times() {
+        if v6_mor {
             ctx.load_v6_log_attribution();
         }
         ctx
@@ -253,61 +257,176 @@ impl<'a> Context<'a> {
     }
 }
 
-/// Resolve a view.
+/// What a view needs decided before any data file is listed: its time, the groups it hides or
+/// is restricted to, and what it tells about itself. Cheap: no listing is read.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub key: ViewKey,
+    /// Snapshot time the files are chosen at; `None` for a view with no files.
+    pub t: Option<String>,
+    pub read_optimized: bool,
+    replaced: HashSet<GroupKey>,
+    /// Incremental views: the only file groups listed.
+    only: Option<BTreeSet<GroupKey>>,
+    /// Snapshot views: the instant the view shows (for `latest/`, the newest completed write).
+    pub instant: Option<String>,
+    /// Incremental views: the requested times of the selected instants, ascending.
+    pub selected: Vec<String>,
+    /// Incremental views: the end of the window after the BLOCK cut.
+    pub effective_end: Option<String>,
+}
+
+impl Plan {
+    /// Whether the view can have files in `partition` (incremental views touch few).
+    pub fn may_list(&self, partition: &str) -> bool {
+        self.t.is_some()
+            && self
+                .only
+                .as_ref()
+                .is_none_or(|o| o.iter().any(|(p, _)| p == partition))
+    }
+}
+
+/// Decide a view: validate its time against the timeline and work out what it selects.
+pub fn plan(ctx: &Context, key: &ViewKey, read_optimized: bool) -> Result<Plan> {
+    let mut p = Plan {
+        key: key.clone(),
+        t: None,
+        read_optimized,
+        replaced: HashSet::new(),
+        only: None,
+        instant: None,
+        selected: Vec::new(),
+        effective_end: None,
+    };
+    match key {
+        ViewKey::Latest => {
+            p.instant = ctx.timeline.completed.keys().next_back().cloned();
+            p.t = ctx.timeline.latest.clone();
+        }
+        ViewKey::AsOf(t) => {
+            ctx.check_history(t, "as-of time")?;
+            p.instant = Some(t.clone());
+            p.t = Some(t.clone());
+        }
+        ViewKey::Incremental { start, end } => {
+            p.read_optimized = false;
+            incremental(ctx, &mut p, start.as_deref(), end.as_deref())?;
+        }
+    }
+    if let Some(t) = &p.t {
+        p.replaced = ctx.replaced_as_of(t)?;
+    }
+    Ok(p)
+}
+
+/// A file a view shows in one partition: its index in the partition's listing, and indexes into
+/// [`PartitionView::instants`] for the instant that wrote it and its slice's base instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chosen {
+    pub index: u32,
+    /// `u32::MAX` when the writer is not known (a log of an archived writer).
+    pub writer: u32,
+    pub slice: u32,
+}
+
+/// The files a view shows in one partition.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionView {
+    /// Sorted by listing index (the listing is sorted by name).
+    pub files: Vec<Chosen>,
+    pub instants: Vec<Arc<str>>,
+}
+
+impl PartitionView {
+    pub fn writer(&self, c: &Chosen) -> Option<&str> {
+        self.instants.get(c.writer as usize).map(|s| &**s)
+    }
+    pub fn slice(&self, c: &Chosen) -> &str {
+        self.instants
+            .get(c.slice as usize)
+            .map(|s| &**s)
+            .unwrap_or("")
+    }
+    fn intern(&mut self, s: &str) -> u32 {
+        match self.instants.iter().position(|x| &**x == s) {
+            Some(i) => i as u32,
+            None => {
+                self.instants.push(Arc::from(s));
+                (self.instants.len() - 1) as u32
+            }
+        }
+    }
+}
+
+/// Choose the files of one partition (spec §4.2 S3–S9) for a planned view. `files` is the
+/// partition's listing, sorted by name.
+pub fn resolve_partition(ctx: &Context, plan: &Plan, files: &[DataFile]) -> PartitionView {
+    let mut out = PartitionView::default();
+    let Some(t) = plan.t.as_deref() else {
+        return out;
+    };
+    let Some(first) = files.first() else {
+        return out;
+    };
+    if !plan.may_list(&first.partition) {
+        return out;
+    }
+    let partition = first.partition.to_string();
+    let mut groups: BTreeMap<&str, Vec<(u32, &DataFile)>> = BTreeMap::new();
+    for (i, f) in files.iter().enumerate() {
+        groups.entry(f.file_id()).or_default().push((i as u32, f));
+    }
+    let mut chosen: Vec<(u32, Option<String>, String)> = Vec::new();
+    for (fid, gfiles) in groups {
+        let gkey = (partition.clone(), fid.to_string());
+        if plan.replaced.contains(&gkey) || plan.only.as_ref().is_some_and(|o| !o.contains(&gkey)) {
+            continue;
+        }
+        resolve_group(ctx, &gkey, &gfiles, t, plan.read_optimized, &mut chosen);
+    }
+    chosen.sort_by_key(|c| c.0);
+    for (index, writer, slice) in chosen {
+        let writer = match writer {
+            Some(w) => out.intern(&w),
+            None => u32::MAX,
+        };
+        let slice = out.intern(&slice);
+        out.files.push(Chosen {
+            index,
+            writer,
+            slice,
+        });
+    }
+    out
+}
+
+/// Resolve a whole view at once (for `hudifs ls` and tests; the mount resolves partitions
+/// lazily with [`plan`] and [`resolve_partition`]).
 pub fn resolve(
     ctx: &Context,
     listing: &Listing,
     key: &ViewKey,
     read_optimized: bool,
 ) -> Result<View> {
-    match key {
-        ViewKey::Latest => {
-            let Some(latest) = ctx.timeline.latest.clone() else {
-                return Ok(View::default());
-            };
-            let mut view = snapshot(ctx, listing, &latest, read_optimized, None)?;
-            view.instant = ctx.timeline.completed.keys().next_back().cloned();
-            Ok(view)
-        }
-        ViewKey::AsOf(t) => {
-            ctx.check_history(t, "as-of time")?;
-            let mut view = snapshot(ctx, listing, t, read_optimized, None)?;
-            view.instant = Some(t.clone());
-            Ok(view)
-        }
-        ViewKey::Incremental { start, end } => {
-            incremental(ctx, listing, start.as_deref(), end.as_deref())
-        }
-    }
-}
-
-/// A snapshot as of `t` (spec §4.2), optionally restricted to some file groups.
-fn snapshot(
-    ctx: &Context,
-    listing: &Listing,
-    t: &str,
-    read_optimized: bool,
-    only: Option<&BTreeSet<(String, String)>>,
-) -> Result<View> {
-    let replaced = ctx.replaced_as_of(t)?;
+    let plan = plan(ctx, key, read_optimized)?;
     let mut files = Vec::new();
-    for (partition, pfiles) in &listing.partitions {
-        let mut groups: BTreeMap<&str, Vec<&DataFile>> = BTreeMap::new();
-        for f in pfiles {
-            groups.entry(f.file_id()).or_default().push(f);
-        }
-        for (fid, gfiles) in groups {
-            let gkey = (partition.to_string(), fid.to_string());
-            if replaced.contains(&gkey) || only.is_some_and(|o| !o.contains(&gkey)) {
-                continue;
-            }
-            resolve_group(ctx, &gkey, &gfiles, t, read_optimized, &mut files);
+    for pfiles in listing.partitions.values() {
+        let pv = resolve_partition(ctx, &plan, pfiles);
+        for c in &pv.files {
+            files.push(VisibleFile {
+                file: pfiles[c.index as usize].clone(),
+                writer: pv.writer(c).map(str::to_string),
+                slice: pv.slice(c).to_string(),
+            });
         }
     }
     files.sort_by_key(|f| f.rel_path());
     Ok(View {
         files,
-        ..Default::default()
+        instant: plan.instant,
+        selected: plan.selected,
+        effective_end: plan.effective_end,
     })
 }
 
@@ -321,12 +440,18 @@ struct Slice<'f> {
 fn resolve_group(
     ctx: &Context,
     gkey: &(String, String),
-    files: &[&DataFile],
+    files: &[(u32, &DataFile)],
     t: &str,
     read_optimized: bool,
-    out: &mut Vec<VisibleFile>,
+    out: &mut Vec<(u32, Option<String>, String)>,
 ) {
-    let tl = ctx.timeline;
+    let tl = &ctx.timeline;
+    let index_of: HashMap<*const DataFile, u32> = files
+        .iter()
+        .map(|(i, f)| (*f as *const DataFile, *i))
+        .collect();
+    let idx = |f: &DataFile| index_of.get(&(f as *const DataFile)).copied().unwrap_or(0);
+    let files: Vec<&DataFile> = files.iter().map(|(_, f)| *f).collect();
     let v8 = ctx.cfg.has_completion_times();
     let mut slices: BTreeMap<String, Slice> = BTreeMap::new();
 
@@ -363,11 +488,11 @@ fn resolve_group(
         logs.retain(|l| tl.is_committed(l.instant()));
         logs.sort_by(|a, b| {
             let key = |f: &DataFile| {
-                let (version, token) = match &f.kind {
-                    DataName::Log(l) => (l.version, l.write_token.clone()),
-                    DataName::Base(_) => (0, String::new()),
-                };
-                (tl.completion(f.instant()).to_string(), version, token)
+                (
+                    tl.completion(f.instant()).to_string(),
+                    f.log_version(),
+                    f.write_token().to_string(),
+                )
             };
             key(a).cmp(&key(b))
         });
@@ -429,14 +554,11 @@ fn resolve_group(
         )
     };
 
-    if read_optimized {
-        if let Some((b, k)) = base {
-            out.push(visible(b, Some(b.instant().to_string()), k));
-        }
-        return;
-    }
     if let Some((b, k)) = base {
-        out.push(visible(b, Some(b.instant().to_string()), k));
+        out.push((idx(b), Some(b.instant().to_string()), k.to_string()));
+    }
+    if read_optimized {
+        return;
     }
     // S8: strict logs.
     for (l, k) in slice_logs {
@@ -447,16 +569,8 @@ fn resolve_group(
         };
         if let Some(w) = writer {
             let w = (!w.is_empty()).then_some(w);
-            out.push(visible(l, w, k));
+            out.push((idx(l), w, k.to_string()));
         }
-    }
-}
-
-fn visible(f: &DataFile, writer: Option<String>, slice: &str) -> VisibleFile {
-    VisibleFile {
-        file: f.clone(),
-        writer,
-        slice: slice.to_string(),
     }
 }
 
@@ -479,7 +593,7 @@ fn pick_duplicate<'f>(
                 .collect()
         });
     let hit: Vec<&&DataFile> = match &named {
-        Some(n) => candidates.iter().filter(|c| n.contains(&c.name)).collect(),
+        Some(n) => candidates.iter().filter(|c| n.contains(c.name())).collect(),
         None => Vec::new(),
     };
     if hit.len() == 1 {
@@ -501,7 +615,7 @@ fn pick_duplicate<'f>(
 /// v6 strict log rule (spec §4.5): the instant that wrote log `l`, if it is committed and at or
 /// before `t`; `Some("")` for a log of an archived (hence committed) writer; `None` to hide.
 fn v6_log_writer(ctx: &Context, l: &DataFile, t: &str) -> Option<String> {
-    let key = (l.partition.to_string(), l.name.clone());
+    let key = (l.partition.to_string(), l.name().to_string());
     // (a) attributed by a completed write's `path`.
     if let Some(writers) = ctx.log_writers.get(&key) {
         return writers.iter().find(|w| w.as_str() <= t).cloned();
@@ -522,10 +636,10 @@ fn v6_log_writer(ctx: &Context, l: &DataFile, t: &str) -> Option<String> {
 /// An incremental window (spec §5).
 fn incremental(
     ctx: &Context,
-    listing: &Listing,
+    plan: &mut Plan,
     start: Option<&str>,
     end: Option<&str>,
-) -> Result<View> {
+) -> Result<()> {
     if !ctx.cfg.populate_meta_fields {
         return Err(Error::Refused(
             "hoodie.populate.meta.fields=false: no _hoodie_commit_time, incremental queries \
@@ -533,7 +647,7 @@ fn incremental(
                 .into(),
         ));
     }
-    let tl = ctx.timeline;
+    let tl = &ctx.timeline;
     if tl.archive_nonempty {
         let needs_archive = match (start, tl.active_start.as_deref()) {
             (None, _) => true,
@@ -577,14 +691,10 @@ fn incremental(
                 && window_end.as_deref().is_none_or(|e| x.as_str() <= e)
         })
         .collect();
-    let effective_end = window_end.or_else(|| tl.completed.values().map(|i| time_of(i)).max());
-    let mut view = View {
-        selected: selected.iter().map(|i| i.requested.clone()).collect(),
-        effective_end,
-        ..Default::default()
-    };
-    let Some(l) = view.selected.iter().max().cloned() else {
-        return Ok(view);
+    plan.effective_end = window_end.or_else(|| tl.completed.values().map(|i| time_of(i)).max());
+    plan.selected = selected.iter().map(|i| i.requested.clone()).collect();
+    let Some(l) = plan.selected.iter().max().cloned() else {
+        return Ok(());
     };
     if let Some(bound) = ctx.retention_bound() {
         if l.as_str() < bound && !ctx.savepoints.contains(&l) {
@@ -610,9 +720,9 @@ fn incremental(
         );
         replaced.extend(m.replaced.iter().cloned());
     }
-    let touched: BTreeSet<(String, String)> = touched.difference(&replaced).cloned().collect();
-    view.files = snapshot(ctx, listing, &l, false, Some(&touched))?.files;
-    Ok(view)
+    plan.only = Some(touched.difference(&replaced).cloned().collect());
+    plan.t = Some(l);
+    Ok(())
 }
 
 /// The window keys of `incremental/`: one window per completed write instant, from the previous

@@ -118,41 +118,116 @@ pub fn log_file_name(file_id: &str, instant: &str, version: u32, write_token: &s
 /// Name of the partition metafile that marks a directory as a partition.
 pub const PARTITION_METAFILE: &str = ".hoodie_partition_metadata";
 
-/// One data file found on disk.
-#[derive(Debug, Clone)]
+/// One data file found on disk, kept compact: a table of a million files holds a million of
+/// these. The file id, instant and write token are ranges of the name.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataFile {
     /// Partition path relative to the table root (`""` for non-partitioned tables).
     pub partition: Arc<str>,
-    /// File name inside the partition directory.
-    pub name: String,
-    pub kind: DataName,
+    name: Box<str>,
+    file_id: (u8, u8),
+    instant: (u8, u8),
+    token: (u8, u8),
+    /// Log version; 0 for a base file.
+    version: u32,
     pub size: u64,
-    pub mtime: SystemTime,
+    mtime_secs: i64,
+    mtime_nanos: u32,
     /// Permission bits of the file on disk.
-    pub mode: u32,
+    pub mode: u16,
 }
 
 impl DataFile {
-    pub fn file_id(&self) -> &str {
-        match &self.kind {
-            DataName::Base(b) => &b.file_id,
-            DataName::Log(l) => &l.file_id,
+    /// A data file from its name (None if the name is not a data file name of this table) and
+    /// what the file system says about it.
+    pub fn new(
+        partition: Arc<str>,
+        name: &str,
+        exts: &[String],
+        size: u64,
+        mtime: SystemTime,
+        mode: u32,
+    ) -> Option<DataFile> {
+        if name.len() > u8::MAX as usize {
+            return None;
         }
+        let kind = parse_data_name(name, exts)?;
+        let (file_id, instant, token, version) = match &kind {
+            DataName::Base(b) => (&b.file_id, &b.instant, &b.write_token, 0),
+            DataName::Log(l) => (&l.file_id, &l.instant, &l.write_token, l.version.max(1)),
+        };
+        // Locate the parsed parts inside the name (they are substrings of it).
+        let find = |needle: &str, from: usize| -> Option<(u8, u8)> {
+            let at = name[from..].find(needle)? + from;
+            Some((at as u8, (at + needle.len()) as u8))
+        };
+        let fid = find(file_id, 0)?;
+        let (inst, tok) = if version == 0 {
+            let tok = find(token, fid.1 as usize)?;
+            (find(instant, tok.1 as usize)?, tok)
+        } else {
+            let inst = find(instant, fid.1 as usize)?;
+            let tok = if token.is_empty() {
+                (name.len() as u8, name.len() as u8)
+            } else {
+                find(token, inst.1 as usize)?
+            };
+            (inst, tok)
+        };
+        let (mtime_secs, mtime_nanos) = match mtime.duration_since(SystemTime::UNIX_EPOCH) {
+            Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
+            Err(e) => (-(e.duration().as_secs() as i64), 0),
+        };
+        Some(DataFile {
+            partition,
+            name: name.into(),
+            file_id: fid,
+            instant: inst,
+            token: tok,
+            version,
+            size,
+            mtime_secs,
+            mtime_nanos,
+            mode: (mode & 0o7777) as u16,
+        })
+    }
+
+    /// File name inside the partition directory.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    fn part(&self, r: (u8, u8)) -> &str {
+        &self.name[r.0 as usize..r.1 as usize]
+    }
+    pub fn file_id(&self) -> &str {
+        self.part(self.file_id)
     }
     /// The instant in the file name (base instant, or the log's name instant).
     pub fn instant(&self) -> &str {
-        match &self.kind {
-            DataName::Base(b) => &b.instant,
-            DataName::Log(l) => &l.instant,
-        }
+        self.part(self.instant)
+    }
+    pub fn write_token(&self) -> &str {
+        self.part(self.token)
     }
     pub fn is_base(&self) -> bool {
-        matches!(self.kind, DataName::Base(_))
+        self.version == 0
+    }
+    /// Log version (0 for base files).
+    pub fn log_version(&self) -> u32 {
+        self.version
+    }
+    pub fn mtime(&self) -> SystemTime {
+        if self.mtime_secs >= 0 {
+            SystemTime::UNIX_EPOCH
+                + std::time::Duration::new(self.mtime_secs as u64, self.mtime_nanos)
+        } else {
+            SystemTime::UNIX_EPOCH - std::time::Duration::from_secs(self.mtime_secs.unsigned_abs())
+        }
     }
     /// Path relative to the table root.
     pub fn rel_path(&self) -> String {
         if self.partition.is_empty() {
-            self.name.clone()
+            self.name.to_string()
         } else {
             format!("{}/{}", self.partition, self.name)
         }
@@ -234,19 +309,19 @@ pub fn list_partition(cfg: &TableConfig, partition: &str) -> Result<Vec<DataFile
         }
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let Some(kind) = parse_data_name(name, &cfg.base_extensions) else {
+        if parse_data_name(name, &cfg.base_extensions).is_none() {
             continue;
-        };
+        }
         let Ok(md) = entry.metadata() else { continue };
         use std::os::unix::fs::PermissionsExt;
-        files.push(DataFile {
-            partition: part.clone(),
-            name: name.to_string(),
-            kind,
-            size: md.len(),
-            mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            mode: md.permissions().mode() & 0o7777,
-        });
+        files.extend(DataFile::new(
+            part.clone(),
+            name,
+            &cfg.base_extensions,
+            md.len(),
+            md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            md.permissions().mode(),
+        ));
     }
     files.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(files)
@@ -327,5 +402,57 @@ mod tests {
             assert_eq!(parse_log_name(bad), None, "{bad}");
         }
         assert!(parse_data_name(".abc_0-1-2_20240101000000000.parquet.crc", &exts()).is_none());
+    }
+
+    #[test]
+    fn compact_data_files() {
+        let p: Arc<str> = Arc::from("city=x");
+        let t = SystemTime::UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 123);
+        let b = DataFile::new(
+            p.clone(),
+            "f-1_0-1-2_20240101000000000.parquet",
+            &exts(),
+            10,
+            t,
+            0o644,
+        )
+        .unwrap();
+        assert_eq!(
+            (b.file_id(), b.write_token(), b.instant()),
+            ("f-1", "0-1-2", "20240101000000000")
+        );
+        assert!(b.is_base());
+        assert_eq!(b.mtime(), t);
+        assert_eq!(b.rel_path(), "city=x/f-1_0-1-2_20240101000000000.parquet");
+        let l = DataFile::new(
+            p,
+            ".f-1_20240101000000000.log.3_1-2-3",
+            &exts(),
+            10,
+            t,
+            0o644,
+        )
+        .unwrap();
+        assert_eq!(
+            (l.file_id(), l.write_token(), l.instant(), l.log_version()),
+            ("f-1", "1-2-3", "20240101000000000", 3)
+        );
+        assert!(!l.is_base());
+        // A file id that also occurs as the token's digits is still located by position.
+        let odd = DataFile::new(
+            Arc::from(""),
+            "0-1-2_0-1-2_20240101000000000.parquet",
+            &exts(),
+            1,
+            t,
+            0,
+        )
+        .unwrap();
+        assert_eq!((odd.file_id(), odd.write_token()), ("0-1-2", "0-1-2"));
+        assert!(
+            std::mem::size_of::<DataFile>() <= 64,
+            "{}",
+            std::mem::size_of::<DataFile>()
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! Views are resolved against one snapshot, so one answer never mixes two states of the table.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::error::Result;
 use crate::fsview::Context;
@@ -10,8 +11,8 @@ use crate::table::TableConfig;
 use crate::timeline::Timeline;
 
 pub struct TableSnapshot {
-    pub cfg: TableConfig,
-    pub timeline: Timeline,
+    pub cfg: Arc<TableConfig>,
+    pub timeline: Arc<Timeline>,
     pub listing: Listing,
 }
 
@@ -23,13 +24,13 @@ impl TableSnapshot {
         let timeline = Timeline::load(&cfg)?;
         let listing = listing::list_table(&cfg)?;
         Ok(TableSnapshot {
-            cfg,
-            timeline,
+            cfg: Arc::new(cfg),
+            timeline: Arc::new(timeline),
             listing,
         })
     }
 
-    pub fn context(&self) -> Context<'_> {
-        Context::new(&self.cfg, &self.timeline)
+    pub fn context(&self) -> Context {
+        Context::new(self.cfg.clone(), self.timeline.clone())
     }
 }

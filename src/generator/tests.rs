@@ -87,7 +87,7 @@ fn check_table(root: &Path, spec: &TableSpec) -> (TableConfig, Timeline) {
         assert_eq!(props["commitTime"].len(), 17);
     }
     for f in listing.files() {
-        if let DataName::Base(_) = f.kind {
+        if f.is_base() {
             let (_, cols) = parquet_rows(&root.join(f.rel_path()));
             assert_eq!(cols, if spec.populate_meta_fields { 9 } else { 4 });
         }
