@@ -389,7 +389,7 @@ impl HudiFs {
                         kind: Kind::File,
                         size: f.file.size,
                         mtime: f.file.mtime(),
-                        perm: (f.file.mode & 0o555) as u16,
+                        perm: f.file.mode & 0o555,
                         uid: self.uid,
                         gid: self.gid,
                     },
