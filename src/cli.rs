@@ -225,6 +225,9 @@ pub struct MountArgs {
     /// How often to poll the timeline for new instants, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub poll_interval: u64,
+    /// Read table files through the daemon instead of kernel FUSE passthrough.
+    #[arg(long)]
+    pub no_passthrough: bool,
     /// FUSE worker threads.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub threads: usize,

@@ -199,8 +199,12 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
         },
     )?);
     let cfg = config(args, fs.root())?;
-    let mut session = fuser::Session::new(FuseAdapter::new(fs.clone()), &args.mountpoint, &cfg)
-        .map_err(|e| mount_error(&args.mountpoint, e))?;
+    let mut session = fuser::Session::new(
+        FuseAdapter::new(fs.clone(), !args.no_passthrough),
+        &args.mountpoint,
+        &cfg,
+    )
+    .map_err(|e| mount_error(&args.mountpoint, e))?;
     log::info!(
         "mounted {} at {} (latest instant {})",
         fs.root().display(),
@@ -236,7 +240,7 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
             while !stop_poll.load(Ordering::SeqCst) {
                 std::thread::sleep(poll);
                 match fs_poll.refresh() {
-                    Ok(true) => log::info!(
+                    Ok(true) => log::debug!(
                         "timeline changed; latest is now {}",
                         fs_poll.latest_instant().unwrap_or_default()
                     ),
@@ -324,6 +328,9 @@ fn launch_background(args: &MountArgs) -> Result<()> {
     }
     if args.allow_other {
         child_args.push("--allow-other".into());
+    }
+    if args.no_passthrough {
+        child_args.push("--no-passthrough".into());
     }
     if let Some(z) = &args.timezone {
         child_args.push("--timezone".into());

@@ -1,6 +1,6 @@
-//! The mounted file system as plain logic: lookup, getattr, readdir, open, read, getxattr on
-//! inode numbers, returning plain values and [`Error`]. The FUSE adapter (`fuse.rs`) only maps
-//! these to kernel replies, so everything here is tested without a kernel.
+//! The mounted file system as plain logic: lookup, getattr, readdir, open, read, xattrs on inode
+//! numbers, returning plain values and [`Error`]. The FUSE adapter (`fuse.rs`) only maps these to
+//! kernel replies, so everything here is tested without a kernel.
 //!
 //! ```text
 //! /                       latest/  as_of/  incremental/  timeline/
@@ -10,9 +10,10 @@
 //! timeline/<instant file> the instant's metadata as pretty JSON
 //! ```
 //!
-//! Each view is resolved against one table snapshot into a [`ViewTree`]; a directory handle
-//! holds the entries it was opened with, so one `readdir` never mixes two snapshots. An open file
-//! holds its file descriptor, so it reads to the end even if the cleaner deletes it.
+//! A view is planned against one table snapshot ([`Snapshot`]) and its partitions are resolved
+//! only when a caller walks into them. A directory handle holds the entries it was opened with,
+//! so one `readdir` never mixes two snapshots; an open file holds its descriptor, so it reads to
+//! the end even if the cleaner deletes it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -20,22 +21,24 @@ use std::num::NonZeroUsize;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 
 use lru::LruCache;
 
 use crate::error::{Error, Result};
-use crate::fsview::{self, View, ViewKey};
-use crate::inode::{InodeTable, Node, ROOT_INO};
-use crate::listing::partition_dir;
-use crate::snapshot::TableSnapshot;
+use crate::fsview::{self, Context, PartitionView, Plan, ViewKey};
+use crate::inode::{InodeTable, Node};
+use crate::listing::{self, partition_dir, DataFile};
+use crate::partitions::{PartitionCache, PartitionListing};
+use crate::table::TableConfig;
 use crate::timefmt::TimelineZone;
+use crate::timeline::Timeline;
 use crate::viewkey;
 
 /// How long the kernel may keep names and attributes of views that can no longer change
-/// (`as_of` times and windows older than every pending instant). Their files are immutable.
-pub const TTL_FINAL: Duration = Duration::from_secs(3600);
+/// (`as_of` times and windows older than every pending instant): their files are immutable.
+pub const TTL_FINAL: Duration = Duration::from_secs(24 * 3600);
 /// ... and of everything that can change (`latest/`, the listings of `as_of/`, `incremental/`,
 /// `timeline/`, views a pending instant could still change). Not zero: Linux answers a zero TTL
 /// with a getattr for every entry after each readdir.
@@ -43,7 +46,8 @@ pub const TTL_FRESH: Duration = Duration::from_secs(1);
 
 const ROOT_NAMES: [&str; 4] = ["latest", "as_of", "incremental", "timeline"];
 const MAX_NAME: usize = 255;
-const VIEW_CACHE: usize = 256;
+/// Resolved views kept (each holds a few bytes per file it shows).
+const VIEW_CACHE: usize = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -71,19 +75,20 @@ pub struct Entry {
     pub ttl: Duration,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct DirEntry {
-    pub ino: u64,
-    pub name: String,
-    pub kind: Kind,
+    pub name: Arc<str>,
+    pub entry: Entry,
 }
 
 /// What `open` gives the adapter.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Opened {
     pub fh: u64,
     /// The content can never change: the kernel may keep its page cache across opens.
     pub keep_cache: bool,
+    /// The table file behind a data file, for kernel passthrough.
+    pub backing: Option<Arc<std::fs::File>>,
 }
 
 /// Mount-wide options.
@@ -94,131 +99,107 @@ pub struct FsOptions {
     pub zone: Option<TimelineZone>,
 }
 
-/// A resolved view laid out as a tree.
-pub struct ViewTree {
-    pub view: View,
-    /// Directory path (`""` = view root) → sorted children `(name, kind)`.
-    dirs: HashMap<Arc<str>, Vec<(Arc<str>, Kind)>>,
-    /// Table-relative path → index in `view.files`.
-    files: HashMap<Arc<str>, usize>,
-    /// Whether no pending or future instant can change this view.
-    pub is_final: bool,
-}
-
-impl ViewTree {
-    pub fn new(view: View, is_final: bool) -> ViewTree {
-        let mut dirs: HashMap<Arc<str>, BTreeSet<(Arc<str>, bool)>> = HashMap::new();
-        dirs.entry(Arc::from("")).or_default();
-        let mut files = HashMap::new();
-        for (i, f) in view.files.iter().enumerate() {
-            let rel = f.rel_path();
-            let mut parent = String::new();
-            let parts: Vec<&str> = rel.split('/').collect();
-            for (n, part) in parts.iter().enumerate() {
-                let is_file = n + 1 == parts.len();
-                dirs.entry(Arc::from(parent.as_str()))
-                    .or_default()
-                    .insert((Arc::from(*part), is_file));
-                if !is_file {
-                    if !parent.is_empty() {
-                        parent.push('/');
-                    }
-                    parent.push_str(part);
-                    dirs.entry(Arc::from(parent.as_str())).or_default();
-                }
-            }
-            files.insert(Arc::from(rel.as_str()), i);
-        }
-        let dirs = dirs
-            .into_iter()
-            .map(|(k, v)| {
-                let children = v
-                    .into_iter()
-                    .map(|(n, is_file)| (n, if is_file { Kind::File } else { Kind::Dir }))
-                    .collect();
-                (k, children)
-            })
-            .collect();
-        ViewTree {
-            view,
-            dirs,
-            files,
-            is_final,
-        }
-    }
-
-    pub fn file(&self, path: &str) -> Option<&fsview::VisibleFile> {
-        self.files.get(path).map(|&i| &self.view.files[i])
-    }
-
-    pub fn dir(&self, path: &str) -> Option<&[(Arc<str>, Kind)]> {
-        self.dirs.get(path).map(Vec::as_slice)
-    }
-}
-
-/// One table snapshot with what the root listings need.
-struct Loaded {
-    snap: TableSnapshot,
-    zone: TimelineZone,
+/// One snapshot of the table's timeline with what the root listings need. Partitions are
+/// listed lazily through the [`PartitionCache`].
+pub struct Snapshot {
+    pub generation: u64,
+    pub ctx: Arc<Context>,
+    /// Every partition path, sorted.
+    pub partitions: Vec<Arc<str>>,
+    pub zone: TimelineZone,
     /// `as_of/` listing: completed write instants and savepoints.
-    as_of_names: Vec<String>,
+    pub as_of_names: Vec<String>,
     /// `incremental/` listing: one window per completed write instant.
-    window_names: Vec<String>,
+    pub window_names: Vec<String>,
     /// Newest time that selects instants in windows (for a `latest` start).
-    latest_window_time: Option<String>,
+    pub latest_window_time: Option<String>,
     /// Oldest pending instant of any action: views before it can no longer change.
-    oldest_pending: Option<String>,
+    pub oldest_pending: Option<String>,
     /// The timeline directory's names when this snapshot was read.
-    timeline_names: Vec<String>,
-    generation: u64,
+    pub timeline_names: Vec<String>,
 }
 
-impl Loaded {
-    fn read(root: &Path, opts: &FsOptions, generation: u64) -> Result<Loaded> {
-        let cfg = crate::table::TableConfig::load(root)?;
+impl Snapshot {
+    /// Read the timeline and discover the partitions of the table at `root`.
+    pub fn read(root: &Path, opts: &FsOptions, generation: u64) -> Result<Snapshot> {
+        let cfg = Arc::new(TableConfig::load(root)?);
         let timeline_names = timeline_names(&cfg.timeline_dir)?;
-        let snap = TableSnapshot::open(root)?;
+        let timeline = Arc::new(Timeline::load(&cfg)?);
+        let partitions = listing::discover_partitions(&cfg)?
+            .into_iter()
+            .map(|p| Arc::from(p.as_str()))
+            .collect();
+        Ok(Snapshot::new(
+            Arc::new(Context::new(cfg, timeline)),
+            partitions,
+            timeline_names,
+            opts,
+            generation,
+        ))
+    }
+
+    pub fn new(
+        ctx: Arc<Context>,
+        partitions: Vec<Arc<str>>,
+        timeline_names: Vec<String>,
+        opts: &FsOptions,
+        generation: u64,
+    ) -> Snapshot {
         let zone = opts
             .zone
             .clone()
-            .or_else(|| snap.cfg.timeline_zone.clone())
+            .or_else(|| ctx.cfg.timeline_zone.clone())
             .unwrap_or(TimelineZone::Utc);
-        let ctx = snap.context();
         let windows = fsview::incremental_windows(&ctx);
         let window_names = windows
             .iter()
             .map(|(a, b)| viewkey::window_name(Some(a), Some(b)))
             .collect();
         let latest_window_time = windows.last().map(|w| w.1.clone());
-        let mut as_of: BTreeSet<String> = snap.timeline.completed.keys().cloned().collect();
-        as_of.extend(snap.timeline.savepoints());
-        let oldest_pending = snap.timeline.pending().map(|i| i.requested.clone()).min();
-        drop(ctx);
-        Ok(Loaded {
-            snap,
+        let mut as_of: BTreeSet<String> = ctx.timeline.completed.keys().cloned().collect();
+        as_of.extend(ctx.savepoints().iter().cloned());
+        let oldest_pending = ctx.timeline.pending().map(|i| i.requested.clone()).min();
+        Snapshot {
+            generation,
+            ctx,
+            partitions,
             zone,
             as_of_names: as_of.into_iter().collect(),
             window_names,
             latest_window_time,
             oldest_pending,
             timeline_names,
-            generation,
-        })
+        }
     }
 
-    /// Whether no pending or future instant can change the view of `key`.
-    fn is_final(&self, key: &ViewKey, view: &View) -> bool {
-        let latest = self.snap.timeline.completed.keys().next_back();
+    pub fn cfg(&self) -> &TableConfig {
+        &self.ctx.cfg
+    }
+
+    /// Whether no pending or future instant can change a planned view.
+    fn is_final(&self, plan: &Plan) -> bool {
+        let latest = self.ctx.timeline.completed.keys().next_back();
         let before_pending = |t: &str| self.oldest_pending.as_deref().is_none_or(|p| t < p);
-        match key {
+        match &plan.key {
             ViewKey::Latest => false,
             ViewKey::AsOf(t) => latest.is_some_and(|l| t <= l) && before_pending(t),
             ViewKey::Incremental { end: Some(e), .. } => {
-                let end = view.effective_end.as_deref().unwrap_or(e);
+                let end = plan.effective_end.as_deref().unwrap_or(e);
                 self.latest_window_time.as_deref().is_some_and(|l| end <= l) && before_pending(end)
             }
             ViewKey::Incremental { end: None, .. } => false,
         }
+    }
+
+    /// Index range of the partitions whose path starts with `dir` (callers keep those equal to
+    /// it or below it: `dir/...`). Paths with a common prefix are contiguous when sorted.
+    fn partitions_under(&self, dir: &str) -> std::ops::Range<usize> {
+        let start = self.partitions.partition_point(|p| &**p < dir);
+        let len = self.partitions[start..]
+            .iter()
+            .take_while(|p| p.starts_with(dir))
+            .count();
+        start..start + len
     }
 }
 
@@ -232,20 +213,54 @@ fn timeline_names(dir: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// A timeline file as rendered: its name, length and mtime on disk.
-type RenderKey = (String, u64, SystemTime);
+/// A resolved partition of a view.
+struct PartView {
+    listing: Arc<PartitionListing>,
+    chosen: PartitionView,
+}
+
+impl PartView {
+    fn position(&self, name: &str) -> Option<usize> {
+        self.chosen
+            .files
+            .binary_search_by(|c| self.listing.files[c.index as usize].name().cmp(name))
+            .ok()
+    }
+}
+
+/// A view planned against one snapshot, its partitions resolved on demand.
+pub struct ViewState {
+    snap: Arc<Snapshot>,
+    pub plan: Plan,
+    parts: Vec<OnceLock<std::result::Result<Arc<PartView>, String>>>,
+    pub is_final: bool,
+}
+
+impl ViewState {
+    fn ttl(&self) -> Duration {
+        if self.is_final {
+            TTL_FINAL
+        } else {
+            TTL_FRESH
+        }
+    }
+}
 
 enum OpenFile {
-    Data(std::fs::File),
+    Data(Arc<std::fs::File>),
     Bytes(Arc<Vec<u8>>),
 }
+
+/// A timeline file as rendered: its name, length and mtime on disk.
+type RenderKey = (String, u64, SystemTime);
 
 /// The file system.
 pub struct HudiFs {
     root: PathBuf,
     opts: FsOptions,
-    loaded: RwLock<Arc<Loaded>>,
-    views: Mutex<LruCache<ViewKey, (u64, Arc<ViewTree>)>>,
+    snapshot: RwLock<Arc<Snapshot>>,
+    partitions: PartitionCache,
+    views: Mutex<LruCache<u32, Arc<ViewState>>>,
     rendered: Mutex<LruCache<RenderKey, Arc<Vec<u8>>>>,
     inodes: InodeTable,
     open_files: Mutex<HashMap<u64, Arc<OpenFile>>>,
@@ -261,15 +276,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
 impl HudiFs {
     /// Open the table at `root`.
     pub fn new(root: &Path, opts: FsOptions) -> Result<HudiFs> {
         let root = root.canonicalize().map_err(|e| Error::io(root, e))?;
-        let loaded = Loaded::read(&root, &opts, 1)?;
+        let snap = Snapshot::read(&root, &opts, 1)?;
         let md = std::fs::metadata(&root).map_err(|e| Error::io(&root, e))?;
         Ok(HudiFs {
             opts,
-            loaded: RwLock::new(Arc::new(loaded)),
+            snapshot: RwLock::new(Arc::new(snap)),
+            partitions: PartitionCache::default(),
             views: Mutex::new(LruCache::new(
                 NonZeroUsize::new(VIEW_CACHE).unwrap_or(NonZeroUsize::MIN),
             )),
@@ -291,30 +315,43 @@ impl HudiFs {
         &self.root
     }
 
-    fn loaded(&self) -> Arc<Loaded> {
-        self.loaded
+    pub fn options(&self) -> &FsOptions {
+        &self.opts
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
 
+    /// Make `next` the current snapshot. The switch is atomic: readers hold either the old
+    /// snapshot or the new one. Partitions the new instants touched are re-listed on next use.
+    pub fn install(&self, next: Snapshot, touched: Option<&[String]>) {
+        if let Some(parts) = touched {
+            parts.iter().for_each(|p| self.partitions.invalidate(p));
+        }
+        *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+    }
+
     /// Re-read the table if its timeline changed. Returns whether a new snapshot was taken.
-    /// The switch is atomic: readers hold either the old snapshot or the new one.
     pub fn refresh(&self) -> Result<bool> {
-        let current = self.loaded();
-        let names = timeline_names(&current.snap.cfg.timeline_dir)?;
+        let current = self.snapshot();
+        let names = timeline_names(&current.cfg().timeline_dir)?;
         if names == current.timeline_names {
             return Ok(false);
         }
-        let next = Loaded::read(&self.root, &self.opts, current.generation + 1)?;
-        *self.loaded.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        let next = Snapshot::read(&self.root, &self.opts, current.generation + 1)?;
+        self.install(next, None);
         Ok(true)
     }
 
-    /// The latest view's instant (for logs and tests).
+    /// The instant `latest/` shows.
     pub fn latest_instant(&self) -> Option<String> {
-        self.loaded()
-            .snap
+        self.snapshot()
+            .ctx
             .timeline
             .completed
             .keys()
@@ -322,96 +359,169 @@ impl HudiFs {
             .cloned()
     }
 
-    /// Resolve (or fetch from the cache) the tree of a view.
-    pub fn view(&self, key: &ViewKey) -> Result<Arc<ViewTree>> {
-        let loaded = self.loaded();
-        if let Some((generation, tree)) = lock(&self.views).get(key) {
-            if *generation == loaded.generation || tree.is_final {
-                return Ok(tree.clone());
+    /// The view with id `view`, planned against the current snapshot (or kept from an older one
+    /// if it can no longer change).
+    fn view(&self, view: u32) -> Result<Arc<ViewState>> {
+        let snap = self.snapshot();
+        let cached = lock(&self.views).get(&view).cloned();
+        if let Some(v) = cached {
+            if v.snap.generation == snap.generation || v.is_final {
+                return Ok(v);
             }
         }
-        let ctx = loaded.snap.context();
-        let view = fsview::resolve(&ctx, &loaded.snap.listing, key, self.opts.read_optimized)?;
-        let is_final = loaded.is_final(key, &view);
-        let tree = Arc::new(ViewTree::new(view, is_final));
-        lock(&self.views).put(key.clone(), (loaded.generation, tree.clone()));
-        Ok(tree)
+        let key = self
+            .inodes
+            .views
+            .get(view)
+            .ok_or_else(|| Error::NotFound(format!("view {view}")))?;
+        let plan = fsview::plan(&snap.ctx, &key, self.opts.read_optimized)?;
+        let is_final = snap.is_final(&plan);
+        let state = Arc::new(ViewState {
+            parts: (0..snap.partitions.len())
+                .map(|_| OnceLock::new())
+                .collect(),
+            snap,
+            plan,
+            is_final,
+        });
+        lock(&self.views).put(view, state.clone());
+        Ok(state)
     }
 
-    fn dir_attr(&self, ino: u64) -> Attr {
-        Attr {
-            ino,
-            kind: Kind::Dir,
-            size: 0,
-            mtime: self.root_mtime,
-            perm: 0o555,
-            uid: self.uid,
-            gid: self.gid,
+    /// The resolved partition `i` of a view.
+    fn part(&self, v: &ViewState, i: usize) -> Result<Arc<PartView>> {
+        let slot = v
+            .parts
+            .get(i)
+            .ok_or_else(|| Error::NotFound(format!("partition {i}")))?;
+        let r = slot.get_or_init(|| {
+            let partition = &v.snap.partitions[i];
+            if !v.plan.may_list(partition) {
+                return Ok(Arc::new(PartView {
+                    listing: Arc::default(),
+                    chosen: PartitionView::default(),
+                }));
+            }
+            let listing = self
+                .partitions
+                .listing(v.snap.cfg(), partition, v.snap.generation)
+                .map_err(|e| e.to_string())?;
+            let chosen = fsview::resolve_partition(&v.snap.ctx, &v.plan, &listing.files);
+            Ok(Arc::new(PartView { listing, chosen }))
+        });
+        r.clone()
+            .map_err(|e| Error::io(&self.root, std::io::Error::other(e)))
+    }
+
+    fn partition_index(&self, v: &ViewState, partition: &str) -> Option<usize> {
+        v.snap
+            .partitions
+            .binary_search_by(|p| (**p).cmp(partition))
+            .ok()
+    }
+
+    fn dir_entry(&self, ino: u64, ttl: Duration) -> Entry {
+        Entry {
+            attr: Attr {
+                ino,
+                kind: Kind::Dir,
+                size: 0,
+                mtime: self.root_mtime,
+                perm: 0o555,
+                uid: self.uid,
+                gid: self.gid,
+            },
+            ttl,
         }
     }
 
-    fn node(&self, ino: u64) -> Result<Node> {
-        self.inodes
-            .node(ino)
-            .ok_or_else(|| Error::NotFound(format!("inode {ino}")))
+    fn file_entry(&self, ino: u64, f: &DataFile, ttl: Duration) -> Entry {
+        Entry {
+            attr: Attr {
+                ino,
+                kind: Kind::File,
+                size: f.size,
+                mtime: f.mtime(),
+                perm: f.mode & 0o555,
+                uid: self.uid,
+                gid: self.gid,
+            },
+            ttl,
+        }
+    }
+
+    fn view_root(&self, key: ViewKey) -> Result<Node> {
+        let view = self
+            .inodes
+            .views
+            .id(&Arc::new(key))
+            .ok_or_else(|| Error::NotFound("too many distinct views".into()))?;
+        Ok(Node::ViewDir { view, dir: 0 })
     }
 
     /// Attributes and TTL of a node.
     pub fn getattr(&self, ino: u64) -> Result<Entry> {
-        let node = self.node(ino)?;
-        self.entry_for(ino, &node)
-    }
-
-    fn entry_for(&self, ino: u64, node: &Node) -> Result<Entry> {
+        let node = Node::from_ino(ino).ok_or_else(|| Error::NotFound(format!("inode {ino}")))?;
         match node {
-            Node::Root | Node::AsOfDir | Node::IncrementalDir | Node::TimelineDir => Ok(Entry {
-                attr: self.dir_attr(ino),
-                ttl: TTL_FRESH,
-            }),
-            Node::ViewDir { view, path } => {
-                let tree = self.view(view)?;
-                if tree.dir(path).is_none() {
-                    return Err(Error::NotFound(format!("{path} in view {view:?}")));
-                }
-                Ok(Entry {
-                    attr: self.dir_attr(ino),
-                    ttl: ttl(&tree),
-                })
+            Node::Root | Node::AsOfDir | Node::IncrementalDir | Node::TimelineDir => {
+                Ok(self.dir_entry(ino, TTL_FRESH))
             }
-            Node::ViewFile { view, path } => {
-                let tree = self.view(view)?;
-                let f = tree
-                    .file(path)
-                    .ok_or_else(|| Error::NotFound(format!("{path} in view {view:?}")))?;
-                Ok(Entry {
-                    attr: Attr {
-                        ino,
-                        kind: Kind::File,
-                        size: f.file.size,
-                        mtime: f.file.mtime(),
-                        perm: f.file.mode & 0o555,
-                        uid: self.uid,
-                        gid: self.gid,
-                    },
-                    ttl: ttl(&tree),
-                })
+            Node::ViewDir { view, dir } => {
+                let v = self.view(view)?;
+                let path = self.dir_path(dir)?;
+                if !self.dir_exists(&v, &path)? {
+                    return Err(Error::NotFound(path.to_string()));
+                }
+                Ok(self.dir_entry(ino, v.ttl()))
+            }
+            Node::ViewFile { view, file } => {
+                // Table files never change: their attributes do not depend on the view.
+                let f = self
+                    .partitions
+                    .registry
+                    .get(file)
+                    .ok_or_else(|| Error::NotFound(format!("file {file}")))?;
+                let ttl = self.view(view).map(|v| v.ttl()).unwrap_or(TTL_FRESH);
+                Ok(self.file_entry(ino, &f, ttl))
             }
             Node::TimelineFile { name } => {
-                let bytes = self.render_timeline_file(name)?;
-                Ok(Entry {
-                    attr: Attr {
-                        ino,
-                        kind: Kind::File,
-                        size: bytes.len() as u64,
-                        mtime: self.timeline_file_mtime(name),
-                        perm: 0o444,
-                        uid: self.uid,
-                        gid: self.gid,
-                    },
-                    ttl: TTL_FRESH,
-                })
+                let name = self
+                    .inodes
+                    .timeline_names
+                    .get(name)
+                    .ok_or_else(|| Error::NotFound(format!("timeline file {name}")))?;
+                let bytes = self.render_timeline_file(&name)?;
+                let mut e = self.dir_entry(ino, TTL_FRESH);
+                e.attr.kind = Kind::File;
+                e.attr.size = bytes.len() as u64;
+                e.attr.perm = 0o444;
+                e.attr.mtime = self.timeline_file_mtime(&name);
+                Ok(e)
             }
         }
+    }
+
+    fn dir_path(&self, dir: u32) -> Result<Arc<str>> {
+        self.inodes
+            .dirs
+            .get(dir)
+            .ok_or_else(|| Error::NotFound(format!("directory {dir}")))
+    }
+
+    /// Whether directory `path` of a view has any file at or below it.
+    fn dir_exists(&self, v: &ViewState, path: &str) -> Result<bool> {
+        if path.is_empty() {
+            return Ok(true);
+        }
+        for i in v.snap.partitions_under(path) {
+            let p = &v.snap.partitions[i];
+            if (&**p == path || p.starts_with(&format!("{path}/")))
+                && !self.part(v, i)?.chosen.files.is_empty()
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Look `name` up in directory `parent`.
@@ -420,67 +530,70 @@ impl HudiFs {
             .to_str()
             .filter(|n| !n.is_empty() && n.len() <= MAX_NAME && *n != "." && *n != "..")
             .ok_or_else(|| Error::NotFound(format!("{name:?}")))?;
-        let parent_node = self.node(parent)?;
-        let node = match &parent_node {
+        let parent =
+            Node::from_ino(parent).ok_or_else(|| Error::NotFound(format!("inode {parent}")))?;
+        let node = match parent {
             Node::Root => match name {
-                "latest" => Node::ViewDir {
-                    view: Arc::new(ViewKey::Latest),
-                    path: Arc::from(""),
-                },
+                "latest" => self.view_root(ViewKey::Latest)?,
                 "as_of" => Node::AsOfDir,
                 "incremental" => Node::IncrementalDir,
                 "timeline" => Node::TimelineDir,
                 _ => return Err(Error::NotFound(name.to_string())),
             },
             Node::AsOfDir => {
-                let loaded = self.loaded();
-                Node::ViewDir {
-                    view: Arc::new(viewkey::parse_as_of(name, &loaded.zone)?),
-                    path: Arc::from(""),
-                }
+                let snap = self.snapshot();
+                self.view_root(viewkey::parse_as_of(name, &snap.zone)?)?
             }
             Node::IncrementalDir => {
-                let loaded = self.loaded();
-                let key = viewkey::parse_window(
-                    name,
-                    &loaded.zone,
-                    loaded.latest_window_time.as_deref(),
-                )?;
-                Node::ViewDir {
-                    view: Arc::new(key),
-                    path: Arc::from(""),
-                }
+                let snap = self.snapshot();
+                let key =
+                    viewkey::parse_window(name, &snap.zone, snap.latest_window_time.as_deref())?;
+                self.view_root(key)?
             }
             Node::TimelineDir => {
-                if !self.loaded().timeline_names.iter().any(|n| n == name)
-                    || !self.is_instant_file(name)
+                let snap = self.snapshot();
+                if snap
+                    .timeline_names
+                    .binary_search_by(|n| n.as_str().cmp(name))
+                    .is_err()
+                    || crate::timeline::parse_instant_file_name(name, snap.cfg().layout).is_none()
                 {
                     return Err(Error::NotFound(format!("timeline/{name}")));
                 }
-                Node::TimelineFile {
-                    name: Arc::from(name),
-                }
+                let id = self
+                    .inodes
+                    .timeline_names
+                    .id(&Arc::from(name))
+                    .ok_or_else(|| Error::NotFound(name.to_string()))?;
+                Node::TimelineFile { name: id }
             }
-            Node::ViewDir { view, path } => {
-                let child: Arc<str> = if path.is_empty() {
-                    Arc::from(name)
-                } else {
-                    Arc::from(format!("{path}/{name}").as_str())
-                };
-                let tree = self.view(view)?;
-                if tree.file(&child).is_some() {
-                    Node::ViewFile {
-                        view: view.clone(),
-                        path: child,
+            Node::ViewDir { view, dir } => {
+                let v = self.view(view)?;
+                let path = self.dir_path(dir)?;
+                // A file of the partition at `path`?
+                if let Some(i) = self.partition_index(&v, &path) {
+                    let pv = self.part(&v, i)?;
+                    if let Some(pos) = pv.position(name) {
+                        let c = pv.chosen.files[pos];
+                        let node = Node::ViewFile {
+                            view,
+                            file: pv.listing.ids[c.index as usize],
+                        };
+                        let f = &pv.listing.files[c.index as usize];
+                        return Ok(self.file_entry(node.ino(), f, v.ttl()));
                     }
-                } else if tree.dir(&child).is_some() {
-                    Node::ViewDir {
-                        view: view.clone(),
-                        path: child,
-                    }
-                } else {
-                    return Err(Error::NotFound(child.to_string()));
                 }
+                let child = join(&path, name);
+                if !self.dir_exists(&v, &child)? {
+                    return Err(Error::NotFound(child));
+                }
+                let dir = self
+                    .inodes
+                    .dirs
+                    .id(&Arc::from(child.as_str()))
+                    .ok_or_else(|| Error::NotFound(child.clone()))?;
+                let node = Node::ViewDir { view, dir };
+                return Ok(self.dir_entry(node.ino(), v.ttl()));
             }
             Node::ViewFile { .. } | Node::TimelineFile { .. } => {
                 return Err(Error::NotFound(format!(
@@ -488,111 +601,134 @@ impl HudiFs {
                 )))
             }
         };
-        let ino = self.inodes.ino(&node);
-        self.entry_for(ino, &node)
+        // Views refuse here (cleaned history, unreadable metadata): check before answering.
+        if let Node::ViewDir { view, .. } = node {
+            let v = self.view(view)?;
+            return Ok(self.dir_entry(node.ino(), v.ttl()));
+        }
+        self.getattr(node.ino())
     }
 
-    fn is_instant_file(&self, name: &str) -> bool {
-        let loaded = self.loaded();
-        crate::timeline::parse_instant_file_name(name, loaded.snap.cfg.layout).is_some()
-    }
-
-    /// The entries of a directory (without `.` and `..`).
+    /// The entries of a directory (without `.` and `..`), with their attributes.
     pub fn readdir_entries(&self, ino: u64) -> Result<Vec<DirEntry>> {
-        let node = self.node(ino)?;
-        let dir = |name: &str, node: Node| DirEntry {
-            ino: self.inodes.ino(&node),
-            name: name.to_string(),
-            kind: Kind::Dir,
+        let node = Node::from_ino(ino).ok_or_else(|| Error::NotFound(format!("inode {ino}")))?;
+        let snap = self.snapshot();
+        let dir = |name: &str, node: Node, ttl: Duration| DirEntry {
+            name: Arc::from(name),
+            entry: self.dir_entry(node.ino(), ttl),
         };
-        let loaded = self.loaded();
         Ok(match node {
-            Node::Root => ROOT_NAMES
-                .iter()
-                .map(|n| {
-                    let node = match *n {
-                        "latest" => Node::ViewDir {
-                            view: Arc::new(ViewKey::Latest),
-                            path: Arc::from(""),
-                        },
+            Node::Root => {
+                let mut out = Vec::new();
+                for n in ROOT_NAMES {
+                    let node = match n {
+                        "latest" => self.view_root(ViewKey::Latest)?,
                         "as_of" => Node::AsOfDir,
                         "incremental" => Node::IncrementalDir,
                         _ => Node::TimelineDir,
                     };
-                    dir(n, node)
-                })
-                .collect(),
-            Node::AsOfDir => loaded
-                .as_of_names
-                .iter()
-                .map(|t| {
-                    dir(
-                        t,
-                        Node::ViewDir {
-                            view: Arc::new(ViewKey::AsOf(t.clone())),
-                            path: Arc::from(""),
-                        },
-                    )
-                })
-                .collect(),
-            Node::IncrementalDir => loaded
-                .window_names
-                .iter()
-                .filter_map(|w| {
-                    let key = viewkey::parse_window(w, &loaded.zone, None).ok()?;
-                    Some(dir(
-                        w,
-                        Node::ViewDir {
-                            view: Arc::new(key),
-                            path: Arc::from(""),
-                        },
-                    ))
-                })
-                .collect(),
-            Node::TimelineDir => loaded
-                .timeline_names
-                .iter()
-                .filter(|n| {
-                    crate::timeline::parse_instant_file_name(n, loaded.snap.cfg.layout).is_some()
-                })
-                .map(|n| DirEntry {
-                    ino: self.inodes.ino(&Node::TimelineFile {
-                        name: Arc::from(n.as_str()),
-                    }),
-                    name: n.clone(),
-                    kind: Kind::File,
-                })
-                .collect(),
-            Node::ViewDir { view, path } => {
-                let tree = self.view(&view)?;
-                let children = tree
-                    .dir(&path)
-                    .ok_or_else(|| Error::NotFound(path.to_string()))?;
-                children
-                    .iter()
-                    .map(|(name, kind)| {
-                        let child: Arc<str> = if path.is_empty() {
-                            name.clone()
-                        } else {
-                            Arc::from(format!("{path}/{name}").as_str())
-                        };
-                        let node = match kind {
-                            Kind::Dir => Node::ViewDir {
-                                view: view.clone(),
-                                path: child,
-                            },
-                            Kind::File => Node::ViewFile {
-                                view: view.clone(),
-                                path: child,
-                            },
-                        };
-                        DirEntry {
-                            ino: self.inodes.ino(&node),
-                            name: name.to_string(),
-                            kind: *kind,
+                    out.push(dir(n, node, TTL_FRESH));
+                }
+                out
+            }
+            Node::AsOfDir => {
+                let mut out = Vec::with_capacity(snap.as_of_names.len());
+                for t in &snap.as_of_names {
+                    let node = self.view_root(ViewKey::AsOf(t.clone()))?;
+                    out.push(dir(t, node, TTL_FRESH));
+                }
+                out
+            }
+            Node::IncrementalDir => {
+                let mut out = Vec::with_capacity(snap.window_names.len());
+                for w in &snap.window_names {
+                    let key = viewkey::parse_window(w, &snap.zone, None)?;
+                    out.push(dir(w, self.view_root(key)?, TTL_FRESH));
+                }
+                out
+            }
+            Node::TimelineDir => {
+                let layout = snap.cfg().layout;
+                let mut out = Vec::new();
+                for n in &snap.timeline_names {
+                    if crate::timeline::parse_instant_file_name(n, layout).is_none() {
+                        continue;
+                    }
+                    let Some(id) = self.inodes.timeline_names.id(&Arc::from(n.as_str())) else {
+                        continue;
+                    };
+                    let ino = Node::TimelineFile { name: id }.ino();
+                    match self.getattr(ino) {
+                        Ok(entry) => out.push(DirEntry {
+                            name: Arc::from(n.as_str()),
+                            entry,
+                        }),
+                        // An unreadable instant file is still listed; reading it fails.
+                        Err(_) => {
+                            let mut entry = self.dir_entry(ino, TTL_FRESH);
+                            entry.attr.kind = Kind::File;
+                            entry.attr.perm = 0o444;
+                            out.push(DirEntry {
+                                name: Arc::from(n.as_str()),
+                                entry,
+                            });
                         }
-                    })
-                    .collect()
+                    }
+                }
+                out
+            }
+            Node::ViewDir { view, dir: dir_id } => {
+                let v = self.view(view)?;
+                let path = self.dir_path(dir_id)?;
+                let mut out = Vec::new();
+                // Sub-directories: the next path component of every non-empty partition below.
+                let mut subdirs = BTreeSet::new();
+                for i in v.snap.partitions_under(&path) {
+                    let p = &v.snap.partitions[i];
+                    let rest = if path.is_empty() {
+                        Some(&**p)
+                    } else {
+                        p.strip_prefix(&*path).and_then(|r| r.strip_prefix('/'))
+                    };
+                    let Some(rest) = rest.filter(|r| !r.is_empty()) else {
+                        continue;
+                    };
+                    let first = rest.split('/').next().unwrap_or(rest);
+                    if subdirs.contains(first) {
+                        continue;
+                    }
+                    if !self.part(&v, i)?.chosen.files.is_empty() {
+                        subdirs.insert(first.to_string());
+                    }
+                }
+                for s in subdirs {
+                    let child = join(&path, &s);
+                    let id = self
+                        .inodes
+                        .dirs
+                        .id(&Arc::from(child.as_str()))
+                        .ok_or_else(|| Error::NotFound(child.clone()))?;
+                    out.push(dir(&s, Node::ViewDir { view, dir: id }, v.ttl()));
+                }
+                // Files of the partition at `path`.
+                if let Some(i) = self.partition_index(&v, &path) {
+                    let pv = self.part(&v, i)?;
+                    for c in &pv.chosen.files {
+                        let f = &pv.listing.files[c.index as usize];
+                        let node = Node::ViewFile {
+                            view,
+                            file: pv.listing.ids[c.index as usize],
+                        };
+                        out.push(DirEntry {
+                            name: Arc::from(f.name()),
+                            entry: self.file_entry(node.ino(), f, v.ttl()),
+                        });
+                    }
+                }
+                if out.is_empty() && !path.is_empty() && !self.dir_exists(&v, &path)? {
+                    return Err(Error::NotFound(path.to_string()));
+                }
+                out
             }
             Node::ViewFile { .. } | Node::TimelineFile { .. } => {
                 return Err(Error::Usage("not a directory".into()))
@@ -608,7 +744,7 @@ impl HudiFs {
         Ok(fh)
     }
 
-    /// Entries of an open directory handle from `offset` on.
+    /// Entries of an open directory handle.
     pub fn readdir(&self, fh: u64) -> Result<Arc<Vec<DirEntry>>> {
         lock(&self.open_dirs)
             .get(&fh)
@@ -620,28 +756,58 @@ impl HudiFs {
         lock(&self.open_dirs).remove(&fh);
     }
 
+    /// The view's partition view and position of file `file`, if the view shows it.
+    fn find_in_view(&self, v: &ViewState, file: u64) -> Result<(Arc<PartView>, usize)> {
+        let f = self
+            .partitions
+            .registry
+            .get(file)
+            .ok_or_else(|| Error::NotFound(format!("file {file}")))?;
+        let missing = || Error::NotFound(format!("{} is not in this view", f.rel_path()));
+        let i = self.partition_index(v, &f.partition).ok_or_else(missing)?;
+        let pv = self.part(v, i)?;
+        let pos = pv.position(f.name()).ok_or_else(missing)?;
+        let c = pv.chosen.files[pos];
+        if pv.listing.ids[c.index as usize] != file {
+            return Err(missing());
+        }
+        Ok((pv, pos))
+    }
+
     /// Open a file for reading.
     pub fn open(&self, ino: u64) -> Result<Opened> {
-        let node = self.node(ino)?;
-        let (file, keep_cache) = match &node {
-            Node::ViewFile { view, path } => {
-                let tree = self.view(view)?;
-                let f = tree
-                    .file(path)
-                    .ok_or_else(|| Error::NotFound(path.to_string()))?;
-                let p = partition_dir(&self.root, &f.file.partition).join(f.file.name());
-                let file = std::fs::File::open(&p).map_err(|e| Error::io(&p, e))?;
+        let node = Node::from_ino(ino).ok_or_else(|| Error::NotFound(format!("inode {ino}")))?;
+        let (file, keep_cache, backing) = match node {
+            Node::ViewFile { view, file } => {
+                let v = self.view(view)?;
+                let (pv, pos) = self.find_in_view(&v, file)?;
+                let f = &pv.listing.files[pv.chosen.files[pos].index as usize];
+                let p = partition_dir(&self.root, &f.partition).join(f.name());
+                let file = Arc::new(std::fs::File::open(&p).map_err(|e| Error::io(&p, e))?);
                 // A data file's name carries its instant and write token: its bytes never change.
-                (OpenFile::Data(file), true)
+                (OpenFile::Data(file.clone()), true, Some(file))
             }
             Node::TimelineFile { name } => {
-                (OpenFile::Bytes(self.render_timeline_file(name)?), false)
+                let name = self
+                    .inodes
+                    .timeline_names
+                    .get(name)
+                    .ok_or_else(|| Error::NotFound(format!("timeline file {name}")))?;
+                (
+                    OpenFile::Bytes(self.render_timeline_file(&name)?),
+                    false,
+                    None,
+                )
             }
             _ => return Err(Error::Usage("is a directory".into())),
         };
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         lock(&self.open_files).insert(fh, Arc::new(file));
-        Ok(Opened { fh, keep_cache })
+        Ok(Opened {
+            fh,
+            keep_cache,
+            backing,
+        })
     }
 
     /// Read up to `size` bytes at `offset` of an open file.
@@ -682,8 +848,13 @@ impl HudiFs {
         lock(&self.open_files).len()
     }
 
+    /// Number of table files the mount has registered (for tests and memory accounting).
+    pub fn registered_files(&self) -> usize {
+        self.partitions.registry.len()
+    }
+
     fn timeline_file_mtime(&self, name: &str) -> SystemTime {
-        let dir = self.loaded().snap.cfg.timeline_dir.clone();
+        let dir = self.snapshot().cfg().timeline_dir.clone();
         std::fs::metadata(dir.join(name))
             .and_then(|m| m.modified())
             .unwrap_or(self.root_mtime)
@@ -691,7 +862,7 @@ impl HudiFs {
 
     /// The instant file `name` decoded to pretty JSON.
     fn render_timeline_file(&self, name: &str) -> Result<Arc<Vec<u8>>> {
-        let dir = self.loaded().snap.cfg.timeline_dir.clone();
+        let dir = self.snapshot().cfg().timeline_dir.clone();
         let path = dir.join(name);
         let md = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
         let key = (
@@ -719,30 +890,27 @@ impl HudiFs {
 
     /// Extended attributes of a node: `(name, value)`.
     pub fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>> {
-        let node = self.node(ino)?;
+        let node = Node::from_ino(ino).ok_or_else(|| Error::NotFound(format!("inode {ino}")))?;
         let mut out = Vec::new();
-        match &node {
-            Node::ViewDir { view, path } if path.is_empty() => {
-                let tree = self.view(view)?;
-                let v = &tree.view;
-                match &**view {
+        match node {
+            Node::ViewDir { view, dir: 0 } => {
+                let v = self.view(view)?;
+                let p = &v.plan;
+                match &p.key {
                     ViewKey::Latest | ViewKey::AsOf(_) => {
-                        if let Some(i) = &v.instant {
+                        if let Some(i) = &p.instant {
                             out.push(("user.hudi.instant".into(), i.clone()));
                         }
-                        out.push((
-                            "user.hudi.mode".into(),
-                            if self.opts.read_optimized {
-                                "read_optimized"
-                            } else {
-                                "snapshot"
-                            }
-                            .into(),
-                        ));
+                        let mode = if self.opts.read_optimized {
+                            "read_optimized"
+                        } else {
+                            "snapshot"
+                        };
+                        out.push(("user.hudi.mode".into(), mode.into()));
                     }
                     ViewKey::Incremental { start, .. } => {
-                        out.push(("user.hudi.commit_times".into(), v.selected.join(",")));
-                        let end = v.effective_end.clone().unwrap_or_default();
+                        out.push(("user.hudi.commit_times".into(), p.selected.join(",")));
+                        let end = p.effective_end.clone().unwrap_or_default();
                         out.push(("user.hudi.effective_end".into(), end.clone()));
                         out.push((
                             "user.hudi.window".into(),
@@ -752,31 +920,41 @@ impl HudiFs {
                     }
                 }
             }
-            Node::ViewFile { view, path } => {
-                let tree = self.view(view)?;
-                let f = tree
-                    .file(path)
-                    .ok_or_else(|| Error::NotFound(path.to_string()))?;
-                if let Some(w) = &f.writer {
-                    out.push(("user.hudi.instant".into(), w.clone()));
+            Node::ViewFile { view, file } => {
+                let v = self.view(view)?;
+                let (pv, pos) = self.find_in_view(&v, file)?;
+                let c = pv.chosen.files[pos];
+                let f = &pv.listing.files[c.index as usize];
+                if let Some(w) = pv.chosen.writer(&c) {
+                    out.push(("user.hudi.instant".into(), w.to_string()));
                 }
-                out.push(("user.hudi.file_id".into(), f.file.file_id().to_string()));
-                out.push(("user.hudi.partition".into(), f.file.partition.to_string()));
-                out.push(("user.hudi.slice".into(), f.slice.clone()));
+                out.push(("user.hudi.file_id".into(), f.file_id().to_string()));
+                out.push(("user.hudi.partition".into(), f.partition.to_string()));
+                out.push(("user.hudi.slice".into(), pv.chosen.slice(&c).to_string()));
             }
             _ => {}
         }
         Ok(out)
     }
-}
 
-fn ttl(tree: &ViewTree) -> Duration {
-    if tree.is_final {
-        TTL_FINAL
-    } else {
-        TTL_FRESH
+    /// The view id and directory path of a view directory inode (for invalidation).
+    pub fn describe_dir(&self, ino: u64) -> Option<(u32, Arc<str>)> {
+        match Node::from_ino(ino)? {
+            Node::ViewDir { view, dir } => Some((view, self.inodes.dirs.get(dir)?)),
+            _ => None,
+        }
+    }
+
+    /// The id of a view key, if it has one.
+    pub fn view_id(&self, key: &ViewKey) -> Option<u32> {
+        self.inodes.views.id(&Arc::new(key.clone()))
+    }
+
+    /// Ids of the views currently cached (for invalidation and tests).
+    pub fn cached_views(&self) -> Vec<u32> {
+        lock(&self.views).iter().map(|(k, _)| *k).collect()
     }
 }
 
 /// The inode number of the mount root.
-pub const ROOT: u64 = ROOT_INO;
+pub const ROOT: u64 = crate::inode::ROOT_INO;

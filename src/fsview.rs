@@ -361,12 +361,16 @@ impl PartitionView {
 
 /// Choose the files of one partition (spec §4.2 S3–S9) for a planned view. `files` is the
 /// partition's listing, sorted by name.
-pub fn resolve_partition(ctx: &Context, plan: &Plan, files: &[DataFile]) -> PartitionView {
+pub fn resolve_partition<F: std::borrow::Borrow<DataFile>>(
+    ctx: &Context,
+    plan: &Plan,
+    files: &[F],
+) -> PartitionView {
     let mut out = PartitionView::default();
     let Some(t) = plan.t.as_deref() else {
         return out;
     };
-    let Some(first) = files.first() else {
+    let Some(first) = files.first().map(|f| f.borrow()) else {
         return out;
     };
     if !plan.may_list(&first.partition) {
@@ -375,6 +379,7 @@ pub fn resolve_partition(ctx: &Context, plan: &Plan, files: &[DataFile]) -> Part
     let partition = first.partition.to_string();
     let mut groups: BTreeMap<&str, Vec<(u32, &DataFile)>> = BTreeMap::new();
     for (i, f) in files.iter().enumerate() {
+        let f: &DataFile = f.borrow();
         groups.entry(f.file_id()).or_default().push((i as u32, f));
     }
     let mut chosen: Vec<(u32, Option<String>, String)> = Vec::new();

@@ -3,16 +3,19 @@
 //! missing names at debug level, everything else as a warning). No file-system decision is made
 //! here.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use fuser::{
-    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType,
-    Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, OpenAccMode, OpenFlags,
-    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BackingId, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle,
+    FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
+    OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
 
 use crate::error::Error;
@@ -20,12 +23,64 @@ use crate::fs::{Attr, HudiFs, Kind};
 
 pub struct FuseAdapter {
     fs: Arc<HudiFs>,
+    /// Whether reads go through kernel passthrough (asked for, and granted by the kernel).
+    passthrough: AtomicBool,
+    /// Backing files registered with the kernel, one per inode while it is open, with the
+    /// number of open handles using it (the kernel allows one backing file per inode).
+    backing: Mutex<HashMap<u64, (BackingId, usize)>>,
+    /// Inode of each open passthrough handle.
+    handle_inode: Mutex<HashMap<u64, u64>>,
 }
 
 impl FuseAdapter {
-    pub fn new(fs: Arc<HudiFs>) -> FuseAdapter {
-        FuseAdapter { fs }
+    pub fn new(fs: Arc<HudiFs>, passthrough: bool) -> FuseAdapter {
+        FuseAdapter {
+            fs,
+            passthrough: AtomicBool::new(passthrough),
+            backing: Mutex::new(HashMap::new()),
+            handle_inode: Mutex::new(HashMap::new()),
+        }
     }
+
+    /// Whether this mount reads through kernel passthrough.
+    pub fn uses_passthrough(&self) -> bool {
+        self.passthrough.load(Ordering::Relaxed)
+    }
+
+    /// Reply to an open with passthrough to the table file, reusing the inode's backing id.
+    fn open_passthrough(
+        &self,
+        ino: u64,
+        fh: u64,
+        file: &std::fs::File,
+        flags: FopenFlags,
+        reply: ReplyOpen,
+    ) {
+        let mut backing = lock(&self.backing);
+        if let Some((id, count)) = backing.get_mut(&ino) {
+            *count += 1;
+            lock(&self.handle_inode).insert(fh, ino);
+            return reply.opened_passthrough(FileHandle(fh), flags, id);
+        }
+        match reply.open_backing(file) {
+            Ok(id) => {
+                reply.opened_passthrough(FileHandle(fh), flags, &id);
+                backing.insert(ino, (id, 1));
+                lock(&self.handle_inode).insert(fh, ino);
+            }
+            Err(e) => {
+                log::warn!(
+                    "kernel passthrough refused ({e}); reading through the daemon from now on"
+                );
+                self.passthrough.store(false, Ordering::Relaxed);
+                reply.opened(FileHandle(fh), flags);
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn errno(op: &str, what: &dyn std::fmt::Display, e: &Error) -> Errno {
@@ -75,6 +130,21 @@ impl Filesystem for FuseAdapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Large requests for sequential reads of big Parquet files.
         let _ = config.set_max_readahead(1 << 20);
+        // `ls -l` and `find` get names and attributes in one round trip.
+        let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS);
+        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        if self.uses_passthrough() {
+            let granted = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+                && config.set_max_stack_depth(1).is_ok();
+            if !granted {
+                self.passthrough.store(false, Ordering::Relaxed);
+            }
+        }
+        if self.uses_passthrough() {
+            log::info!("data path: kernel passthrough (reads go straight to the table files)");
+        } else {
+            log::info!("data path: reads through the daemon (passthrough off or unsupported)");
+        }
         Ok(())
     }
 
@@ -103,7 +173,14 @@ impl Filesystem for FuseAdapter {
                 } else {
                     FopenFlags::empty()
                 };
-                reply.opened(FileHandle(o.fh), flags)
+                match &o.backing {
+                    // The kernel refuses FOPEN_KEEP_CACHE with passthrough (the open fails with
+                    // EIO): page caching is the backing file's business then.
+                    Some(file) if self.uses_passthrough() => {
+                        self.open_passthrough(ino.0, o.fh, file, FopenFlags::empty(), reply)
+                    }
+                    _ => reply.opened(FileHandle(o.fh), flags),
+                }
             }
             Err(e) => reply.error(errno("open", &ino.0, &e)),
         }
@@ -137,6 +214,18 @@ impl Filesystem for FuseAdapter {
         reply: ReplyEmpty,
     ) {
         self.fs.release(fh.0);
+        let ino = lock(&self.handle_inode).remove(&fh.0);
+        if let Some(ino) = ino {
+            // Lock order: `backing`, then `handle_inode` (as in open); never both here.
+            let mut backing = lock(&self.backing);
+            if let Some((_, count)) = backing.get_mut(&ino) {
+                *count -= 1;
+                if *count == 0 {
+                    // Dropping the id closes the backing file in the kernel.
+                    backing.remove(&ino);
+                }
+            }
+        }
         reply.ok();
     }
 
@@ -161,12 +250,44 @@ impl Filesystem for FuseAdapter {
         };
         // Offsets: 1 = ".", 2 = "..", 3.. = entries.
         let dots = [(ino.0, ".", Kind::Dir), (ino.0, "..", Kind::Dir)];
-        let all = dots
-            .iter()
-            .map(|(i, n, k)| (*i, *n, *k))
-            .chain(entries.iter().map(|e| (e.ino, e.name.as_str(), e.kind)));
+        let all = dots.iter().map(|(i, n, k)| (*i, *n, *k)).chain(
+            entries
+                .iter()
+                .map(|e| (e.entry.attr.ino, &*e.name, e.entry.attr.kind)),
+        );
         for (i, (eino, name, k)) in all.enumerate().skip(offset as usize) {
             if reply.add(INodeNo(eino), (i + 1) as u64, kind(k), name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let entries = match self.fs.readdir(fh.0) {
+            Ok(e) => e,
+            Err(e) => return reply.error(errno("readdirplus", &ino.0, &e)),
+        };
+        let this = match self.fs.getattr(ino.0) {
+            Ok(e) => e,
+            Err(e) => return reply.error(errno("readdirplus", &ino.0, &e)),
+        };
+        // "." and ".." carry no attributes the kernel keeps; give this directory's.
+        let dots = [(".", this), ("..", this)];
+        let all = dots
+            .iter()
+            .map(|(n, e)| (*n, *e))
+            .chain(entries.iter().map(|e| (&*e.name, e.entry)));
+        for (i, (name, e)) in all.enumerate().skip(offset as usize) {
+            let attr = file_attr(&e.attr);
+            if reply.add(attr.ino, (i + 1) as u64, name, &e.ttl, &attr, Generation(0)) {
                 break;
             }
         }

@@ -1,13 +1,20 @@
-//! Stable inode numbers for the nodes of the mount.
+//! Inode numbers of the mounted tree, computed rather than stored.
 //!
-//! A node is a name in the tree (`as_of/<T>/<partition>/<file>`, `timeline/<name>`, ...), not a
-//! file on disk: the same table file seen through two views is two nodes. Every spelling of a
-//! time resolves to one canonical view key, so `as_of/2024-04-18` and
-//! `as_of/20240418000000000` are the same inode.
+//! An inode number encodes what it names, so the table costs nothing per file:
 //!
-//! Numbers are never forgotten: a node keeps its number for the life of the mount, so the kernel
-//! can never see one number mean two things. The table grows with the distinct names callers look
-//! up, not with the size of the table.
+//! ```text
+//!  63..62  kind   0 special, 1 directory in a view, 2 file in a view
+//!  61..36  view   interned view key (as_of/<T>, incremental/<w>, latest)
+//!  35..0   item   kind 0: 1 root, 2 as_of/, 3 incremental/, 4 timeline/, or (view 1) a
+//!                 timeline file id; kind 1: interned directory path; kind 2: file id in the
+//!                 registry of table files
+//! ```
+//!
+//! Every spelling of a time resolves to one canonical view key, so `as_of/2024-04-18` and
+//! `as_of/20240418000000000` are the same inode; a file keeps its number as long as it stays in a
+//! view, across snapshots of `latest/`. Interned keys and paths are never forgotten: the kernel
+//! never sees one number mean two things. They grow with the distinct views and directories
+//! callers look up, not with the number of files.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -15,39 +22,130 @@ use std::sync::{Arc, Mutex};
 use crate::fsview::ViewKey;
 
 pub const ROOT_INO: u64 = 1;
+pub const AS_OF_INO: u64 = 2;
+pub const INCREMENTAL_INO: u64 = 3;
+pub const TIMELINE_INO: u64 = 4;
 
-/// One node of the mounted tree.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+const KIND_SHIFT: u32 = 62;
+const VIEW_SHIFT: u32 = 36;
+const VIEW_MASK: u64 = (1 << 26) - 1;
+const ITEM_MASK: u64 = (1 << 36) - 1;
+/// The view field of timeline files (kind 0).
+const TIMELINE_FILES: u64 = 1;
+
+/// What an inode number names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Node {
     Root,
     AsOfDir,
     IncrementalDir,
     TimelineDir,
-    /// A directory inside a view; `path` is `""` for the view root.
-    ViewDir {
-        view: Arc<ViewKey>,
-        path: Arc<str>,
-    },
-    /// A data file inside a view; `path` is table-relative.
-    ViewFile {
-        view: Arc<ViewKey>,
-        path: Arc<str>,
-    },
-    /// One instant file of the timeline, rendered as JSON.
+    /// One instant file of `timeline/`, by its interned name.
     TimelineFile {
-        name: Arc<str>,
+        name: u32,
+    },
+    /// A directory inside a view; `dir` 0 is the view root.
+    ViewDir {
+        view: u32,
+        dir: u32,
+    },
+    /// A table file inside a view, by its id in the file registry.
+    ViewFile {
+        view: u32,
+        file: u64,
     },
 }
 
-#[derive(Default)]
-struct Inner {
-    by_node: HashMap<Node, u64>,
-    nodes: Vec<Node>,
+impl Node {
+    pub fn ino(self) -> u64 {
+        let pack = |kind: u64, view: u64, item: u64| {
+            (kind << KIND_SHIFT) | ((view & VIEW_MASK) << VIEW_SHIFT) | (item & ITEM_MASK)
+        };
+        match self {
+            Node::Root => ROOT_INO,
+            Node::AsOfDir => AS_OF_INO,
+            Node::IncrementalDir => INCREMENTAL_INO,
+            Node::TimelineDir => TIMELINE_INO,
+            Node::TimelineFile { name } => pack(0, TIMELINE_FILES, name as u64),
+            Node::ViewDir { view, dir } => pack(1, view as u64, dir as u64),
+            Node::ViewFile { view, file } => pack(2, view as u64, file),
+        }
+    }
+
+    pub fn from_ino(ino: u64) -> Option<Node> {
+        let kind = ino >> KIND_SHIFT;
+        let view = (ino >> VIEW_SHIFT) & VIEW_MASK;
+        let item = ino & ITEM_MASK;
+        Some(match (kind, view, item) {
+            (0, 0, 1) => Node::Root,
+            (0, 0, 2) => Node::AsOfDir,
+            (0, 0, 3) => Node::IncrementalDir,
+            (0, 0, 4) => Node::TimelineDir,
+            (0, TIMELINE_FILES, n) => Node::TimelineFile {
+                name: u32::try_from(n).ok()?,
+            },
+            (1, v, d) => Node::ViewDir {
+                view: v as u32,
+                dir: u32::try_from(d).ok()?,
+            },
+            (2, v, f) => Node::ViewFile {
+                view: v as u32,
+                file: f,
+            },
+            _ => return None,
+        })
+    }
 }
 
-/// The two-way map between nodes and inode numbers.
+/// A two-way interner: values get small stable ids.
+pub struct Interner<T> {
+    inner: Mutex<(HashMap<T, u32>, Vec<T>)>,
+    /// The largest id it hands out.
+    limit: u32,
+}
+
+impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
+    pub fn new(limit: u32) -> Interner<T> {
+        Interner {
+            inner: Mutex::new((HashMap::new(), Vec::new())),
+            limit,
+        }
+    }
+
+    /// The id of `value`, assigning the next one if it has none (None when ids ran out).
+    pub fn id(&self, value: &T) -> Option<u32> {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&id) = g.0.get(value) {
+            return Some(id);
+        }
+        let id = g.1.len() as u32;
+        if id > self.limit {
+            return None;
+        }
+        g.1.push(value.clone());
+        g.0.insert(value.clone(), id);
+        Some(id)
+    }
+
+    pub fn get(&self, id: u32) -> Option<T> {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.1.get(id as usize).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).1.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The interners behind inode numbers: view keys, directory paths inside views, timeline names.
 pub struct InodeTable {
-    inner: Mutex<Inner>,
+    pub views: Interner<Arc<ViewKey>>,
+    pub dirs: Interner<Arc<str>>,
+    pub timeline_names: Interner<Arc<str>>,
 }
 
 impl Default for InodeTable {
@@ -58,48 +156,15 @@ impl Default for InodeTable {
 
 impl InodeTable {
     pub fn new() -> InodeTable {
-        let mut inner = Inner::default();
-        // Inode 0 is invalid; 1 is the root.
-        inner.nodes.push(Node::Root);
-        inner.nodes.push(Node::Root);
-        inner.by_node.insert(Node::Root, ROOT_INO);
-        InodeTable {
-            inner: Mutex::new(inner),
-        }
-    }
-
-    /// The inode number of `node`, assigning the next one if it has none yet.
-    pub fn ino(&self, node: &Node) -> u64 {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(&ino) = inner.by_node.get(node) {
-            return ino;
-        }
-        let ino = inner.nodes.len() as u64;
-        inner.nodes.push(node.clone());
-        inner.by_node.insert(node.clone(), ino);
-        ino
-    }
-
-    /// The node an inode number stands for.
-    pub fn node(&self, ino: u64) -> Option<Node> {
-        if ino == 0 {
-            return None;
-        }
-        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.nodes.get(ino as usize).cloned()
-    }
-
-    pub fn len(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .nodes
-            .len()
-            - 1
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        let t = InodeTable {
+            views: Interner::new(VIEW_MASK as u32),
+            dirs: Interner::new(u32::MAX - 1),
+            timeline_names: Interner::new(u32::MAX - 1),
+        };
+        // Directory 0 is every view's root; view 0 is `latest/`.
+        t.dirs.id(&Arc::from(""));
+        t.views.id(&Arc::new(ViewKey::Latest));
+        t
     }
 }
 
@@ -108,20 +173,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stable_numbers() {
+    fn numbers_round_trip() {
+        for node in [
+            Node::Root,
+            Node::AsOfDir,
+            Node::IncrementalDir,
+            Node::TimelineDir,
+            Node::TimelineFile { name: 0 },
+            Node::TimelineFile { name: 77 },
+            Node::ViewDir { view: 0, dir: 0 },
+            Node::ViewDir {
+                view: 5,
+                dir: 123_456,
+            },
+            Node::ViewFile { view: 0, file: 0 },
+            Node::ViewFile {
+                view: (1 << 26) - 1,
+                file: (1 << 36) - 1,
+            },
+        ] {
+            let ino = node.ino();
+            assert_ne!(ino, 0);
+            assert_eq!(Node::from_ino(ino), Some(node), "{ino:#x}");
+        }
+        assert_eq!(Node::from_ino(0), None);
+        assert_eq!(Node::from_ino(3 << 62), None);
+        assert_eq!(Node::from_ino(99), None);
+    }
+
+    #[test]
+    fn interned_ids_are_stable() {
         let t = InodeTable::new();
-        assert_eq!(t.ino(&Node::Root), ROOT_INO);
-        let a = t.ino(&Node::AsOfDir);
-        let v = Node::ViewDir {
-            view: Arc::new(ViewKey::AsOf("20240101000000000".into())),
-            path: Arc::from(""),
-        };
-        let b = t.ino(&v);
-        assert_ne!(a, b);
-        assert_eq!(t.ino(&Node::AsOfDir), a);
-        assert_eq!(t.ino(&v.clone()), b);
-        assert_eq!(t.node(b), Some(v));
-        assert_eq!(t.node(0), None);
-        assert_eq!(t.node(999), None);
+        let a = t
+            .views
+            .id(&Arc::new(ViewKey::AsOf("20240101000000000".into())))
+            .unwrap();
+        let l = t.views.id(&Arc::new(ViewKey::Latest)).unwrap();
+        assert_eq!(l, 0);
+        assert_eq!(a, 1);
+        assert_eq!(
+            t.views
+                .id(&Arc::new(ViewKey::AsOf("20240101000000000".into()))),
+            Some(a)
+        );
+        assert_eq!(t.dirs.id(&Arc::from("")), Some(0));
+        let small = Interner::<u8>::new(1);
+        assert_eq!(small.id(&1), Some(0));
+        assert_eq!(small.id(&2), Some(1));
+        assert_eq!(small.id(&3), None, "ids run out instead of wrapping");
     }
 }

@@ -16,6 +16,7 @@ pub mod generator;
 pub mod inode;
 pub mod listing;
 pub mod metadata;
+pub mod partitions;
 pub mod snapshot;
 pub mod table;
 pub mod timefmt;

@@ -3,8 +3,10 @@ use hudifs::cli::{Cli, Command};
 use hudifs::error::Error;
 
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn,fuser=error"))
-        .init();
+    env_logger::Builder::from_env(
+        env_logger::Env::default().default_filter_or("warn,hudifs=info,fuser=error"),
+    )
+    .init();
     let cli = Cli::parse();
     let mut stdout = std::io::stdout().lock();
     let result = match &cli.command {

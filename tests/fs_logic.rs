@@ -39,7 +39,7 @@ fn names(fs: &HudiFs, ino: u64) -> Vec<String> {
     fs.readdir_entries(ino)
         .unwrap()
         .into_iter()
-        .map(|e| e.name)
+        .map(|e| e.name.to_string())
         .collect()
 }
 
@@ -60,10 +60,10 @@ fn views_walk_read_and_describe_themselves() {
     let part = walk(&fs, &["latest", "30"]).unwrap();
     let files = fs.readdir_entries(part).unwrap();
     assert_eq!(files.len(), 1);
-    assert_eq!(files[0].kind, Kind::File);
+    assert_eq!(files[0].entry.attr.kind, Kind::File);
     let file = walk(&fs, &["latest", "30", &files[0].name]).unwrap();
     let attr = fs.getattr(file).unwrap().attr;
-    let on_disk = std::fs::read(root.join("30").join(&files[0].name)).unwrap();
+    let on_disk = std::fs::read(root.join("30").join(&*files[0].name)).unwrap();
     assert_eq!(attr.size, on_disk.len() as u64);
     assert_eq!(attr.perm & 0o222, 0, "no write bits");
 
@@ -148,7 +148,7 @@ fn latest_switches_atomically_and_open_handles_keep_their_snapshot() {
         .readdir(old_dir)
         .unwrap()
         .iter()
-        .map(|e| e.name.clone())
+        .map(|e| e.name.to_string())
         .collect();
     assert_eq!(old, ["30"]);
     fs.releasedir(old_dir);
