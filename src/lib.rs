@@ -5,7 +5,9 @@
 //! `table` (hoodie.properties) → `timeline` (instants, derived sets; `metadata` decodes instant
 //! files) → `listing` (partitions and data-file names) → `fsview` (the pure visibility rules:
 //! a view is a function of a timeline, a listing and a view key) → `timefmt` (time spellings).
+//! `archive` reads the archived timeline (instants older than the active one).
 
+pub mod archive;
 pub mod cli;
 pub mod daemon;
 pub mod error;

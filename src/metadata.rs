@@ -30,7 +30,10 @@ fn decode_avro(bytes: &[u8]) -> Result<Value, String> {
     }
 }
 
-fn avro_to_json(v: apache_avro::types::Value) -> Result<Value, String> {
+/// An Avro value as JSON, in the shape Java's `GenericRecord.toString()` gives: unions are
+/// flattened to their value, records and maps become objects (map keys sorted, so that the
+/// result does not depend on hash order), enums become their symbol.
+pub fn avro_to_json(v: apache_avro::types::Value) -> Result<Value, String> {
     use apache_avro::types::Value as A;
     Ok(match v {
         A::Null => Value::Null,
@@ -60,11 +63,16 @@ fn avro_to_json(v: apache_avro::types::Value) -> Result<Value, String> {
                 .map(avro_to_json)
                 .collect::<Result<_, _>>()?,
         ),
-        A::Map(m) => Value::Object(
-            m.into_iter()
-                .map(|(k, v)| Ok((k, avro_to_json(v)?)))
-                .collect::<Result<_, String>>()?,
-        ),
+        A::Map(m) => {
+            let mut entries: Vec<_> = m.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| Ok((k, avro_to_json(v)?)))
+                    .collect::<Result<_, String>>()?,
+            )
+        }
         A::Record(fields) => Value::Object(
             fields
                 .into_iter()

@@ -100,8 +100,14 @@ fn version_field() -> Field {
 }
 
 impl Schema {
-    /// The schema as Avro JSON.
+    /// The schema as Avro JSON. A named record used more than once is defined at its first use
+    /// and referred to by name afterwards, as Avro requires (and Java's `Schema.toString()`
+    /// prints).
     pub fn to_json(&self) -> Json {
+        self.to_json_named(&mut std::collections::BTreeSet::new())
+    }
+
+    fn to_json_named(&self, defined: &mut std::collections::BTreeSet<String>) -> Json {
         match self {
             Schema::Null => json!("null"),
             Schema::Boolean => json!("boolean"),
@@ -109,17 +115,23 @@ impl Schema {
             Schema::Long => json!("long"),
             Schema::Double => json!("double"),
             Schema::String => json!("string"),
-            Schema::Array(items) => json!({"type": "array", "items": items.to_json()}),
-            Schema::Map(values) => json!({"type": "map", "values": values.to_json()}),
-            Schema::Union(branches) => Json::Array(branches.iter().map(Schema::to_json).collect()),
+            Schema::Array(items) => {
+                json!({"type": "array", "items": items.to_json_named(defined)})
+            }
+            Schema::Map(values) => json!({"type": "map", "values": values.to_json_named(defined)}),
+            Schema::Union(branches) => {
+                Json::Array(branches.iter().map(|b| b.to_json_named(defined)).collect())
+            }
+            Schema::Record(r) if defined.contains(&r.name) => json!(r.name),
             Schema::Record(r) => {
+                defined.insert(r.name.clone());
                 let fields: Vec<Json> = r
                     .fields
                     .iter()
                     .map(|f| {
                         let mut o = serde_json::Map::new();
                         o.insert("name".into(), json!(f.name));
-                        o.insert("type".into(), f.schema.to_json());
+                        o.insert("type".into(), f.schema.to_json_named(defined));
                         if let Some(d) = &f.default {
                             o.insert("default".into(), d.clone());
                         }
@@ -530,6 +542,56 @@ pub(crate) fn savepoint_metadata() -> Schema {
             version_field(),
         ],
     )
+}
+
+/// `HoodieArchivedMetaEntry`: one record per archived timeline file of a layout-1 table (what
+/// `MetadataConversionUtils.createMetaWrapper` of Hudi 0.14/0.15 fills), with the nested models
+/// above. Left out, as a reader's schema resolution defaults them to null:
+/// `hoodieCompactionMetadata` (deprecated, never written) and `hoodieIndexCommitMetadata`
+/// (async indexing, which the generator does not do).
+pub(crate) fn archived_meta_entry() -> Schema {
+    let s = || Schema::String;
+    record(
+        "HoodieArchivedMetaEntry",
+        vec![
+            opt("hoodieCommitMetadata", commit_metadata()),
+            opt("hoodieCleanMetadata", clean_metadata()),
+            opt("hoodieRollbackMetadata", rollback_metadata()),
+            opt("hoodieSavePointMetadata", savepoint_metadata()),
+            opt("commitTime", s()),
+            opt("actionType", s()),
+            version_field(),
+            opt("hoodieCompactionPlan", compaction_plan()),
+            opt("hoodieCleanerPlan", cleaner_plan()),
+            opt("actionState", s()),
+            opt("hoodieReplaceCommitMetadata", replace_commit_metadata()),
+            opt(
+                "hoodieRequestedReplaceMetadata",
+                requested_replace_metadata(),
+            ),
+            opt("HoodieInflightReplaceMetadata", commit_metadata()),
+            opt("stateTransitionTime", s()),
+        ],
+    )
+}
+
+/// `HoodieLSMTimelineInstant`: a row of the layout-2 LSM timeline (the Avro schema parquet-avro
+/// stores in the Parquet footer; `bytes` fields are written as Parquet binary columns).
+pub(crate) fn lsm_timeline_instant_schema_text() -> String {
+    json!({
+        "type": "record",
+        "name": "HoodieLSMTimelineInstant",
+        "namespace": NS,
+        "fields": [
+            {"name": "instantTime", "type": ["null", "string"], "default": null},
+            {"name": "completionTime", "type": ["null", "string"], "default": null},
+            {"name": "action", "type": ["null", "string"], "default": null},
+            {"name": "metadata", "type": ["null", "bytes"], "default": null},
+            {"name": "plan", "type": ["null", "bytes"], "default": null},
+            {"name": "version", "type": "int", "default": 1},
+        ]
+    })
+    .to_string()
 }
 
 #[cfg(test)]

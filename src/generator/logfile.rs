@@ -84,6 +84,24 @@ fn block(block_type: i32, header: &[(i32, &str)], content: &[u8]) -> Vec<u8> {
 /// An Avro data block holding `records` (each already Avro-encoded under `schema`), written by
 /// the instant `instant`.
 pub(crate) fn avro_data_block(instant: &str, schema: &str, records: &[Vec<u8>]) -> Vec<u8> {
+    block(
+        AVRO_DATA_BLOCK,
+        &[(INSTANT_TIME, instant), (SCHEMA, schema)],
+        &avro_block_content(records),
+    )
+}
+
+/// An Avro data block of a layout-1 archive file: the archiver's header holds the schema only
+/// (`TimelineArchiverV1.writeToFile`).
+pub(crate) fn archive_data_block(schema: &str, records: &[Vec<u8>]) -> Vec<u8> {
+    block(
+        AVRO_DATA_BLOCK,
+        &[(SCHEMA, schema)],
+        &avro_block_content(records),
+    )
+}
+
+fn avro_block_content(records: &[Vec<u8>]) -> Vec<u8> {
     let mut content = Vec::new();
     content.extend_from_slice(&AVRO_BLOCK_VERSION.to_be_bytes());
     content.extend_from_slice(&(records.len() as i32).to_be_bytes());
@@ -91,11 +109,7 @@ pub(crate) fn avro_data_block(instant: &str, schema: &str, records: &[Vec<u8>]) 
         content.extend_from_slice(&(r.len() as i32).to_be_bytes());
         content.extend_from_slice(r);
     }
-    block(
-        AVRO_DATA_BLOCK,
-        &[(INSTANT_TIME, instant), (SCHEMA, schema)],
-        &content,
-    )
+    content
 }
 
 /// A rollback command block: the rollback `instant` tells readers to drop the blocks written

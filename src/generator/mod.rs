@@ -5,7 +5,9 @@
 //! then its completed instant file — and writes real files: `hoodie.properties`, partition
 //! metafiles, Parquet base files, Hudi log files (Avro data blocks, rollback command blocks),
 //! commit metadata (JSON in layout 1, Avro in layout 2) and Avro plans and metadata for
-//! compaction, clean, rollback and savepoint.
+//! compaction, clean, rollback and savepoint. [`TableWriter::archive`] moves old completed
+//! instants into the archived timeline as Hudi's archiver does (a layout-1 archive log file, or
+//! the layout-2 LSM timeline with its manifests and level compaction).
 //!
 //! Every name goes through [`listing::base_file_name`], [`listing::log_file_name`] and
 //! [`timeline::instant_file_name`], so the writer cannot drift from the reader's grammar.
@@ -30,6 +32,7 @@
 //! ```
 
 mod actions;
+mod archiver;
 mod avro;
 mod demo;
 mod logfile;
