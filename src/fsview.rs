@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound::{Excluded, Included, Unbounded};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::listing::{DataFile, Listing};
@@ -95,6 +95,27 @@ pub struct Context {
     unreadable_rollback: bool,
     retention_bound: Option<String>,
     savepoints: BTreeSet<String>,
+    /// The archived timeline, read the first time a view reaches before the active timeline.
+    archive: OnceLock<std::result::Result<Arc<ArchivedFacts>, String>>,
+}
+
+/// What the views need from the archived timeline (spec §2.7).
+#[derive(Debug, Default)]
+pub struct ArchivedFacts {
+    /// Archived completed writes: requested time → (completion time, commit metadata).
+    pub writes: BTreeMap<
+        String,
+        (
+            String,
+            std::result::Result<metadata::CommitMetadata, String>,
+        ),
+    >,
+    /// Requested times of archived savepoints.
+    pub savepoints: BTreeSet<String>,
+    /// The last archived clean's retention bound.
+    pub retention_bound: Option<String>,
+    /// v6 strict logs: `(partition, log file name)` → archived writes naming it as `path`.
+    pub log_writers: HashMap<(String, String), Vec<String>>,
 }
 
 impl Context {
@@ -127,6 +148,7 @@ impl Context {
             unreadable_rollback: false,
             retention_bound,
             savepoints,
+            archive: OnceLock::new(),
         };
         if v6_mor {
             ctx.load_v6_log_attribution();
@@ -215,20 +237,93 @@ impl Context {
             .collect()
     }
 
+    /// The archived timeline's facts, read once. A damaged archive is refused as a whole: a view
+    /// that needs it cannot tell which archived instants it lacks.
+    pub fn archive(&self) -> Result<Arc<ArchivedFacts>> {
+        let r = self.archive.get_or_init(|| {
+            let a = crate::archive::load_archive(&self.cfg).map_err(|e| e.to_string())?;
+            if !a.is_complete() {
+                let problems: Vec<String> = a.problems.iter().map(|p| p.to_string()).collect();
+                return Err(format!(
+                    "the archived timeline is damaged: {}",
+                    problems.join("; ")
+                ));
+            }
+            let mut facts = ArchivedFacts::default();
+            for i in &a.instants {
+                if i.is_write() {
+                    let m = i.commit_metadata();
+                    if let Ok(m) = &m {
+                        for s in &m.write_stats {
+                            if let Some(name) = s.file_name().filter(|n| n.starts_with('.')) {
+                                facts
+                                    .log_writers
+                                    .entry((s.partition.clone(), name.to_string()))
+                                    .or_default()
+                                    .push(i.requested.clone());
+                            }
+                        }
+                    }
+                    facts
+                        .writes
+                        .insert(i.requested.clone(), (i.completion.clone(), m));
+                } else if i.action == Action::Savepoint {
+                    facts.savepoints.insert(i.requested.clone());
+                } else if i.action == Action::Clean {
+                    if let Ok(v) = &i.metadata {
+                        facts.retention_bound =
+                            metadata::clean_earliest_to_retain(v).or(facts.retention_bound.take());
+                    }
+                }
+            }
+            Ok(Arc::new(facts))
+        });
+        r.clone().map_err(|e| {
+            log::warn!("{}: {e}", self.cfg.archive_dir.display());
+            Error::Refused(format!(
+                "{e} (needed for history before {})",
+                self.active_start_text()
+            ))
+        })
+    }
+
+    fn active_start_text(&self) -> String {
+        self.timeline
+            .active_start
+            .clone()
+            .unwrap_or_else(|| "?".into())
+    }
+
+    /// Whether a view at `t` reaches before the active timeline into a non-empty archive.
+    fn needs_archive(&self, t: &str) -> bool {
+        self.timeline.archive_nonempty && self.timeline.is_archived(t)
+    }
+
     /// Replaced groups as of `t` (S2); an unreadable replacecommit at or before `t` refuses.
+    /// Archived replacecommits count when `t` itself is archived (spec §2.7: never for latest).
     fn replaced_as_of(&self, t: &str) -> Result<HashSet<(String, String)>> {
         let mut out = HashSet::new();
+        let unreadable = |r: &str, e: &str| {
+            Error::Refused(format!(
+                "replacecommit {r} has unreadable metadata, so the file groups it replaced are \
+                 unknown for every snapshot at or after it: {e}"
+            ))
+        };
         for (r, groups) in &self.replacecommits {
             if r.as_str() > t {
                 continue;
             }
             match groups {
                 Ok(g) => out.extend(g.iter().cloned()),
-                Err(e) => {
-                    return Err(Error::Refused(format!(
-                        "replacecommit {r} has unreadable metadata, so the file groups it replaced \
-                         are unknown for every snapshot at or after it: {e}"
-                    )))
+                Err(e) => return Err(unreadable(r, e)),
+            }
+        }
+        if self.needs_archive(t) {
+            let a = self.archive()?;
+            for (r, (_, m)) in a.writes.range::<str, _>((Unbounded, Included(t))) {
+                match m {
+                    Ok(m) => out.extend(m.replaced.iter().cloned()),
+                    Err(e) => return Err(unreadable(r, e)),
                 }
             }
         }
@@ -236,22 +331,26 @@ impl Context {
     }
 
     /// The clean guard (spec §4.6): `t` must not be older than what the cleaner retains unless
-    /// it is a savepoint. Also refuses times that need the archived timeline (decision 8).
+    /// it is a savepoint. A time before the active timeline needs a readable archive.
     fn check_history(&self, t: &str, what: &str) -> Result<()> {
-        if let Some(bound) = self.retention_bound() {
-            if t < bound && !self.savepoints.contains(t) {
+        let archived = if self.needs_archive(t) {
+            Some(self.archive()?)
+        } else {
+            None
+        };
+        let bound = self
+            .retention_bound()
+            .map(str::to_string)
+            .or_else(|| archived.as_ref().and_then(|a| a.retention_bound.clone()));
+        let savepoint = self.savepoints.contains(t)
+            || archived.as_ref().is_some_and(|a| a.savepoints.contains(t));
+        if let Some(bound) = bound {
+            if t < bound.as_str() && !savepoint {
                 return Err(Error::Refused(format!(
                     "{what} {t} is older than what the cleaner retains (earliest commit to retain: \
                      {bound}); its files may be gone. Use a time at or after {bound}, or a savepoint"
                 )));
             }
-        }
-        if self.timeline.archive_nonempty && self.timeline.is_archived(t) {
-            return Err(Error::Refused(format!(
-                "{what} {t} precedes the active timeline (which starts at {}) and reading the \
-                 archived timeline is not supported yet",
-                self.timeline.active_start.as_deref().unwrap_or("?")
-            )));
         }
         Ok(())
     }
@@ -621,9 +720,18 @@ fn pick_duplicate<'f>(
 /// before `t`; `Some("")` for a log of an archived (hence committed) writer; `None` to hide.
 fn v6_log_writer(ctx: &Context, l: &DataFile, t: &str) -> Option<String> {
     let key = (l.partition.to_string(), l.name().to_string());
-    // (a) attributed by a completed write's `path`.
+    // (a) attributed by a completed write's `path` (an archived one when `t` is archived).
     if let Some(writers) = ctx.log_writers.get(&key) {
         return writers.iter().find(|w| w.as_str() <= t).cloned();
+    }
+    if ctx.needs_archive(t) {
+        let a = ctx.archive().ok()?;
+        return a
+            .log_writers
+            .get(&key)?
+            .iter()
+            .find(|w| w.as_str() <= t)
+            .cloned();
     }
     // (b) an archived writer.
     let group = (l.partition.to_string(), l.file_id().to_string());
@@ -653,20 +761,13 @@ fn incremental(
         ));
     }
     let tl = &ctx.timeline;
-    if tl.archive_nonempty {
-        let needs_archive = match (start, tl.active_start.as_deref()) {
-            (None, _) => true,
-            (Some(s), Some(a)) => s < a,
-            (Some(_), None) => false,
-        };
-        if needs_archive {
-            return Err(Error::Refused(format!(
-                "the window starts before the active timeline ({}) and reading the archived \
-                 timeline is not supported yet",
-                tl.active_start.as_deref().unwrap_or("?")
-            )));
-        }
-    }
+    // A window starting before the active timeline reaches into the archive.
+    let archived = match (start, tl.active_start.as_deref()) {
+        _ if !tl.archive_nonempty => None,
+        (None, _) => Some(ctx.archive()?),
+        (Some(s), Some(a)) if s < a => Some(ctx.archive()?),
+        _ => None,
+    };
     let by_completion = ctx.cfg.has_completion_times();
     let time_of = |i: &crate::timeline::Instant| -> String {
         if by_completion {
@@ -687,22 +788,39 @@ fn incremental(
             window_end = Some(crate::timefmt::minus_one_ms(&p).unwrap_or_else(|| p.clone()));
         }
     }
-    let selected: Vec<&Arc<crate::timeline::Instant>> = tl
-        .completed
-        .values()
-        .filter(|i| {
-            let x = time_of(i);
-            start.is_none_or(|s| x.as_str() > s)
-                && window_end.as_deref().is_none_or(|e| x.as_str() <= e)
-        })
-        .collect();
+    let in_window =
+        |x: &str| start.is_none_or(|s| x > s) && window_end.as_deref().is_none_or(|e| x <= e);
+    // (requested time, commit metadata) of every selected instant.
+    let mut selected: Vec<(
+        String,
+        std::result::Result<Arc<metadata::CommitMetadata>, String>,
+    )> = Vec::new();
+    if let Some(a) = &archived {
+        for (r, (completion, m)) in &a.writes {
+            let x = if by_completion { completion } else { r };
+            if in_window(x) && !tl.completed.contains_key(r) {
+                selected.push((r.clone(), m.clone().map(Arc::new)));
+            }
+        }
+    }
+    for i in tl.completed.values() {
+        if in_window(&time_of(i)) {
+            selected.push((i.requested.clone(), i.commit_metadata()));
+        }
+    }
+    selected.sort_by(|a, b| a.0.cmp(&b.0));
     plan.effective_end = window_end.or_else(|| tl.completed.values().map(|i| time_of(i)).max());
-    plan.selected = selected.iter().map(|i| i.requested.clone()).collect();
+    plan.selected = selected.iter().map(|i| i.0.clone()).collect();
     let Some(l) = plan.selected.iter().max().cloned() else {
         return Ok(());
     };
-    if let Some(bound) = ctx.retention_bound() {
-        if l.as_str() < bound && !ctx.savepoints.contains(&l) {
+    let archived_savepoint = archived.as_ref().is_some_and(|a| a.savepoints.contains(&l));
+    let bound = ctx
+        .retention_bound()
+        .map(str::to_string)
+        .or_else(|| archived.as_ref().and_then(|a| a.retention_bound.clone()));
+    if let Some(bound) = bound {
+        if l < bound && !ctx.savepoints.contains(&l) && !archived_savepoint {
             return Err(Error::Refused(format!(
                 "the newest instant this window selects ({l}) is older than what the cleaner \
                  retains (earliest commit to retain: {bound}); its files may be gone"
@@ -711,11 +829,10 @@ fn incremental(
     }
     let mut touched = BTreeSet::new();
     let mut replaced = BTreeSet::new();
-    for inst in &selected {
-        let m = inst.commit_metadata().map_err(|e| {
+    for (r, m) in &selected {
+        let m = m.as_ref().map_err(|e| {
             Error::Refused(format!(
-                "instant {} in this window has unreadable metadata: {e}",
-                inst.requested
+                "instant {r} in this window has unreadable metadata: {e}"
             ))
         })?;
         touched.extend(

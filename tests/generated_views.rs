@@ -310,10 +310,10 @@ fn duplicate_base_files_prefer_the_metadata_path() {
 }
 
 /// History before the active timeline: files of archived instants count as committed for
-/// snapshots (P11), but time travel into the archived range is refused while the archive is not
-/// read (decision 8).
+/// snapshots (P11); time travel into the archived range needs the archive, and an archive that
+/// cannot be read refuses it (decision 8) while latest is unaffected.
 #[test]
-fn archived_history_is_committed_but_not_time_travelled() {
+fn archived_commits_stay_live_and_a_damaged_archive_refuses_history() {
     let (_d, mut w) = cow(6);
     let p = w.partition_path(&["a"]).unwrap();
     let mut t = w.begin(Action::Commit).unwrap();
@@ -387,4 +387,120 @@ fn log_only_groups_and_pending_replacecommits() {
     t.insert(&p, &rows(3, 2)).unwrap();
     t.abandon();
     assert_eq!(latest(&root), vec![log]);
+}
+
+/// Archived history reached through the archive (spec §2.7): after archiving, time travel and
+/// windows into the archived range answer exactly as before; a damaged archive is refused.
+#[test]
+fn views_into_archived_history_answer_as_before_archiving() {
+    for (version, table_type) in [
+        (6, TableType::CopyOnWrite),
+        (6, TableType::MergeOnRead),
+        (9, TableType::CopyOnWrite),
+        (9, TableType::MergeOnRead),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = TableSpec::new("t", table_type, version).partitioned_by(&["p"], true);
+        let mut w = TableWriter::create(&dir.path().join("t"), spec, START).unwrap();
+        let write = w.write_action();
+        let a = w.partition_path(&["a"]).unwrap();
+        let b = w.partition_path(&["b"]).unwrap();
+        let mut times = Vec::new();
+        let mut t = w.begin(write).unwrap();
+        let f = t.insert(&a, &rows(1, 4)).unwrap();
+        let g = t.insert(&b, &rows(2, 4)).unwrap();
+        times.push(t.complete().unwrap());
+        let mut t = w.begin(write).unwrap();
+        t.update(&a, &f, &rows_with_ids(3, &[1000])).unwrap();
+        times.push(t.complete().unwrap());
+        let mut t = w.begin(Action::ReplaceCommit).unwrap();
+        t.replace_group(&b, &g).unwrap();
+        t.insert(&b, &rows(4, 2)).unwrap();
+        times.push(t.complete().unwrap());
+        let mut t = w.begin(write).unwrap();
+        t.update(&a, &f, &rows_with_ids(5, &[1001])).unwrap();
+        times.push(t.complete().unwrap());
+        // Hudi archives a replacecommit only once the groups it replaced are cleaned.
+        let replaced: Vec<String> = w.group_files(&b, &g);
+        let replaced: Vec<(&str, &str)> = replaced.iter().map(|p| (b.as_str(), name(p))).collect();
+        w.clean(&times[2], &replaced).unwrap();
+        let root = w.root().to_path_buf();
+
+        let snap = TableSnapshot::open(&root).unwrap();
+        let sel = |r: &str| -> String {
+            let i = &snap.timeline.completed[r];
+            i.completion.clone().unwrap_or_else(|| r.to_string())
+        };
+        let windows: Vec<(Option<String>, Option<String>)> = vec![
+            (None, Some(sel(&times[1]))),
+            (None, None),
+            (Some(sel(&times[0])), Some(sel(&times[2]))),
+        ];
+        let ok = |r: Result<Vec<String>>| r.map_err(|e| e.errno());
+        let before_as_of: Vec<_> = times.iter().map(|t| ok(as_of(&root, t))).collect();
+        assert!(before_as_of[0].is_err(), "cleaned history is refused");
+        let win = |s: &Option<String>, e: &Option<String>| {
+            window(&root, s.as_deref(), e.as_deref())
+                .map(|v| (v.selected.clone(), v.paths()))
+                .map_err(|e| e.errno())
+        };
+        let before_windows: Vec<_> = windows.iter().map(|(s, e)| win(s, e)).collect();
+        let before_latest = latest(&root);
+
+        let archived = w.archive(&times[2]).unwrap();
+        assert!(archived.len() >= 3, "v{version}: {archived:?}");
+        let snap = TableSnapshot::open(&root).unwrap();
+        assert_eq!(
+            snap.timeline.active_start.as_deref(),
+            Some(times[3].as_str())
+        );
+        assert!(snap.timeline.archive_nonempty);
+
+        assert_eq!(
+            latest(&root),
+            before_latest,
+            "v{version}: latest needs no archive"
+        );
+        for (t, before) in times.iter().zip(&before_as_of) {
+            assert_eq!(&ok(as_of(&root, t)), before, "v{version} as_of {t}");
+        }
+        for ((s, e), before) in windows.iter().zip(&before_windows) {
+            assert_eq!(&win(s, e), before, "v{version} window {s:?}..{e:?}");
+        }
+        assert!(
+            before_windows.iter().any(|w| w.is_ok()),
+            "some window reaches the archive"
+        );
+
+        // A damaged archive: history before the active timeline is refused, latest is not.
+        let arch = snap.cfg.archive_dir.clone();
+        for e in walk(&arch) {
+            if e.extension().is_some_and(|x| x == "parquet")
+                || e.to_string_lossy().contains(".archive.")
+            {
+                let bytes = std::fs::read(&e).unwrap();
+                std::fs::write(&e, &bytes[..bytes.len() / 2]).unwrap();
+            }
+        }
+        let err = as_of(&root, &times[2]).unwrap_err();
+        assert!(
+            err.to_string().contains("archived timeline"),
+            "v{version}: {err}"
+        );
+        assert_eq!(latest(&root), before_latest);
+        assert_eq!(as_of(&root, &times[3]).unwrap(), before_latest);
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
