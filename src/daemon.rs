@@ -232,24 +232,13 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
         .map_err(|e| Error::io("signal thread", e))?;
 
     let poll = Duration::from_millis(args.poll_interval.max(10));
-    let fs_poll = fs.clone();
-    let stop_poll = stop.clone();
+    let fs_follow = fs.clone();
+    let stop_follow = stop.clone();
+    let notifier = session.notifier();
     std::thread::Builder::new()
-        .name("hudifs-poll".into())
-        .spawn(move || {
-            while !stop_poll.load(Ordering::SeqCst) {
-                std::thread::sleep(poll);
-                match fs_poll.refresh() {
-                    Ok(true) => log::debug!(
-                        "timeline changed; latest is now {}",
-                        fs_poll.latest_instant().unwrap_or_default()
-                    ),
-                    Ok(false) => {}
-                    Err(e) => log::warn!("refresh failed, keeping the previous snapshot: {e}"),
-                }
-            }
-        })
-        .map_err(|e| Error::io("poll thread", e))?;
+        .name("hudifs-follow".into())
+        .spawn(move || crate::live::follow(fs_follow, Some(notifier), poll, stop_follow))
+        .map_err(|e| Error::io("follow thread", e))?;
 
     let result = session.run();
     stop.store(true, Ordering::SeqCst);

@@ -99,31 +99,25 @@ pub struct FsOptions {
     pub zone: Option<TimelineZone>,
 }
 
-/// One snapshot of the table's timeline with what the root listings need. Partitions are
-/// listed lazily through the [`PartitionCache`].
+/// One snapshot of the table's timeline. Partitions are listed lazily through the
+/// [`PartitionCache`]; the listings of `as_of/`, `incremental/` and `timeline/` are derived
+/// when read, so taking a snapshot costs what changed, not the length of the history.
 pub struct Snapshot {
     pub generation: u64,
     pub ctx: Arc<Context>,
     /// Every partition path, sorted.
-    pub partitions: Vec<Arc<str>>,
+    pub partitions: Arc<Vec<Arc<str>>>,
     pub zone: TimelineZone,
-    /// `as_of/` listing: completed write instants and savepoints.
-    pub as_of_names: Vec<String>,
-    /// `incremental/` listing: one window per completed write instant.
-    pub window_names: Vec<String>,
     /// Newest time that selects instants in windows (for a `latest` start).
     pub latest_window_time: Option<String>,
     /// Oldest pending instant of any action: views before it can no longer change.
     pub oldest_pending: Option<String>,
-    /// The timeline directory's names when this snapshot was read.
-    pub timeline_names: Vec<String>,
 }
 
 impl Snapshot {
     /// Read the timeline and discover the partitions of the table at `root`.
     pub fn read(root: &Path, opts: &FsOptions, generation: u64) -> Result<Snapshot> {
         let cfg = Arc::new(TableConfig::load(root)?);
-        let timeline_names = timeline_names(&cfg.timeline_dir)?;
         let timeline = Arc::new(Timeline::load(&cfg)?);
         let partitions = listing::discover_partitions(&cfg)?
             .into_iter()
@@ -131,8 +125,7 @@ impl Snapshot {
             .collect();
         Ok(Snapshot::new(
             Arc::new(Context::new(cfg, timeline)),
-            partitions,
-            timeline_names,
+            Arc::new(partitions),
             opts,
             generation,
         ))
@@ -140,8 +133,7 @@ impl Snapshot {
 
     pub fn new(
         ctx: Arc<Context>,
-        partitions: Vec<Arc<str>>,
-        timeline_names: Vec<String>,
+        partitions: Arc<Vec<Arc<str>>>,
         opts: &FsOptions,
         generation: u64,
     ) -> Snapshot {
@@ -150,26 +142,46 @@ impl Snapshot {
             .clone()
             .or_else(|| ctx.cfg.timeline_zone.clone())
             .unwrap_or(TimelineZone::Utc);
-        let windows = fsview::incremental_windows(&ctx);
-        let window_names = windows
-            .iter()
-            .map(|(a, b)| viewkey::window_name(Some(a), Some(b)))
-            .collect();
-        let latest_window_time = windows.last().map(|w| w.1.clone());
-        let mut as_of: BTreeSet<String> = ctx.timeline.completed.keys().cloned().collect();
-        as_of.extend(ctx.savepoints().iter().cloned());
-        let oldest_pending = ctx.timeline.pending().map(|i| i.requested.clone()).min();
+        let tl = &ctx.timeline;
+        let latest_window_time = if ctx.cfg.has_completion_times() {
+            tl.completed
+                .values()
+                .filter_map(|i| i.completion.clone())
+                .max()
+        } else {
+            tl.completed.keys().next_back().cloned()
+        };
+        let oldest_pending = tl.pending().map(|i| i.requested.clone()).min();
         Snapshot {
             generation,
             ctx,
             partitions,
             zone,
-            as_of_names: as_of.into_iter().collect(),
-            window_names,
             latest_window_time,
             oldest_pending,
-            timeline_names,
         }
+    }
+
+    /// `as_of/` listing: completed write instants and savepoints.
+    pub fn as_of_names(&self) -> Vec<String> {
+        let mut as_of: BTreeSet<String> = self.ctx.timeline.completed.keys().cloned().collect();
+        as_of.extend(self.ctx.savepoints().iter().cloned());
+        as_of.into_iter().collect()
+    }
+
+    /// `incremental/` listing: one window per completed write instant.
+    pub fn window_names(&self) -> Vec<String> {
+        fsview::incremental_windows(&self.ctx)
+            .iter()
+            .map(|(a, b)| viewkey::window_name(Some(a), Some(b)))
+            .collect()
+    }
+
+    /// `timeline/` listing: every instant file, sorted.
+    pub fn timeline_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.ctx.timeline.file_names().map(str::to_string).collect();
+        names.sort();
+        names
     }
 
     pub fn cfg(&self) -> &TableConfig {
@@ -203,14 +215,12 @@ impl Snapshot {
     }
 }
 
-fn timeline_names(dir: &Path) -> Result<Vec<String>> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map_err(|e| Error::io(dir, e))?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .collect();
-    names.sort();
-    Ok(names)
+/// Kernel cache entries to drop: inodes (attributes and cached pages) and `(parent, name)`
+/// directory entries.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Invalidations {
+    pub inodes: Vec<u64>,
+    pub entries: Vec<(u64, String)>,
 }
 
 /// A resolved partition of a view.
@@ -266,6 +276,10 @@ pub struct HudiFs {
     open_files: Mutex<HashMap<u64, Arc<OpenFile>>>,
     open_dirs: Mutex<HashMap<u64, Arc<Vec<DirEntry>>>>,
     next_fh: AtomicU64,
+    /// Timeline names that are not instant files, so that they are reported once.
+    ignored: Mutex<BTreeSet<String>>,
+    /// The resolved `latest/` of the snapshot before the last switch (for kernel invalidation).
+    previous_latest: Mutex<Option<Arc<ViewState>>>,
     /// Owner and times of synthetic directories: those of the table root.
     uid: u32,
     gid: u32,
@@ -304,6 +318,8 @@ impl HudiFs {
             open_files: Mutex::new(HashMap::new()),
             open_dirs: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
+            ignored: Mutex::new(BTreeSet::new()),
+            previous_latest: Mutex::new(None),
             uid: md.uid(),
             gid: md.gid(),
             root_mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
@@ -329,23 +345,101 @@ impl HudiFs {
 
     /// Make `next` the current snapshot. The switch is atomic: readers hold either the old
     /// snapshot or the new one. Partitions the new instants touched are re-listed on next use.
-    pub fn install(&self, next: Snapshot, touched: Option<&[String]>) {
-        if let Some(parts) = touched {
-            parts.iter().for_each(|p| self.partitions.invalidate(p));
-        }
+    pub fn install(&self, next: Snapshot, touched: &BTreeSet<String>) {
+        touched.iter().for_each(|p| self.partitions.invalidate(p));
+        let previous = lock(&self.views).peek(&0).cloned();
+        *lock(&self.previous_latest) = previous;
         *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
     }
 
-    /// Re-read the table if its timeline changed. Returns whether a new snapshot was taken.
-    pub fn refresh(&self) -> Result<bool> {
-        let current = self.snapshot();
-        let names = timeline_names(&current.cfg().timeline_dir)?;
-        if names == current.timeline_names {
-            return Ok(false);
+    /// Forget every partition listing (the timeline changed in a way that may touch them all).
+    pub fn invalidate_all_listings(&self) {
+        self.partitions.invalidate_all();
+    }
+
+    pub(crate) fn is_ignored(&self, name: &str) -> bool {
+        lock(&self.ignored).contains(name)
+    }
+
+    pub(crate) fn ignore(&self, name: String) {
+        lock(&self.ignored).insert(name);
+    }
+
+    /// The kernel cache entries of `latest/` that a change made stale: the inodes of the view
+    /// root and of every touched partition directory (attributes and cached listings), and the
+    /// names that left them. Resolving them here also warms the new `latest/`.
+    pub fn latest_invalidations(&self, change: &crate::live::Change) -> Invalidations {
+        let mut inv = Invalidations::default();
+        let root = Node::ViewDir { view: 0, dir: 0 }.ino();
+        inv.inodes.push(root);
+        let old = lock(&self.previous_latest).take();
+        let Ok(new) = self.view(0) else {
+            return inv;
+        };
+        let parts: BTreeSet<String> = match &change.touched {
+            Some(t) => t.clone(),
+            None => change
+                .previous
+                .partitions
+                .iter()
+                .chain(new.snap.partitions.iter())
+                .map(|p| p.to_string())
+                .collect(),
+        };
+        let names = |v: &ViewState, p: &str| -> BTreeSet<String> {
+            let Some(i) = self.partition_index(v, p) else {
+                return BTreeSet::new();
+            };
+            let part = match v.parts.get(i).and_then(|s| s.get()) {
+                Some(Ok(pv)) => pv.clone(),
+                // Not resolved in the old view: the kernel cannot hold its entries.
+                _ if !std::ptr::eq(v, &*new) => return BTreeSet::new(),
+                _ => match self.part(v, i) {
+                    Ok(pv) => pv,
+                    Err(_) => return BTreeSet::new(),
+                },
+            };
+            part.chosen
+                .files
+                .iter()
+                .map(|c| part.listing.files[c.index as usize].name().to_string())
+                .collect()
+        };
+        for p in &parts {
+            // The partition directory and its ancestors inside the view.
+            let mut parent = root;
+            let mut path = String::new();
+            for comp in p.split('/').filter(|c| !c.is_empty()) {
+                path = join(&path, comp);
+                let Some(id) = self.inodes.dirs.find(path.as_str()) else {
+                    break;
+                };
+                let ino = Node::ViewDir { view: 0, dir: id }.ino();
+                inv.entries.push((parent, comp.to_string()));
+                inv.inodes.push(ino);
+                parent = ino;
+            }
+            let dir = match self.inodes.dirs.find(p.as_str()) {
+                Some(id) => Node::ViewDir { view: 0, dir: id }.ino(),
+                None if p.is_empty() => root,
+                None => continue,
+            };
+            if let Some(old) = &old {
+                let now = names(&new, p);
+                for gone in names(old, p).difference(&now) {
+                    inv.entries.push((dir, gone.clone()));
+                }
+            }
         }
-        let next = Snapshot::read(&self.root, &self.opts, current.generation + 1)?;
-        self.install(next, None);
-        Ok(true)
+        inv.inodes.sort();
+        inv.inodes.dedup();
+        inv
+    }
+
+    /// Re-read the timeline directory and apply what changed (the polling path; the watcher in
+    /// `live.rs` applies inotify events directly). Returns whether a new snapshot was taken.
+    pub fn refresh(&self) -> Result<bool> {
+        crate::live::poll_once(self, Duration::ZERO).map(|c| c.is_some())
     }
 
     /// The instant `latest/` shows.
@@ -364,9 +458,9 @@ impl HudiFs {
     fn view(&self, view: u32) -> Result<Arc<ViewState>> {
         let snap = self.snapshot();
         let cached = lock(&self.views).get(&view).cloned();
-        if let Some(v) = cached {
-            if v.snap.generation == snap.generation || v.is_final {
-                return Ok(v);
+        if let Some(v) = &cached {
+            if v.snap.generation == snap.generation {
+                return Ok(v.clone());
             }
         }
         let key = self
@@ -374,7 +468,12 @@ impl HudiFs {
             .views
             .get(view)
             .ok_or_else(|| Error::NotFound(format!("view {view}")))?;
+        // Planning is cheap and always against the current snapshot: a view that can no longer
+        // change keeps its files, but a clean can still make it refused (guarantee 5).
         let plan = fsview::plan(&snap.ctx, &key, self.opts.read_optimized)?;
+        if let Some(v) = cached.filter(|v| v.is_final) {
+            return Ok(v);
+        }
         let is_final = snap.is_final(&plan);
         let state = Arc::new(ViewState {
             parts: (0..snap.partitions.len())
@@ -552,12 +651,7 @@ impl HudiFs {
             }
             Node::TimelineDir => {
                 let snap = self.snapshot();
-                if snap
-                    .timeline_names
-                    .binary_search_by(|n| n.as_str().cmp(name))
-                    .is_err()
-                    || crate::timeline::parse_instant_file_name(name, snap.cfg().layout).is_none()
-                {
+                if !snap.ctx.timeline.file_names().any(|n| n == name) {
                     return Err(Error::NotFound(format!("timeline/{name}")));
                 }
                 let id = self
@@ -632,28 +726,26 @@ impl HudiFs {
                 out
             }
             Node::AsOfDir => {
-                let mut out = Vec::with_capacity(snap.as_of_names.len());
-                for t in &snap.as_of_names {
+                let names = snap.as_of_names();
+                let mut out = Vec::with_capacity(names.len());
+                for t in &names {
                     let node = self.view_root(ViewKey::AsOf(t.clone()))?;
                     out.push(dir(t, node, TTL_FRESH));
                 }
                 out
             }
             Node::IncrementalDir => {
-                let mut out = Vec::with_capacity(snap.window_names.len());
-                for w in &snap.window_names {
+                let names = snap.window_names();
+                let mut out = Vec::with_capacity(names.len());
+                for w in &names {
                     let key = viewkey::parse_window(w, &snap.zone, None)?;
                     out.push(dir(w, self.view_root(key)?, TTL_FRESH));
                 }
                 out
             }
             Node::TimelineDir => {
-                let layout = snap.cfg().layout;
                 let mut out = Vec::new();
-                for n in &snap.timeline_names {
-                    if crate::timeline::parse_instant_file_name(n, layout).is_none() {
-                        continue;
-                    }
+                for n in &snap.timeline_names() {
                     let Some(id) = self.inodes.timeline_names.id(&Arc::from(n.as_str())) else {
                         continue;
                     };

@@ -127,6 +127,16 @@ impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
         Some(id)
     }
 
+    /// The id of `value` if it has one (never assigns).
+    pub fn find<Q>(&self, value: &Q) -> Option<u32>
+    where
+        T: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ?Sized,
+    {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.0.get(value).copied()
+    }
+
     pub fn get(&self, id: u32) -> Option<T> {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.1.get(id as usize).cloned()

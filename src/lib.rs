@@ -17,6 +17,7 @@ pub mod fuse;
 pub mod generator;
 pub mod inode;
 pub mod listing;
+pub mod live;
 pub mod metadata;
 pub mod partitions;
 pub mod snapshot;

@@ -135,6 +135,14 @@ impl PartitionCache {
         }
     }
 
+    /// Forget what is known about every partition.
+    pub fn invalidate_all(&self) {
+        let keys: Vec<Arc<str>> = self.lock().keys().cloned().collect();
+        for k in keys {
+            self.invalidate(&k);
+        }
+    }
+
     /// Give the files of a fresh listing their ids: a file already known under the same name,
     /// size and mtime keeps its id; others get new ones.
     fn register(

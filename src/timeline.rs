@@ -319,7 +319,7 @@ impl Timeline {
                 }
             }
         }
-        let archive_nonempty = dir_has_files(&cfg.archive_dir, 3);
+        let archive_nonempty = archive_has_files(cfg);
         Ok(Timeline::from_files(
             cfg.layout,
             &cfg.timeline_dir,
@@ -387,6 +387,16 @@ impl Timeline {
                 plan_json: OnceLock::new(),
             }));
         }
+        Timeline::from_instants(layout, dir, instants, archive_nonempty)
+    }
+
+    /// Build the derived sets over instants sorted by (requested time, action family).
+    fn from_instants(
+        layout: u32,
+        dir: &Path,
+        instants: Vec<Arc<Instant>>,
+        archive_nonempty: bool,
+    ) -> Timeline {
         let completed: BTreeMap<String, Arc<Instant>> = instants
             .iter()
             .filter(|i| i.is_completed_write())
@@ -419,6 +429,55 @@ impl Timeline {
             latest,
             archive_nonempty,
         }
+    }
+
+    /// The timeline after some of its files appeared (`added`, or changed in place) and others
+    /// vanished (`removed`, by name). Instants none of whose files changed are shared with this
+    /// timeline, metadata already decoded included, so applying a commit costs what is new.
+    pub fn apply(
+        &self,
+        added: Vec<InstantFile>,
+        removed: &BTreeSet<String>,
+        archive_nonempty: bool,
+    ) -> Timeline {
+        let key = |f: &InstantFile| (f.requested.clone(), f.action.completes_as());
+        let mut touched: BTreeSet<(String, Action)> = added.iter().map(key).collect();
+        for inst in &self.instants {
+            if inst.files.iter().any(|f| removed.contains(&f.name)) {
+                touched.insert((inst.requested.clone(), inst.action.completes_as()));
+            }
+        }
+        let added_names: BTreeSet<&str> = added.iter().map(|f| f.name.as_str()).collect();
+        let mut files: Vec<InstantFile> = Vec::new();
+        let mut kept: Vec<Arc<Instant>> = Vec::with_capacity(self.instants.len());
+        for inst in &self.instants {
+            if touched.contains(&(inst.requested.clone(), inst.action.completes_as())) {
+                files.extend(
+                    inst.files
+                        .iter()
+                        .filter(|f| {
+                            !removed.contains(&f.name) && !added_names.contains(f.name.as_str())
+                        })
+                        .cloned(),
+                );
+            } else {
+                kept.push(inst.clone());
+            }
+        }
+        files.extend(added);
+        let rebuilt = Timeline::from_files(self.layout, &self.dir, files, archive_nonempty);
+        kept.extend(rebuilt.instants);
+        kept.sort_by(|a, b| {
+            (&a.requested, a.action.completes_as()).cmp(&(&b.requested, b.action.completes_as()))
+        });
+        Timeline::from_instants(self.layout, &self.dir, kept, archive_nonempty)
+    }
+
+    /// Names of every timeline file this timeline was built from.
+    pub fn file_names(&self) -> impl Iterator<Item = &str> {
+        self.instants
+            .iter()
+            .flat_map(|i| i.files.iter().map(|f| f.name.as_str()))
     }
 
     /// `is_committed(t)` of spec §2.8.
@@ -506,9 +565,14 @@ impl Timeline {
     }
 }
 
+/// Whether the archived timeline of a table holds any file.
+pub fn archive_has_files(cfg: &TableConfig) -> bool {
+    dir_has_files(&cfg.archive_dir, 3)
+}
+
 /// Whether a name that failed the grammar still looks like it was meant as an instant file
 /// (starts with a digit), so that it deserves a log line.
-fn looks_like_instant(name: &str) -> bool {
+pub fn looks_like_instant(name: &str) -> bool {
     name.as_bytes().first().is_some_and(u8::is_ascii_digit)
 }
 
@@ -587,6 +651,52 @@ mod tests {
             .map(|n| parse_instant_file_name(n, layout).unwrap())
             .collect();
         Timeline::from_files(layout, Path::new("/nonexistent"), files, false)
+    }
+
+    #[test]
+    fn apply_equals_a_fresh_parse_and_shares_unchanged_instants() {
+        let all = [
+            "001.commit.requested",
+            "001.inflight",
+            "001.commit",
+            "002.deltacommit.requested",
+            "002.deltacommit.inflight",
+            "003.compaction.requested",
+            "004.clean.requested",
+            "004.clean",
+        ];
+        let full = tl(&all, 1);
+        let start = tl(&all[..3], 1);
+        let parse = |names: &[&str]| -> Vec<InstantFile> {
+            names
+                .iter()
+                .map(|n| parse_instant_file_name(n, 1).unwrap())
+                .collect()
+        };
+        let step = start.apply(parse(&all[3..]), &BTreeSet::new(), false);
+        let summary = |t: &Timeline| -> Vec<(String, Action, State, usize)> {
+            t.instants
+                .iter()
+                .map(|i| (i.requested.clone(), i.action, i.state, i.files.len()))
+                .collect()
+        };
+        assert_eq!(summary(&step), summary(&full));
+        assert_eq!(step.latest, full.latest);
+        assert_eq!(step.active_start, full.active_start);
+        assert!(
+            Arc::ptr_eq(&start.instants[0], &step.instants[0]),
+            "001 is shared"
+        );
+        // 002 completes; 001 is archived away.
+        let removed: BTreeSet<String> = ["001.commit.requested", "001.inflight", "001.commit"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let next = step.apply(parse(&["002.deltacommit"]), &removed, true);
+        assert_eq!(next.completed.keys().collect::<Vec<_>>(), ["002"]);
+        assert_eq!(next.active_start.as_deref(), Some("002"));
+        assert!(next.archive_nonempty);
+        assert_eq!(next.file_names().count(), all.len() - 3 + 1);
     }
 
     #[test]

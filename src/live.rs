@@ -1,0 +1,427 @@
+//! Following writers: the timeline directory is watched with inotify (or polled where inotify is
+//! unavailable), what changed is applied to the current snapshot incrementally, and the kernel's
+//! cached entries of `latest/` are invalidated when it moves (PRODUCT.md §4).
+//!
+//! Applying a change parses only the new or changed instant files; instants none of whose files
+//! changed are shared with the previous snapshot, decoded metadata included. Partitions an
+//! instant touched are re-listed on next use; the others keep their listings.
+
+use std::collections::BTreeSet;
+use std::ffi::{CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant as Clock, SystemTime};
+
+use crate::error::{Error, Result};
+use crate::fs::{HudiFs, Snapshot};
+use crate::fsview::Context;
+use crate::metadata;
+use crate::timeline::{self, Action, InstantFile, State};
+
+/// A timeline file modified more recently than this may still be being written: the polling
+/// path waits for the next round before reading it (inotify waits for close-write instead).
+pub const SETTLE: Duration = Duration::from_millis(50);
+/// With inotify working, a full rescan of the directory still runs this often, as a safety net.
+const RESCAN: Duration = Duration::from_secs(30);
+
+/// What one applied change did.
+pub struct Change {
+    /// The snapshot before the change.
+    pub previous: Arc<Snapshot>,
+    /// Partitions whose visible files may have changed; `None`: possibly all.
+    pub touched: Option<BTreeSet<String>>,
+}
+
+/// Re-read the timeline directory, and apply names that appeared or vanished. Files modified
+/// less than `settle` ago wait for the next round.
+pub fn poll_once(fs: &HudiFs, settle: Duration) -> Result<Option<Change>> {
+    let snap = fs.snapshot();
+    let dir = snap.cfg().timeline_dir.clone();
+    let known: BTreeSet<&str> = snap.ctx.timeline.file_names().collect();
+    let mut seen = BTreeSet::new();
+    let mut changed = BTreeSet::new();
+    let now = SystemTime::now();
+    for e in std::fs::read_dir(&dir)
+        .map_err(|e| Error::io(&dir, e))?
+        .flatten()
+    {
+        let Some(name) = e.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if !e.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        seen.insert(name.clone());
+        // The configuration is re-read on inotify events only (it changes with upgrades).
+        if known.contains(name.as_str())
+            || fs.is_ignored(&name)
+            || name.starts_with("hoodie.properties")
+        {
+            continue;
+        }
+        let young = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|m| now.duration_since(m).unwrap_or_default() < settle);
+        if !young {
+            changed.insert(name);
+        }
+    }
+    let removed: BTreeSet<String> = known
+        .iter()
+        .filter(|n| !seen.contains(**n))
+        .map(|n| n.to_string())
+        .collect();
+    drop(known);
+    apply(fs, changed, removed)
+}
+
+/// Apply timeline files that appeared or changed (`changed`) and vanished (`removed`).
+pub fn apply(
+    fs: &HudiFs,
+    changed: BTreeSet<String>,
+    removed: BTreeSet<String>,
+) -> Result<Option<Change>> {
+    let previous = fs.snapshot();
+    let cfg = previous.ctx.cfg.clone();
+    if changed
+        .iter()
+        .chain(&removed)
+        .any(|n| n.starts_with("hoodie.properties"))
+    {
+        // The table's configuration changed (an upgrade?): read everything again.
+        let next = Snapshot::read(fs.root(), fs.options(), previous.generation + 1)?;
+        fs.install(next, &BTreeSet::new());
+        return Ok(Some(Change {
+            previous,
+            touched: None,
+        }));
+    }
+    let dir = &cfg.timeline_dir;
+    let mut added: Vec<InstantFile> = Vec::new();
+    let mut gone: BTreeSet<String> = BTreeSet::new();
+    let known: BTreeSet<&str> = previous.ctx.timeline.file_names().collect();
+    for name in changed {
+        match timeline::parse_instant_file_name(&name, cfg.layout) {
+            Some(f) if dir.join(&name).is_file() => added.push(f),
+            Some(_) => {
+                if known.contains(name.as_str()) {
+                    gone.insert(name);
+                }
+            }
+            None => {
+                if timeline::looks_like_instant(&name) {
+                    log::warn!(
+                        "{}: not a timeline file name hudifs understands (layout {}); ignored",
+                        dir.join(&name).display(),
+                        cfg.layout
+                    );
+                }
+                fs.ignore(name);
+            }
+        }
+    }
+    gone.extend(removed.into_iter().filter(|n| known.contains(n.as_str())));
+    drop(known);
+    if added.is_empty() && gone.is_empty() {
+        return Ok(None);
+    }
+    let keys: BTreeSet<(String, Action)> = added
+        .iter()
+        .map(|f| (f.requested.clone(), f.action.completes_as()))
+        .chain(
+            previous
+                .ctx
+                .timeline
+                .instants
+                .iter()
+                .filter(|i| i.files.iter().any(|f| gone.contains(&f.name)))
+                .map(|i| (i.requested.clone(), i.action.completes_as())),
+        )
+        .collect();
+    let timeline = previous
+        .ctx
+        .timeline
+        .apply(added, &gone, timeline::archive_has_files(&cfg));
+    let ctx = Arc::new(Context::new(cfg.clone(), Arc::new(timeline)));
+    let touched = if ctx.timeline.active_start != previous.ctx.timeline.active_start {
+        None
+    } else {
+        touched_partitions(&ctx, &keys)
+    };
+    let partitions = match &touched {
+        None => Arc::new(
+            crate::listing::discover_partitions(&cfg)?
+                .into_iter()
+                .map(|p| Arc::from(p.as_str()))
+                .collect(),
+        ),
+        Some(t) => with_new_partitions(&previous.partitions, t, &cfg.root),
+    };
+    let next = Snapshot::new(ctx, partitions, fs.options(), previous.generation + 1);
+    let all = BTreeSet::new();
+    fs.install(next, touched.as_ref().unwrap_or(&all));
+    if touched.is_none() {
+        fs.invalidate_all_listings();
+    }
+    Ok(Some(Change { previous, touched }))
+}
+
+/// Partitions whose visible files the instants with these keys can change; `None` when that
+/// cannot be told (unreadable metadata).
+fn touched_partitions(
+    ctx: &Context,
+    keys: &BTreeSet<(String, Action)>,
+) -> Option<BTreeSet<String>> {
+    let tl = &ctx.timeline;
+    let v6_mor = ctx.cfg.is_mor() && !ctx.cfg.has_completion_times();
+    let mut out = BTreeSet::new();
+    for (requested, family) in keys {
+        let Some(inst) = tl
+            .instants
+            .iter()
+            .find(|i| &i.requested == requested && i.action.completes_as() == *family)
+        else {
+            // Vanished entirely (rolled back or archived): it changed nothing visible unless it
+            // had completed, which moving the active timeline's start covers.
+            continue;
+        };
+        match (inst.state, inst.action.completes_as()) {
+            (State::Completed, Action::Commit | Action::DeltaCommit | Action::ReplaceCommit) => {
+                let m = inst.commit_metadata().ok()?;
+                out.extend(m.write_stats.iter().map(|s| s.partition.clone()));
+                out.extend(m.replaced.iter().map(|(p, _)| p.clone()));
+            }
+            (State::Completed, Action::Clean | Action::Rollback | Action::Restore) => {
+                let v = inst.json().ok()?;
+                if let Some(parts) = v.get("partitionMetadata").and_then(|p| p.as_object()) {
+                    out.extend(parts.keys().cloned());
+                }
+            }
+            (State::Completed, _) => {}
+            // A pending compaction merges slices of the groups its plan covers.
+            (_, _) if matches!(inst.action, Action::Compaction | Action::LogCompaction) => {
+                let v = inst.plan_json().ok()?;
+                let groups = metadata::compaction_plan_groups(&v).ok()?;
+                out.extend(groups.into_iter().map(|(p, _)| p));
+            }
+            // A pending v6 deltacommit can hide logs of archived writers in the groups it targets.
+            (_, Action::DeltaCommit) if v6_mor => match inst.commit_metadata() {
+                Ok(m) if !m.write_stats.is_empty() => {
+                    out.extend(m.write_stats.iter().map(|s| s.partition.clone()))
+                }
+                _ => return None,
+            },
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+/// The partition list with the touched partitions that are new partition directories added.
+fn with_new_partitions(
+    current: &Arc<Vec<Arc<str>>>,
+    touched: &BTreeSet<String>,
+    root: &Path,
+) -> Arc<Vec<Arc<str>>> {
+    let new: Vec<&String> = touched
+        .iter()
+        .filter(|p| current.binary_search_by(|c| (**c).cmp(p.as_str())).is_err())
+        .filter(|p| crate::partitions::is_partition_dir(root, p))
+        .collect();
+    if new.is_empty() {
+        return current.clone();
+    }
+    let mut all: Vec<Arc<str>> = current.iter().cloned().collect();
+    all.extend(new.into_iter().map(|p| Arc::from(p.as_str())));
+    all.sort();
+    all.dedup();
+    Arc::new(all)
+}
+
+/// An inotify watch on one directory.
+struct Watch {
+    fd: std::os::fd::OwnedFd,
+}
+
+impl Watch {
+    fn new(dir: &Path) -> std::io::Result<Watch> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain syscalls; the fd is owned from here on.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let path = CString::new(dir.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::other("NUL in path"))?;
+        let mask = libc::IN_CLOSE_WRITE
+            | libc::IN_MOVED_TO
+            | libc::IN_MOVED_FROM
+            | libc::IN_DELETE
+            | libc::IN_DELETE_SELF
+            | libc::IN_MOVE_SELF;
+        use std::os::fd::AsRawFd;
+        // SAFETY: valid fd and C string.
+        if unsafe { libc::inotify_add_watch(fd.as_raw_fd(), path.as_ptr(), mask) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Watch { fd })
+    }
+
+    /// Wait up to `timeout` for events; returns (changed names, removed names, rescan needed).
+    fn wait(&self, timeout: Duration) -> std::io::Result<Option<Events>> {
+        use std::os::fd::AsRawFd;
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            return if e.kind() == std::io::ErrorKind::Interrupted {
+                Ok(None)
+            } else {
+                Err(e)
+            };
+        }
+        if n == 0 {
+            return Ok(None);
+        }
+        let (mut changed, mut removed, mut rescan) = (BTreeSet::new(), BTreeSet::new(), false);
+        // Drain what is queued, then once more after a moment: a commit is several files.
+        for round in 0..2 {
+            if round == 1 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let mut buf = [0u8; 64 * 1024];
+            loop {
+                // SAFETY: reading into a buffer of the stated length.
+                let len =
+                    unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+                if len <= 0 {
+                    break;
+                }
+                let mut off = 0usize;
+                let header = std::mem::size_of::<libc::inotify_event>();
+                while off + header <= len as usize {
+                    // SAFETY: the kernel wrote a whole event at `off`.
+                    let ev: libc::inotify_event =
+                        unsafe { std::ptr::read_unaligned(buf[off..].as_ptr().cast()) };
+                    let name_bytes = &buf[off + header..off + header + ev.len as usize];
+                    let name = name_bytes.split(|b| *b == 0).next().unwrap_or(&[]);
+                    let name = OsStr::from_bytes(name).to_string_lossy().to_string();
+                    if ev.mask
+                        & (libc::IN_Q_OVERFLOW
+                            | libc::IN_DELETE_SELF
+                            | libc::IN_MOVE_SELF
+                            | libc::IN_IGNORED)
+                        != 0
+                    {
+                        rescan = true;
+                    } else if ev.mask & (libc::IN_DELETE | libc::IN_MOVED_FROM) != 0 {
+                        changed.remove(&name);
+                        removed.insert(name);
+                    } else if !name.is_empty() {
+                        removed.remove(&name);
+                        changed.insert(name);
+                    }
+                    off += header + ev.len as usize;
+                }
+            }
+        }
+        Ok(Some(Events {
+            changed,
+            removed,
+            rescan,
+        }))
+    }
+}
+
+/// What one wake-up of the watch saw.
+struct Events {
+    /// Names that appeared or were written.
+    changed: BTreeSet<String>,
+    /// Names that vanished.
+    removed: BTreeSet<String>,
+    /// The kernel's queue overflowed or the directory moved: rescan it.
+    rescan: bool,
+}
+
+/// Follow the table until `stop` is set: apply changes as they come and tell the kernel which
+/// cached entries of `latest/` went stale.
+pub fn follow(
+    fs: Arc<HudiFs>,
+    notifier: Option<fuser::Notifier>,
+    poll_interval: Duration,
+    stop: Arc<AtomicBool>,
+) {
+    let dir = fs.snapshot().cfg().timeline_dir.clone();
+    // HUDIFS_NO_INOTIFY=1 forces polling (to test and measure that path).
+    let inotify = if std::env::var("HUDIFS_NO_INOTIFY").as_deref() == Ok("1") {
+        Err(std::io::Error::other("disabled by HUDIFS_NO_INOTIFY"))
+    } else {
+        Watch::new(&dir)
+    };
+    let watch = match inotify {
+        Ok(w) => {
+            log::info!("following {} with inotify", dir.display());
+            Some(w)
+        }
+        Err(e) => {
+            log::info!(
+                "inotify unavailable for {} ({e}); polling every {} ms",
+                dir.display(),
+                poll_interval.as_millis()
+            );
+            None
+        }
+    };
+    let mut last_rescan = Clock::now();
+    while !stop.load(Ordering::SeqCst) {
+        let result = match &watch {
+            Some(w) => match w.wait(poll_interval.min(Duration::from_millis(500))) {
+                Ok(Some(ev)) if !ev.rescan => apply(&fs, ev.changed, ev.removed),
+                Ok(Some(_)) => poll_once(&fs, SETTLE),
+                Ok(None) if last_rescan.elapsed() >= RESCAN => {
+                    last_rescan = Clock::now();
+                    poll_once(&fs, SETTLE)
+                }
+                Ok(None) => Ok(None),
+                Err(e) => {
+                    log::warn!("inotify failed ({e}); rescanning");
+                    std::thread::sleep(poll_interval);
+                    poll_once(&fs, SETTLE)
+                }
+            },
+            None => {
+                std::thread::sleep(poll_interval);
+                poll_once(&fs, SETTLE)
+            }
+        };
+        match result {
+            Ok(Some(change)) => {
+                log::debug!(
+                    "timeline changed; latest is now {}",
+                    fs.latest_instant().unwrap_or_default()
+                );
+                if let Some(n) = &notifier {
+                    let inv = fs.latest_invalidations(&change);
+                    for ino in inv.inodes {
+                        let _ = n.inval_inode(fuser::INodeNo(ino), 0, 0);
+                    }
+                    for (parent, name) in inv.entries {
+                        let _ = n.inval_entry(fuser::INodeNo(parent), OsStr::new(&name));
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(e) => log::warn!("refresh failed, keeping the previous snapshot: {e}"),
+        }
+    }
+}

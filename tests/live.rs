@@ -1,0 +1,206 @@
+//! Following writers: the snapshot a mount builds incrementally, change after change, equals
+//! what a fresh read of the table gives; and a real mount shows new commits in latest/ without
+//! a remount, with inotify and with polling.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use hudifs::fs::{FsOptions, HudiFs, Kind, ROOT};
+use hudifs::generator::{rows, rows_with_ids, TableSpec, TableWriter};
+use hudifs::table::TableType;
+use hudifs::timeline::Action;
+
+const START: i64 = 1_767_225_600_000;
+
+fn opts() -> FsOptions {
+    FsOptions {
+        read_optimized: false,
+        zone: None,
+    }
+}
+
+/// Every view a caller can list: latest, each as_of, each window, with their files.
+fn everything(fs: &HudiFs) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    fn walk(fs: &HudiFs, ino: u64, prefix: &str, out: &mut Vec<String>) -> Result<(), i32> {
+        for e in fs.readdir_entries(ino).map_err(|e| e.errno())? {
+            let path = format!("{prefix}/{}", e.name);
+            match e.entry.attr.kind {
+                Kind::Dir => walk(fs, e.entry.attr.ino, &path, out)?,
+                Kind::File => out.push(path),
+            }
+        }
+        Ok(())
+    }
+    for top in ["latest", "as_of", "incremental"] {
+        let ino = fs.lookup(ROOT, OsStr::new(top)).unwrap().attr.ino;
+        if top == "latest" {
+            let mut files = Vec::new();
+            let r = walk(fs, ino, "", &mut files);
+            out.insert(
+                "latest".to_string(),
+                r.map(|_| files)
+                    .unwrap_or_else(|e| vec![format!("errno {e}")]),
+            );
+            continue;
+        }
+        for e in fs.readdir_entries(ino).unwrap() {
+            let mut files = Vec::new();
+            let r = fs
+                .lookup(ino, OsStr::new(&*e.name))
+                .map_err(|e| e.errno())
+                .and_then(|v| walk(fs, v.attr.ino, "", &mut files));
+            let key = format!("{top}/{}", e.name);
+            out.insert(
+                key,
+                r.map(|_| files)
+                    .unwrap_or_else(|e| vec![format!("errno {e}")]),
+            );
+        }
+    }
+    out
+}
+
+fn check_same(live: &HudiFs, root: &Path, step: &str) {
+    assert!(live.refresh().is_ok(), "{step}: refresh");
+    let fresh = HudiFs::new(root, opts()).unwrap();
+    let (a, b) = (everything(live), everything(&fresh));
+    assert_eq!(
+        a, b,
+        "{step}: incremental snapshot differs from a fresh read"
+    );
+}
+
+#[test]
+fn incremental_snapshots_equal_fresh_reads() {
+    for (version, table_type) in [
+        (6, TableType::MergeOnRead),
+        (9, TableType::MergeOnRead),
+        (9, TableType::CopyOnWrite),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = TableSpec::new("t", table_type, version).partitioned_by(&["p"], true);
+        let mut w = TableWriter::create(&dir.path().join("t"), spec, START).unwrap();
+        let root = w.root().to_path_buf();
+        let live = HudiFs::new(&root, opts()).unwrap();
+        let write = w.write_action();
+        let a = w.partition_path(&["a"]).unwrap();
+        let b = w.partition_path(&["b"]).unwrap();
+        let tag = format!("v{version} {table_type:?}");
+
+        let mut t = w.begin(write).unwrap();
+        let f = t.insert(&a, &rows(1, 4)).unwrap();
+        let t1 = t.complete().unwrap();
+        check_same(&live, &root, &format!("{tag}: first commit"));
+        let mut t = w.begin(write).unwrap();
+        let g = t.insert(&b, &rows(2, 3)).unwrap();
+        t.update(&a, &f, &rows_with_ids(3, &[1000])).unwrap();
+        t.complete().unwrap();
+        check_same(&live, &root, &format!("{tag}: new partition and an update"));
+        let mut t = w.begin(write).unwrap();
+        t.update(&a, &f, &rows_with_ids(4, &[1001])).unwrap();
+        let failed = t.abandon();
+        check_same(&live, &root, &format!("{tag}: a write in flight"));
+        w.rollback(&failed).unwrap();
+        check_same(&live, &root, &format!("{tag}: its rollback"));
+        if table_type == TableType::MergeOnRead {
+            let c = w.schedule_compaction(&[(a.as_str(), f.as_str())]).unwrap();
+            check_same(&live, &root, &format!("{tag}: compaction scheduled"));
+            w.run_compaction(&c, true).unwrap();
+            check_same(&live, &root, &format!("{tag}: compaction done"));
+        }
+        let mut t = w.begin(Action::ReplaceCommit).unwrap();
+        t.replace_group(&b, &g).unwrap();
+        t.insert(&b, &rows(5, 2)).unwrap();
+        let r = t.complete().unwrap();
+        check_same(&live, &root, &format!("{tag}: insert overwrite"));
+        w.savepoint(&r).unwrap();
+        let old: Vec<String> = w.group_files(&b, &g);
+        let old: Vec<(&str, &str)> = old
+            .iter()
+            .map(|p| (b.as_str(), p.rsplit('/').next().unwrap()))
+            .collect();
+        w.clean(&r, &old).unwrap();
+        check_same(&live, &root, &format!("{tag}: savepoint and clean"));
+        w.archive(&t1).unwrap();
+        check_same(&live, &root, &format!("{tag}: archival"));
+        assert_eq!(
+            live.latest_instant(),
+            HudiFs::new(&root, opts()).unwrap().latest_instant()
+        );
+    }
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    start.elapsed()
+}
+
+#[test]
+fn a_mount_follows_commits_without_remounting() {
+    if !common::fuse_available() {
+        return;
+    }
+    for (mode, env) in [("inotify", None), ("polling", Some("1"))] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = TableSpec::new("t", TableType::CopyOnWrite, 9).partitioned_by(&["p"], true);
+        let mut w = TableWriter::create(&dir.path().join("t"), spec, START).unwrap();
+        let a = w.partition_path(&["a"]).unwrap();
+        let mut t = w.begin(Action::Commit).unwrap();
+        let f = t.insert(&a, &rows(1, 4)).unwrap();
+        t.complete().unwrap();
+        let root = w.root().to_path_buf();
+        if let Some(v) = env {
+            std::env::set_var("HUDIFS_NO_INOTIFY", v);
+        }
+        let m = common::MountGuard::mount(&root, &["--poll-interval", "100"]);
+        std::env::remove_var("HUDIFS_NO_INOTIFY");
+        let latest = m.path().join("latest");
+        assert_eq!(common::walk_files(&latest).unwrap().len(), 1);
+
+        // A commit rewrites the file group: latest moves to it, as a whole.
+        let mut t = w.begin(Action::Commit).unwrap();
+        let newer = t.update(&a, &f, &rows_with_ids(2, &[1000])).unwrap();
+        let c2 = t.complete().unwrap();
+        let took = wait_for("latest to show the new commit", || {
+            common::xattr(&latest, "user.hudi.instant").as_deref() == Some(c2.as_str())
+        });
+        let files = common::walk_files(&latest).unwrap();
+        assert_eq!(files, vec![format!("{a}/{newer}")], "{mode}");
+        // A new partition appears too.
+        let b = w.partition_path(&["b"]).unwrap();
+        let mut t = w.begin(Action::Commit).unwrap();
+        t.insert(&b, &rows(3, 2)).unwrap();
+        t.complete().unwrap();
+        wait_for("the new partition", || {
+            std::fs::read_dir(&latest).map(|d| d.count()).unwrap_or(0) == 2
+        });
+        // A write in flight stays invisible.
+        let mut t = w.begin(Action::Commit).unwrap();
+        t.insert(&b, &rows(4, 2)).unwrap();
+        let _pending = t.abandon();
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(common::walk_files(&latest).unwrap().len(), 2, "{mode}");
+        assert!(
+            m.log_text().contains(if mode == "inotify" {
+                "with inotify"
+            } else {
+                "polling every"
+            }),
+            "{}",
+            m.log_text()
+        );
+        eprintln!("{mode}: latest showed the new commit after {took:?}");
+    }
+}
