@@ -431,6 +431,30 @@ impl HudiFs {
                 }
             }
         }
+        // A clean that moved the retention bound refuses cached history: drop its names.
+        if change.previous.ctx.retention_bound() != new.snap.ctx.retention_bound() {
+            let cached: Vec<(u32, Arc<ViewState>)> = lock(&self.views)
+                .iter()
+                .map(|(k, v)| (*k, v.clone()))
+                .collect();
+            for (id, v) in cached {
+                let refused =
+                    fsview::plan(&new.snap.ctx, &v.plan.key, self.opts.read_optimized).is_err();
+                let name = match &v.plan.key {
+                    ViewKey::AsOf(t) => (crate::inode::AS_OF_INO, t.clone()),
+                    ViewKey::Incremental { start, end } => (
+                        crate::inode::INCREMENTAL_INO,
+                        viewkey::window_name(start.as_deref(), end.as_deref()),
+                    ),
+                    ViewKey::Latest => continue,
+                };
+                if refused {
+                    inv.entries.push(name);
+                    inv.inodes.push(Node::ViewDir { view: id, dir: 0 }.ino());
+                    lock(&self.views).pop(&id);
+                }
+            }
+        }
         inv.inodes.sort();
         inv.inodes.dedup();
         inv

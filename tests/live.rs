@@ -204,3 +204,50 @@ fn a_mount_follows_commits_without_remounting() {
         eprintln!("{mode}: latest showed the new commit after {took:?}");
     }
 }
+
+/// What the kernel is told after latest/ moves: the view root and the touched partition's
+/// directory go stale, and so does the name of the file that left the view.
+#[test]
+fn invalidations_name_what_left_latest() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TableSpec::new("t", TableType::CopyOnWrite, 9).partitioned_by(&["p"], true);
+    let mut w = TableWriter::create(&dir.path().join("t"), spec, START).unwrap();
+    let a = w.partition_path(&["a"]).unwrap();
+    let b = w.partition_path(&["b"]).unwrap();
+    let mut t = w.begin(Action::Commit).unwrap();
+    let f = t.insert(&a, &rows(1, 4)).unwrap();
+    t.insert(&b, &rows(2, 4)).unwrap();
+    t.complete().unwrap();
+    let root = w.root().to_path_buf();
+    let fs = HudiFs::new(&root, opts()).unwrap();
+    let latest = fs.lookup(ROOT, OsStr::new("latest")).unwrap().attr.ino;
+    let part = fs.lookup(latest, OsStr::new(&a)).unwrap().attr.ino;
+    let old_name = fs.readdir_entries(part).unwrap()[0].name.to_string();
+    fs.lookup(latest, OsStr::new(&b)).unwrap();
+
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.update(&a, &f, &rows_with_ids(3, &[1000])).unwrap();
+    t.complete().unwrap();
+    let change = hudifs::live::poll_once(&fs, Duration::ZERO)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        change.touched.as_ref().unwrap().iter().collect::<Vec<_>>(),
+        [&a]
+    );
+    let inv = fs.latest_invalidations(&change);
+    assert!(
+        inv.inodes.contains(&latest) && inv.inodes.contains(&part),
+        "{inv:?}"
+    );
+    assert!(inv.entries.contains(&(part, old_name.clone())), "{inv:?}");
+    assert!(!inv.entries.iter().any(|(p, _)| *p == part
+        && fs
+            .readdir_entries(part)
+            .unwrap()
+            .iter()
+            .any(|e| *e.name == *old_name)));
+    // The untouched partition is left alone.
+    let other = fs.lookup(latest, OsStr::new(&b)).unwrap().attr.ino;
+    assert!(!inv.inodes.contains(&other), "{inv:?}");
+}
