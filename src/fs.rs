@@ -860,6 +860,15 @@ impl HudiFs {
         Ok(fh)
     }
 
+    /// Whether the kernel may cache the listing of a directory (a view that can no longer
+    /// change).
+    pub fn listing_is_final(&self, ino: u64) -> bool {
+        match Node::from_ino(ino) {
+            Some(Node::ViewDir { view, .. }) => self.view(view).is_ok_and(|v| v.is_final),
+            _ => false,
+        }
+    }
+
     /// Entries of an open directory handle.
     pub fn readdir(&self, fh: u64) -> Result<Arc<Vec<DirEntry>>> {
         lock(&self.open_dirs)

@@ -231,7 +231,15 @@ impl Filesystem for FuseAdapter {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.fs.opendir(ino.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok(fh) => {
+                // Listings of views that can no longer change stay in the kernel's cache.
+                let flags = if self.fs.listing_is_final(ino.0) {
+                    FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE
+                } else {
+                    FopenFlags::empty()
+                };
+                reply.opened(FileHandle(fh), flags)
+            }
             Err(e) => reply.error(errno("opendir", &ino.0, &e)),
         }
     }
