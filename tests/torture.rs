@@ -849,21 +849,34 @@ fn analyse(log: &Log, seen: &[Seen], rep: &mut Report) {
                                     && !s.files.contains(path)
                             }),
                         };
+                        // An as_of view may be refused once a clean retains only newer commits:
+                        // legitimate between listing and open, a violation when the listing
+                        // itself came after the clean.
+                        let refused_at = |at: i64| {
+                            as_of
+                                .as_deref()
+                                .is_some_and(|t| refused_by_clean(log, t, at))
+                        };
                         let cleaned = log.deleted.get(path).is_some_and(|d| *d <= *end);
-                        let listed_before_clean = log
-                            .deleted
-                            .get(path)
-                            .is_some_and(|d| *listed_start <= *d + FINAL_SLACK_MS);
-                        if switched || (cleaned && listed_before_clean) {
+                        let when = format!("listed at {listed_start}, opened at {open_start}");
+                        if switched {
                             rep.gone_before_open += 1;
-                        } else if cleaned {
-                            rep.bad("as-of-served-after-clean", format!(
-                                "{what} listed {path} after the cleaner deleted it (opened at {open_start}: ENOENT)"
-                            ));
+                        } else if refused_at(*listed_start - FINAL_SLACK_MS) {
+                            rep.bad(
+                                "as-of-served-after-clean",
+                                format!(
+                                    "{what}{path} was listed after a clean retained only newer commits ({when}: ENOENT, deleted on disk: {cleaned})"
+                                ),
+                            );
+                        } else if refused_at(*end) || cleaned {
+                            rep.gone_before_open += 1;
                         } else {
-                            rep.bad("listed-file-missing", format!(
-                                "{what}{path}: open failed with ENOENT though the file is in the view and on disk"
-                            ));
+                            rep.bad(
+                                "listed-file-missing",
+                                format!(
+                                    "{what}{path}: open failed with ENOENT though the file is in the view and on disk ({when})"
+                                ),
+                            );
                         }
                     }
                     Err((false, e)) => rep.bad(
@@ -1103,7 +1116,7 @@ fn torture(cfg: &Config) -> Option<Report> {
     analyse(&log, &seen, &mut rep);
     drop(guard);
     print_report(cfg, &log, &rep);
-    if !rep.violations.is_empty() {
+    if unexcused(&rep, "known") > 0 {
         // Keep the evidence.
         let keep = std::env::temp_dir().join(format!(
             "hudifs-torture-{}-seed{}-{}.log",
@@ -1182,7 +1195,16 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 ///   no longer has the file (guarantee 4).
 /// - `as-of-served-after-clean`: `as_of/<T>` cached as final keeps being listed after a clean
 ///   retained only newer commits, with files the cleaner deleted (guarantee 5).
-const KNOWN_DAEMON_BUGS: &[&str] = &["open-file-enoent", "as-of-served-after-clean"];
+/// - `latest-mixes-snapshots`: rarely (about once in a 2-minute run), `latest/` shows a timeline
+///   state that never existed — a compaction that completed after a write, without the write
+///   (named by `user.hudi.instant` as the write before). The daemon lists the timeline
+///   directory while the writer renames completed instant files into it, and one readdir can
+///   miss an earlier rename and see a later one (ext4 htree order); the next poll repairs it.
+const KNOWN_DAEMON_BUGS: &[&str] = &[
+    "open-file-enoent",
+    "as-of-served-after-clean",
+    "latest-mixes-snapshots",
+];
 
 /// Violations not excused by `allow` (`known` stands for [`KNOWN_DAEMON_BUGS`]).
 fn unexcused(rep: &Report, allow: &str) -> usize {
