@@ -104,6 +104,26 @@ impl Walk {
     }
 }
 
+/// What a read of a whole file gave (the bytes themselves are not kept).
+#[derive(Debug, Clone, PartialEq)]
+struct Content {
+    len: u64,
+    hash: String,
+    /// The Parquet footer's row count, for base files.
+    rows: Option<Result<u64, String>>,
+}
+
+impl Content {
+    fn of(path: &str, bytes: &[u8]) -> Content {
+        let is_base = !path.rsplit('/').next().unwrap_or_default().starts_with('.');
+        Content {
+            len: bytes.len() as u64,
+            hash: fnv1a(bytes),
+            rows: is_base.then(|| parquet_rows(bytes)),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Seen {
     Latest(Walk),
@@ -122,7 +142,7 @@ enum Seen {
         listed_start: i64,
         open_start: i64,
         end: i64,
-        result: Result<Vec<u8>, (bool, i32)>,
+        result: Result<Content, (bool, i32)>,
         xattr_instant: Option<String>,
     },
     Held {
@@ -130,7 +150,7 @@ enum Seen {
         opened: i64,
         read_at: i64,
         deleted: bool,
-        result: Result<Vec<u8>, i32>,
+        result: Result<Content, i32>,
     },
     Timeline {
         name: String,
@@ -157,6 +177,12 @@ impl Progress {
     }
 }
 
+/// `user.hudi.instant` of a path (copied: `common::xattr` returns a 64 KiB buffer, and the
+/// readers keep hundreds of thousands of these).
+fn instant_xattr(p: &Path) -> Option<String> {
+    common::xattr(p, "user.hudi.instant").map(|s| s.as_str().to_owned())
+}
+
 fn list_dir(p: &Path) -> Result<Vec<(String, bool)>, i32> {
     let rd = std::fs::read_dir(p).map_err(|e| errno(&e))?;
     let mut out = Vec::new();
@@ -171,7 +197,7 @@ fn list_dir(p: &Path) -> Result<Vec<(String, bool)>, i32> {
 
 fn walk(root: &Path, prog: &Progress) -> Walk {
     let start = now_ms();
-    let x1 = common::xattr(root, "user.hudi.instant");
+    let x1 = instant_xattr(root);
     let mut dirs = BTreeMap::new();
     let top = list_dir(root).map(|entries| {
         for (name, is_dir) in &entries {
@@ -187,7 +213,7 @@ fn walk(root: &Path, prog: &Progress) -> Walk {
         }
         entries.into_iter().map(|(n, _)| n).collect()
     });
-    let x2 = common::xattr(root, "user.hudi.instant");
+    let x2 = instant_xattr(root);
     Walk {
         start,
         end: now_ms(),
@@ -237,10 +263,10 @@ fn read_view_files(
         prog.tick();
         let p = view_root.join(&path);
         let open_start = now_ms();
-        let result = read_all(&p);
+        let result = read_all(&p).map(|b| Content::of(&path, &b));
         let end = now_ms();
         let xattr_instant = if result.is_ok() {
-            common::xattr(&p, "user.hudi.instant")
+            instant_xattr(&p)
         } else {
             None
         };
@@ -318,11 +344,11 @@ fn reader(sh: Arc<Shared>, prog: Arc<Progress>, seed: u64) {
 fn holder(sh: Arc<Shared>, prog: Arc<Progress>) {
     let latest = sh.mnt.join("latest");
     let mut held: BTreeMap<String, (std::fs::File, i64)> = BTreeMap::new();
-    let read_held = |f: &mut std::fs::File| -> Result<Vec<u8>, i32> {
+    let read_held = |f: &mut std::fs::File, path: &str| -> Result<Content, i32> {
         f.rewind().map_err(|e| errno(&e))?;
         let mut buf = Vec::new();
         f.read_to_end(&mut buf).map_err(|e| errno(&e))?;
-        Ok(buf)
+        Ok(Content::of(path, &buf))
     };
     while !sh.stop.load(Ordering::Relaxed) {
         prog.tick();
@@ -347,12 +373,14 @@ fn holder(sh: Arc<Shared>, prog: Arc<Progress>) {
         for path in gone {
             prog.tick();
             if let Some((mut f, opened)) = held.remove(&path) {
+                let read_at = now_ms();
+                let result = read_held(&mut f, &path);
                 out.push(Seen::Held {
                     path,
                     opened,
-                    read_at: now_ms(),
+                    read_at,
                     deleted: true,
-                    result: read_held(&mut f),
+                    result,
                 });
             }
         }
@@ -363,12 +391,14 @@ fn holder(sh: Arc<Shared>, prog: Arc<Progress>) {
     for (path, (mut f, opened)) in held {
         prog.tick();
         let deleted = !sh.table.join(&path).exists();
+        let read_at = now_ms();
+        let result = read_held(&mut f, &path);
         out.push(Seen::Held {
             path,
             opened,
-            read_at: now_ms(),
+            read_at,
             deleted,
-            result: read_held(&mut f),
+            result,
         });
     }
     sh.seen.lock().unwrap().extend(out);
@@ -378,7 +408,7 @@ fn holder(sh: Arc<Shared>, prog: Arc<Progress>) {
 fn watchdog(sh: Arc<Shared>, prog: Arc<Progress>, slowest: Arc<AtomicI64>) {
     while !sh.stop.load(Ordering::Relaxed) {
         let t0 = now_ms();
-        let _ = common::xattr(&sh.mnt.join("latest"), "user.hudi.instant");
+        let _ = instant_xattr(&sh.mnt.join("latest"));
         let _ = std::fs::metadata(sh.mnt.join("as_of"));
         let dt = now_ms() - t0;
         slowest.fetch_max(dt, Ordering::Relaxed);
@@ -740,35 +770,36 @@ fn check_as_of(log: &Log, rep: &mut Report, t: &str, w: &Walk) {
     }
 }
 
-fn check_bytes(log: &Log, rep: &mut Report, what: &str, path: &str, bytes: &[u8]) {
+fn check_content(log: &Log, rep: &mut Report, what: &str, path: &str, c: &Content) {
     rep.files_opened += 1;
-    rep.bytes_read += bytes.len() as u64;
+    rep.bytes_read += c.len;
     let Some(info) = log.files.get(path) else {
         return; // reported by the listing checks
     };
-    if bytes.len() as u64 != info.size || fnv1a(bytes) != info.hash {
+    if c.len != info.size || c.hash != info.hash {
         return rep.bad(
             "file-content",
             format!(
                 "{what} {path}: read {} bytes (hash {}), the writer wrote {} (hash {})",
-                bytes.len(),
-                fnv1a(bytes),
-                info.size,
-                info.hash
+                c.len, c.hash, info.size, info.hash
             ),
         );
     }
     if info.base {
-        match parquet_rows(bytes) {
-            Ok(n) if Some(n) == info.rows => {}
-            Ok(n) => rep.bad(
+        match &c.rows {
+            Some(Ok(n)) if Some(*n) == info.rows => {}
+            Some(Ok(n)) => rep.bad(
                 "file-content",
                 format!(
                     "{what} {path}: footer says {n} rows, the write recorded {:?}",
                     info.rows
                 ),
             ),
-            Err(e) => rep.bad("file-content", format!("{what} {path}: {e}")),
+            Some(Err(e)) => rep.bad("file-content", format!("{what} {path}: {e}")),
+            None => rep.bad(
+                "file-content",
+                format!("{what} {path}: not read as a base file"),
+            ),
         }
     }
 }
@@ -814,8 +845,8 @@ fn analyse(log: &Log, seen: &[Seen], rep: &mut Report) {
                         .is_some_and(|(at, _)| *listed_start >= at + FINAL_SLACK_MS)
                 });
                 match result {
-                    Ok(bytes) => {
-                        check_bytes(log, rep, &format!("reading {what}"), path, bytes);
+                    Ok(c) => {
+                        check_content(log, rep, &format!("reading {what}"), path, c);
                         if let (Some(x), Some(info)) = (xattr_instant, log.files.get(path)) {
                             if *x != info.writer {
                                 rep.bad(
@@ -897,7 +928,7 @@ fn analyse(log: &Log, seen: &[Seen], rep: &mut Report) {
                     rep.held_read_after_delete += 1;
                 }
                 match result {
-                    Ok(bytes) => check_bytes(log, rep, "held open", path, bytes),
+                    Ok(c) => check_content(log, rep, "held open", path, c),
                     Err(e) => rep.bad(if *e == libc::ENOENT { "open-file-enoent" } else { "open-file-unreadable" }, format!(
                         "{path}: opened at {opened}, reading at {read_at} (deleted on disk: {deleted}) failed with errno {e}"
                     )),
@@ -1471,6 +1502,7 @@ fn the_checks_catch_violations() {
     };
     let read =
         |as_of: Option<&str>, path: &str, listed: i64, result: Result<Vec<u8>, (bool, i32)>| {
+            let result = result.map(|b| Content::of(path, &b));
             Seen::Read {
                 as_of: as_of.map(String::from),
                 path: path.into(),
