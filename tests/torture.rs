@@ -578,6 +578,8 @@ struct Report {
     bytes_read: u64,
     gone_before_open: u64,
     held_read_after_delete: u64,
+    /// ... and read back intact.
+    held_intact_after_delete: u64,
     held_read: u64,
     max_stale_ms: i64,
     slowest_watchdog_ms: i64,
@@ -928,7 +930,13 @@ fn analyse(log: &Log, seen: &[Seen], rep: &mut Report) {
                     rep.held_read_after_delete += 1;
                 }
                 match result {
-                    Ok(c) => check_content(log, rep, "held open", path, c),
+                    Ok(c) => {
+                        let before = rep.violations.len();
+                        check_content(log, rep, "held open", path, c);
+                        if *deleted && rep.violations.len() == before {
+                            rep.held_intact_after_delete += 1;
+                        }
+                    }
                     Err(e) => rep.bad(if *e == libc::ENOENT { "open-file-enoent" } else { "open-file-unreadable" }, format!(
                         "{path}: opened at {opened}, reading at {read_at} (deleted on disk: {deleted}) failed with errno {e}"
                     )),
@@ -1189,8 +1197,8 @@ fn print_report(cfg: &Config, log: &Log, rep: &Report) {
         rep.files_opened, rep.bytes_read, rep.gone_before_open, rep.timeline_reads
     );
     println!(
-        "  held open: {} read, {} of them after the cleaner deleted them",
-        rep.held_read, rep.held_read_after_delete
+        "  held open: {} read, {} of them after the cleaner deleted them ({} intact)",
+        rep.held_read, rep.held_read_after_delete, rep.held_intact_after_delete
     );
     println!(
         "  latest/ lag behind the writer at most {} ms; slowest watchdog call {} ms",

@@ -21,7 +21,7 @@ use hudifs::table::TableType;
     about = "Write to a Hudi table like Hudi's writers do, for a bounded time"
 )]
 struct Cli {
-    /// Directory of the table to create.
+    /// Directory of the table to create (made if missing; must not hold a table yet).
     #[arg(long)]
     table: PathBuf,
     /// Seed of the operation sequence and the data.
