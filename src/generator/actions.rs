@@ -160,6 +160,7 @@ impl TableWriter {
                         &rows,
                     )?;
                     written.push(rel_path(&op.partition, &name));
+                    self.record_written(&op.partition, &name, instant, rows.len(), size);
                     op.written = Some((name, size));
                 }
                 c.state = State::Inflight;
@@ -447,6 +448,7 @@ impl TableWriter {
                 let bytes = logfile::rollback_command_block(&rollback, instant);
                 let lpath = listing::partition_dir(&self.root, &f.partition).join(&name);
                 write_file(&lpath, &bytes)?;
+                let size = bytes.len() as u64;
                 slice.logs.push(LogEntry {
                     name: name.clone(),
                     writer: rollback.clone(),
@@ -458,6 +460,7 @@ impl TableWriter {
                 r.rollback_logs
                     .insert(rel_path(&f.partition, &name), bytes.len() as u64);
                 written.push(rel_path(&f.partition, &name));
+                self.record_written(&f.partition, &name, &rollback, 0, size);
             } else if remove_file(&path)? {
                 r.ok.push(rel.clone());
                 deleted.push(rel);

@@ -15,7 +15,13 @@
 //! Time comes from a logical clock (a start in epoch milliseconds, advancing one second per
 //! instant or completion), file ids from a PRNG seeded by the table name and the clock start:
 //! the same calls give the same names and, except for the Parquet `created_by` string of a
-//! different `parquet` crate version, the same bytes.
+//! different `parquet` crate version, the same bytes. A live writer ([`Clock::Wall`]) takes
+//! instants from the wall clock instead (UTC, strictly increasing) and seeds file ids with a
+//! given seed, so the same calls still give the same file ids and data.
+//!
+//! Timeline files are written to a temporary name under `.hoodie/.temp/` and renamed into
+//! place, so a reader never sees a half-written instant file; each rename is recorded
+//! ([`TableWriter::take_published`]) with the wall-clock time around it.
 //!
 //! ```no_run
 //! # use hudifs::generator::*; use hudifs::table::TableType; use hudifs::timeline::Action;
@@ -35,8 +41,10 @@ mod actions;
 mod archiver;
 mod avro;
 mod demo;
+mod expect;
 mod logfile;
 mod parquet;
+pub mod sim;
 #[cfg(test)]
 mod tests;
 mod txn;
@@ -53,6 +61,7 @@ use crate::table::TableType;
 use crate::timeline::{self, Action, State};
 
 pub use self::demo::{build_demo, DEMO_CLOCK_START_MS};
+pub use self::expect::ExpectedFile;
 pub use self::logfile::{read_blocks, ReadBlock};
 pub use self::parquet::{rows, rows_with_ids, Row};
 pub use self::txn::Txn;
@@ -121,6 +130,46 @@ pub struct Event {
     pub replaced: Vec<String>,
     /// The rollback that undid this write, if any.
     pub rolled_back_by: Option<String>,
+}
+
+/// Where the writer's instants come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// A logical clock starting at the given epoch milliseconds and advancing one second per
+    /// timestamp handed out; file ids are seeded by the table name and the start.
+    Logical { start_ms: i64 },
+    /// The wall clock (UTC), strictly increasing by at least one millisecond per timestamp
+    /// handed out; file ids are seeded by the table name and `seed`.
+    Wall { seed: u64 },
+}
+
+/// A timeline file renamed into place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    /// The file name in the timeline directory.
+    pub name: String,
+    pub requested: String,
+    pub action: Action,
+    pub state: State,
+    /// Wall-clock epoch milliseconds just before and just after the rename.
+    pub before_ms: i64,
+    pub after_ms: i64,
+}
+
+/// A data or log file the writer wrote (committed or not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenFile {
+    /// Relative to the table root.
+    pub path: String,
+    /// The instant that wrote it (a write, a compaction, or a rollback for a command block).
+    pub writer: String,
+    /// Rows in a base file; records in a log file's data block (0 for a command block).
+    pub rows: usize,
+    pub size: u64,
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -201,6 +250,21 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
     }
     std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
+}
+
+/// Write `bytes` to `tmp_dir` and rename the file to `path` (same file system), so that readers
+/// see either no file or the whole file. Returns the wall-clock times around the rename.
+fn write_file_atomic(path: &Path, tmp_dir: &Path, bytes: &[u8]) -> Result<(i64, i64)> {
+    std::fs::create_dir_all(tmp_dir).map_err(|e| Error::io(tmp_dir, e))?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| Error::Usage(format!("{} has no file name", path.display())))?;
+    let tmp = tmp_dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
+    let before = now_ms();
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+    Ok((before, now_ms()))
 }
 
 fn remove_file(path: &Path) -> Result<bool> {
@@ -379,12 +443,33 @@ pub struct TableWriter {
     completed: BTreeMap<String, String>,
     savepoints: BTreeSet<String>,
     events: Vec<Event>,
+    /// Instants come from the wall clock (`clock_ms` is then the earliest next one).
+    wall_clock: bool,
+    /// Timeline files renamed into place since the last [`TableWriter::take_published`].
+    published: Vec<Published>,
+    /// Every data and log file written, by path relative to the root.
+    written: BTreeMap<String, WrittenFile>,
 }
 
 impl TableWriter {
     /// Create a new table at `root` (which must not hold a table yet): `hoodie.properties` and
     /// the timeline directories. The logical clock starts at `clock_start_epoch_ms`.
     pub fn create(root: &Path, spec: TableSpec, clock_start_epoch_ms: i64) -> Result<TableWriter> {
+        TableWriter::create_with(
+            root,
+            spec,
+            Clock::Logical {
+                start_ms: clock_start_epoch_ms,
+            },
+        )
+    }
+
+    /// Create a new table at `root` with the given clock (see [`Clock`]).
+    pub fn create_with(root: &Path, spec: TableSpec, clock: Clock) -> Result<TableWriter> {
+        let (clock_start_epoch_ms, wall_clock, seed_part) = match clock {
+            Clock::Logical { start_ms } => (start_ms, false, start_ms as u64),
+            Clock::Wall { seed } => (now_ms(), true, seed),
+        };
         if !matches!(spec.version, 6 | 8 | 9) {
             return Err(Error::Usage(format!(
                 "table version {} is not one the generator writes (6, 8, 9)",
@@ -424,7 +509,7 @@ impl TableWriter {
         for d in &dirs {
             std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
         }
-        let seed = fnv1a(spec.name.as_bytes()) ^ (clock_start_epoch_ms as u64);
+        let seed = fnv1a(spec.name.as_bytes()) ^ seed_part;
         let w = TableWriter {
             root: root.to_path_buf(),
             layout,
@@ -440,10 +525,17 @@ impl TableWriter {
             completed: BTreeMap::new(),
             savepoints: BTreeSet::new(),
             events: Vec::new(),
+            wall_clock,
+            published: Vec::new(),
+            written: BTreeMap::new(),
             spec,
         };
         let props = w.properties_text()?;
-        write_file(&hoodie.join("hoodie.properties"), props.as_bytes())?;
+        write_file_atomic(
+            &hoodie.join("hoodie.properties"),
+            &w.tmp_dir(),
+            props.as_bytes(),
+        )?;
         Ok(w)
     }
 
@@ -532,6 +624,71 @@ impl TableWriter {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Seed the file ids with `seed` (and the table name) instead of what the clock gave.
+    pub fn seed_file_ids(&mut self, seed: u64) {
+        self.rng_state = fnv1a(self.spec.name.as_bytes()) ^ seed;
+    }
+
+    /// Where timeline files are written before they are renamed into place.
+    fn tmp_dir(&self) -> PathBuf {
+        self.root.join(".hoodie").join(".temp")
+    }
+
+    /// The timeline files renamed into place since the last call, in order.
+    pub fn take_published(&mut self) -> Vec<Published> {
+        std::mem::take(&mut self.published)
+    }
+
+    /// A data or log file this writer wrote, by path relative to the root.
+    pub fn written_file(&self, path: &str) -> Option<&WrittenFile> {
+        self.written.get(path)
+    }
+
+    fn record_written(
+        &mut self,
+        partition: &str,
+        name: &str,
+        writer: &str,
+        rows: usize,
+        size: u64,
+    ) {
+        let path = rel_path(partition, name);
+        self.written.insert(
+            path.clone(),
+            WrittenFile {
+                path,
+                writer: writer.to_string(),
+                rows,
+                size,
+            },
+        );
+    }
+
+    /// Completed write instants (commits, deltacommits, replacecommits, compactions) and their
+    /// completion times (equal to the requested time in layout 1).
+    pub fn completed_writes(&self) -> &BTreeMap<String, String> {
+        &self.completed
+    }
+
+    /// Savepointed instants.
+    pub fn savepoints(&self) -> &BTreeSet<String> {
+        &self.savepoints
+    }
+
+    /// Writes left in flight (abandoned and not rolled back), by requested time.
+    pub fn pending_writes(&self) -> Vec<String> {
+        self.pending.keys().cloned().collect()
+    }
+
+    /// Compactions scheduled and not completed, by requested time.
+    pub fn pending_compactions(&self) -> Vec<String> {
+        self.compactions
+            .iter()
+            .filter(|(_, c)| c.state != State::Completed)
+            .map(|(t, _)| t.clone())
+            .collect()
     }
 
     pub fn spec(&self) -> &TableSpec {
@@ -638,6 +795,12 @@ impl TableWriter {
     }
 
     fn next_time(&mut self) -> Result<String> {
+        if self.wall_clock {
+            let ms = now_ms().max(self.clock_ms);
+            let t = instant_time(ms)?;
+            self.clock_ms = ms + 1;
+            return Ok(t);
+        }
         let t = instant_time(self.clock_ms)?;
         self.clock_ms += CLOCK_STEP_MS;
         Ok(t)
@@ -680,9 +843,10 @@ impl TableWriter {
     }
 
     /// Write a timeline file; `content` is JSON metadata (written as JSON in layout 1 when
-    /// `json_in_layout1`, else as an Avro container with `schema`), or nothing.
+    /// `json_in_layout1`, else as an Avro container with `schema`), or nothing. The file is
+    /// written under a temporary name and renamed into place.
     fn write_instant(
-        &self,
+        &mut self,
         path: &Path,
         content: Option<(&avro::Schema, &Json, bool)>,
     ) -> Result<()> {
@@ -696,7 +860,23 @@ impl TableWriter {
                 avro::container(schema, std::slice::from_ref(v), name).map_err(encode_err(name))?
             }
         };
-        write_file(path, &bytes)
+        let (before_ms, after_ms) = write_file_atomic(path, &self.tmp_dir(), &bytes)?;
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        if let Some(f) = timeline::parse_instant_file_name(&name, self.layout) {
+            self.published.push(Published {
+                name,
+                requested: f.requested,
+                action: f.action,
+                state: f.state,
+                before_ms,
+                after_ms,
+            });
+        }
+        Ok(())
     }
 
     fn ensure_partition(&mut self, partition: &str, instant: &str) -> Result<()> {
@@ -713,7 +893,12 @@ impl TableWriter {
             java_date(self.clock_ms)?
         );
         let dir = listing::partition_dir(&self.root, partition);
-        write_file(&dir.join(PARTITION_METAFILE), text.as_bytes())?;
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        write_file_atomic(
+            &dir.join(PARTITION_METAFILE),
+            &self.tmp_dir(),
+            text.as_bytes(),
+        )?;
         self.partitions.insert(partition.to_string());
         Ok(())
     }

@@ -230,6 +230,9 @@ impl Txn<'_> {
             rows,
         )?;
         self.record_pending(partition, file_id, &name, false, size);
+        let instant = self.instant.clone();
+        self.w
+            .record_written(partition, &name, &instant, rows.len(), size);
         Ok((name, size))
     }
 
@@ -359,6 +362,9 @@ impl Txn<'_> {
                 });
             }
             self.record_pending(partition, file_id, &name, true, size);
+            let instant = self.instant.clone();
+            self.w
+                .record_written(partition, &name, &instant, stored.len(), size);
             // Layout 1 write stats list every log of the slice (as Hudi 0.x does) and name the
             // slice's base instant as prevCommit; Hudi 1.x lists only the new log, leaves
             // `baseFile` empty and records the writing instant as prevCommit (as observed in
