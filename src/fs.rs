@@ -903,10 +903,15 @@ impl HudiFs {
     pub fn open(&self, ino: u64) -> Result<Opened> {
         let node = Node::from_ino(ino).ok_or_else(|| Error::NotFound(format!("inode {ino}")))?;
         let (file, keep_cache, backing) = match node {
-            Node::ViewFile { view, file } => {
-                let v = self.view(view)?;
-                let (pv, pos) = self.find_in_view(&v, file)?;
-                let f = &pv.listing.files[pv.chosen.files[pos].index as usize];
+            Node::ViewFile { view: _, file } => {
+                // Visibility was decided when the name was looked up (a listing of one snapshot);
+                // a file that left the view since keeps opening for whoever listed it, as in a
+                // Hudi reader working from its listing. Lookups no longer find it.
+                let f = self
+                    .partitions
+                    .registry
+                    .get(file)
+                    .ok_or_else(|| Error::NotFound(format!("file {file}")))?;
                 let p = partition_dir(&self.root, &f.partition).join(f.name());
                 let file = Arc::new(std::fs::File::open(&p).map_err(|e| Error::io(&p, e))?);
                 // A data file's name carries its instant and write token: its bytes never change.

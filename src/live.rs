@@ -43,16 +43,8 @@ pub fn poll_once(fs: &HudiFs, settle: Duration) -> Result<Option<Change>> {
     let mut seen = BTreeSet::new();
     let mut changed = BTreeSet::new();
     let now = SystemTime::now();
-    for e in std::fs::read_dir(&dir)
-        .map_err(|e| Error::io(&dir, e))?
-        .flatten()
-    {
-        let Some(name) = e.file_name().to_str().map(str::to_string) else {
-            continue;
-        };
-        if !e.file_type().is_ok_and(|t| t.is_file()) {
-            continue;
-        }
+    for e in stable_listing(&dir)? {
+        let name = e.0;
         seen.insert(name.clone());
         // The configuration is re-read on inotify events only (it changes with upgrades).
         if known.contains(name.as_str())
@@ -61,10 +53,8 @@ pub fn poll_once(fs: &HudiFs, settle: Duration) -> Result<Option<Change>> {
         {
             continue;
         }
-        let young = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .is_ok_and(|m| now.duration_since(m).unwrap_or_default() < settle);
+        let young =
+            e.1.is_some_and(|m| now.duration_since(m).unwrap_or_default() < settle);
         if !young {
             changed.insert(name);
         }
@@ -76,6 +66,41 @@ pub fn poll_once(fs: &HudiFs, settle: Duration) -> Result<Option<Change>> {
         .collect();
     drop(known);
     apply(fs, changed, removed)
+}
+
+/// The regular files of a directory with their mtimes, read until two listings in a row agree:
+/// a listing taken while files are renamed in can show a later rename and miss an earlier one
+/// (directory order is hash order), which would show a state of the table that never existed.
+pub fn stable_listing(dir: &Path) -> Result<BTreeSet<(String, Option<SystemTime>)>> {
+    let once = || -> Result<BTreeSet<(String, Option<SystemTime>)>> {
+        let mut out = BTreeSet::new();
+        for e in std::fs::read_dir(dir)
+            .map_err(|e| Error::io(dir, e))?
+            .flatten()
+        {
+            let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if !e.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            let mtime = e.metadata().and_then(|m| m.modified()).ok();
+            out.insert((name, mtime));
+        }
+        Ok(out)
+    };
+    let mut last = once()?;
+    for _ in 0..20 {
+        let next = once()?;
+        let names = |s: &BTreeSet<(String, Option<SystemTime>)>| -> BTreeSet<String> {
+            s.iter().map(|(n, _)| n.clone()).collect()
+        };
+        if names(&next) == names(&last) {
+            return Ok(next);
+        }
+        last = next;
+    }
+    Ok(last)
 }
 
 /// Apply timeline files that appeared or changed (`changed`) and vanished (`removed`).

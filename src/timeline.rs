@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::metadata::{self, CommitMetadata};
 use crate::table::TableConfig;
 
@@ -296,23 +296,16 @@ pub struct Timeline {
 impl Timeline {
     /// Read the active timeline of a table.
     pub fn load(cfg: &TableConfig) -> Result<Timeline> {
-        let entries =
-            std::fs::read_dir(&cfg.timeline_dir).map_err(|e| Error::io(&cfg.timeline_dir, e))?;
+        // Two listings in a row that agree: see `live::stable_listing`.
         let mut files = Vec::new();
-        for entry in entries.flatten() {
-            let Ok(ft) = entry.file_type() else { continue };
-            if !ft.is_file() {
-                continue;
-            }
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            match parse_instant_file_name(name, cfg.layout) {
+        for (name, _) in crate::live::stable_listing(&cfg.timeline_dir)? {
+            match parse_instant_file_name(&name, cfg.layout) {
                 Some(f) => files.push(f),
                 None => {
-                    if looks_like_instant(name) {
+                    if looks_like_instant(&name) {
                         log::warn!(
                             "{}: not a timeline file name hudifs understands (layout {}); ignored",
-                            cfg.timeline_dir.join(name).display(),
+                            cfg.timeline_dir.join(&name).display(),
                             cfg.layout
                         );
                     }

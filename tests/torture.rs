@@ -1239,11 +1239,7 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 ///   (named by `user.hudi.instant` as the write before). The daemon lists the timeline
 ///   directory while the writer renames completed instant files into it, and one readdir can
 ///   miss an earlier rename and see a later one (ext4 htree order); the next poll repairs it.
-const KNOWN_DAEMON_BUGS: &[&str] = &[
-    "open-file-enoent",
-    "as-of-served-after-clean",
-    "latest-mixes-snapshots",
-];
+const KNOWN_DAEMON_BUGS: &[&str] = &[];
 
 /// Violations not excused by `allow` (`known` stands for [`KNOWN_DAEMON_BUGS`]).
 fn unexcused(rep: &Report, allow: &str) -> usize {
@@ -1412,7 +1408,6 @@ mod repro {
 }
 
 #[test]
-#[ignore = "daemon bug open-file-enoent (reported): un-ignore once fixed"]
 fn open_file_reads_to_the_end_after_latest_moves_on_and_the_cleaner_deletes_it() {
     if !common::fuse_available() {
         return;
@@ -1424,7 +1419,6 @@ fn open_file_reads_to_the_end_after_latest_moves_on_and_the_cleaner_deletes_it()
 }
 
 #[test]
-#[ignore = "daemon bug as-of-served-after-clean (reported): un-ignore once fixed"]
 fn as_of_listed_before_a_clean_is_refused_after_it() {
     if !common::fuse_available() {
         return;

@@ -753,6 +753,8 @@ impl<L: Write> Sim<L> {
             self.w.run_compaction(&c, true)?;
             self.flush_published()?;
             self.log_commit(&c, Action::Compaction, &[])?;
+            // The compaction changed latest/ when it completed, before the savepoint.
+            self.after_op()?;
         }
         if !self.can_savepoint() {
             return self.write(false, false, false);
