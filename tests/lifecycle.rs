@@ -290,3 +290,86 @@ fn bad_mount_points_and_non_tables_exit_1() {
     let (code, _) = hudifs(&["mount".as_ref()]);
     assert_eq!(code, 2, "usage errors exit 2");
 }
+
+/// Symbolic links inside the table are neither shown nor followed: a linked-in partition or
+/// data file (pointing outside the table) never appears in a view.
+#[test]
+fn symbolic_links_in_the_table_are_not_shown_or_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(root) = table(tmp.path()) else {
+        return;
+    };
+    if !common::fuse_available() {
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(
+        outside.path().join(".hoodie_partition_metadata"),
+        b"commitTime=1\n",
+    )
+    .unwrap();
+    let secret = "aaaaaaaa-0000-0000-0000-000000000000-0_0-1-1_20240707001303088.parquet";
+    std::fs::write(outside.path().join(secret), b"secret").unwrap();
+    // A partition directory that is a link, and a data file name that is a link.
+    std::os::unix::fs::symlink(outside.path(), root.join("40")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join(secret), root.join("30").join(secret)).unwrap();
+    let m = MountGuard::mount(&root, &[]);
+    let files = common::walk_files(&m.path().join("latest")).unwrap();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(!files.iter().any(|f| f.contains("aaaaaaaa")), "{files:?}");
+    assert!(std::fs::metadata(m.path().join("latest/40")).is_err());
+    assert!(std::fs::metadata(m.path().join("latest/30").join(secret)).is_err());
+    // `..` and over-long names lead nowhere.
+    assert!(std::fs::read_dir(m.path().join("latest/30/../..")).is_ok_and(|d| d.count() == 4));
+    let long = "x".repeat(300);
+    let e = std::fs::metadata(m.path().join("as_of").join(&long)).unwrap_err();
+    assert!(
+        matches!(
+            e.raw_os_error(),
+            Some(libc::ENAMETOOLONG) | Some(libc::ENOENT) | Some(libc::EINVAL)
+        ),
+        "{e}"
+    );
+}
+
+/// The mount is private to the user who mounted it unless --allow-other.
+#[test]
+fn the_mount_is_private_unless_allow_other() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(root) = table(tmp.path()) else {
+        return;
+    };
+    if !common::fuse_available() {
+        return;
+    }
+    // The table and the mount point must be reachable by the other user for the test to mean
+    // anything: make the temp dirs world-searchable.
+    use std::os::unix::fs::PermissionsExt;
+    for d in [tmp.path(), root.as_path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let as_nobody = |path: &Path| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "ls"])
+            .arg(path)
+            .output()
+            .map(|o| {
+                (
+                    o.status.success(),
+                    String::from_utf8_lossy(&o.stderr).to_string(),
+                )
+            })
+    };
+    let private = MountGuard::mount(&root, &[]);
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o755)).ok();
+    let Ok((ok, err)) = as_nobody(&private.path().join("latest")) else {
+        eprintln!("SKIP: setpriv unavailable");
+        return;
+    };
+    assert!(!ok, "another user could list a private mount");
+    assert!(err.contains("Permission denied"), "{err}");
+    drop(private);
+    let shared = MountGuard::mount(&root, &["--allow-other"]);
+    let (ok, err) = as_nobody(&shared.path().join("latest")).unwrap();
+    assert!(ok, "--allow-other: {err}");
+}
