@@ -251,3 +251,136 @@ fn missing_or_unknown_table_configuration_is_a_clear_error() {
     assert_eq!(code, 0);
     assert_eq!(out.lines().count(), 1);
 }
+
+/// The malformed-input table: one table carrying every kind of bad input at once, mounted; for
+/// each case the errno the caller gets and the log line the daemon writes; every other view
+/// keeps working.
+#[test]
+fn malformed_input_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(root) = table(tmp.path()) else {
+        return;
+    };
+    if !common::fuse_available() {
+        return;
+    }
+    let hoodie = root.join(".hoodie");
+    std::fs::write(hoodie.join("2024xx.commit"), b"{}").unwrap();
+    std::fs::write(hoodie.join("20991231000000000.frobnicate"), b"{}").unwrap();
+    let c2 = hoodie.join(format!("{C2}.commit"));
+    let bytes = std::fs::read(&c2).unwrap();
+    std::fs::write(&c2, &bytes[..bytes.len() / 3]).unwrap();
+    std::fs::write(root.join("10/part-00000-junk.snappy.parquet"), b"PAR1").unwrap();
+    std::fs::write(root.join("10/.DS_Store"), b"junk").unwrap();
+    std::fs::write(root.join("10/_SUCCESS"), b"").unwrap();
+
+    let m = MountGuard::mount(&root, &[]);
+    let p = |rel: &str| m.path().join(rel);
+    let c2_log = format!("{C2}.commit: unreadable instant metadata");
+    // (what, path, errno, a piece of the log line)
+    let cases: Vec<(&str, PathBuf, i32, &str)> = vec![
+        (
+            "garbage instant file name",
+            p("timeline/2024xx.commit"),
+            libc::ENOENT,
+            "2024xx.commit: not a timeline file name",
+        ),
+        (
+            "unknown action",
+            p("timeline/20991231000000000.frobnicate"),
+            libc::ENOENT,
+            "20991231000000000.frobnicate: not a timeline file name",
+        ),
+        (
+            "truncated metadata, inspected",
+            p(&format!("timeline/{C2}.commit")),
+            libc::EIO,
+            &c2_log,
+        ),
+        (
+            "truncated metadata, window selecting it",
+            p(&format!("incremental/{C1}..{C2}")),
+            libc::ENOENT,
+            "unreadable metadata",
+        ),
+        (
+            "nonsense time",
+            p("as_of/yesterday"),
+            libc::EINVAL,
+            "'yesterday' is not a valid time",
+        ),
+        (
+            "impossible date",
+            p("as_of/2024-02-30"),
+            libc::EINVAL,
+            "'2024-02-30' is not a valid time",
+        ),
+        (
+            "control byte in a time",
+            p("as_of/2024-01-01\u{1}"),
+            libc::EINVAL,
+            "is not a valid time",
+        ),
+        (
+            "ambiguous bare number",
+            p("as_of/123456789012"),
+            libc::EINVAL,
+            "ambiguous",
+        ),
+        (
+            "reversed window",
+            p(&format!("incremental/{C2}..{C1}")),
+            libc::EINVAL,
+            "ends",
+        ),
+        (
+            "not a window",
+            p("incremental/yesterday"),
+            libc::EINVAL,
+            "is not a window",
+        ),
+        (
+            "junk data file",
+            p("latest/10/part-00000-junk.snappy.parquet"),
+            libc::ENOENT,
+            "",
+        ),
+        ("junk file", p("latest/10/.DS_Store"), libc::ENOENT, ""),
+    ];
+    let mut table = String::new();
+    for (what, path, errno, log) in &cases {
+        let got = std::fs::read(path)
+            .err()
+            .or_else(|| std::fs::read_dir(path).err())
+            .and_then(|e| e.raw_os_error());
+        // Reading a directory gives EISDIR; what matters is the lookup's errno.
+        let got = match got {
+            Some(libc::EISDIR) => std::fs::metadata(path).err().and_then(|e| e.raw_os_error()),
+            g => g,
+        };
+        assert_eq!(got, Some(*errno), "{what}: {}", path.display());
+        let text = m.log_text();
+        assert!(
+            log.is_empty() || text.contains(log),
+            "{what}: no log line with {log:?} in:\n{text}"
+        );
+        table.push_str(&format!("{what:<42} errno {errno:<3} log: {log}\n"));
+    }
+    eprintln!("{table}");
+    // Every other view keeps working.
+    assert_eq!(common::walk_files(&p("latest")).unwrap().len(), 1);
+    assert_eq!(
+        common::walk_files(&p(&format!("as_of/{C2}")))
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(
+        common::walk_files(&p(&format!("incremental/{C2}..{R3}")))
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(std::fs::read_dir(p("timeline")).unwrap().count(), 9);
+    assert!(std::fs::read(p(&format!("timeline/{R3}.replacecommit"))).is_ok());
+}
