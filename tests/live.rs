@@ -110,6 +110,12 @@ fn incremental_snapshots_equal_fresh_reads() {
         if table_type == TableType::MergeOnRead {
             let c = w.schedule_compaction(&[(a.as_str(), f.as_str())]).unwrap();
             check_same(&live, &root, &format!("{tag}: compaction scheduled"));
+            let mut t = w.begin(write).unwrap();
+            t.update(&a, &f, &rows_with_ids(6, &[1002])).unwrap();
+            t.complete().unwrap();
+            check_same(&live, &root, &format!("{tag}: a write while the compaction is pending"));
+            w.run_compaction(&c, false).unwrap();
+            check_same(&live, &root, &format!("{tag}: compaction running"));
             w.run_compaction(&c, true).unwrap();
             check_same(&live, &root, &format!("{tag}: compaction done"));
         }
