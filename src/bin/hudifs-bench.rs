@@ -256,14 +256,32 @@ fn command_line() -> String {
         .join(" ")
 }
 
+/// The 1- and 5-minute load averages: above about 1 on this 2-core machine, something else
+/// shared it during the measurement.
+fn load_average() -> (f64, f64) {
+    let s = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut f = s.split_whitespace().map(|v| v.parse().unwrap_or(f64::NAN));
+    (f.next().unwrap_or(f64::NAN), f.next().unwrap_or(f64::NAN))
+}
+
 fn append(out: &Path, r: &Record) -> Res<()> {
+    let mut r = r.clone();
+    let (l1, l5) = load_average();
+    r.notes.push(format!(
+        "load average when recorded: {l1:.2} (1 min), {l5:.2} (5 min), including the benchmark itself{}",
+        if l1 > 2.5 {
+            " — other work was running: figures are disturbed"
+        } else {
+            ""
+        }
+    ));
     r.print();
     let mut f = OpenOptions::new()
         .create(true)
         .append(true)
         .open(out)
         .map_err(|e| format!("{}: {e}", out.display()))?;
-    let line = serde_json::to_string(r).map_err(|e| e.to_string())?;
+    let line = serde_json::to_string(&r).map_err(|e| e.to_string())?;
     writeln!(f, "{line}").map_err(|e| e.to_string())
 }
 
