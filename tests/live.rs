@@ -113,7 +113,11 @@ fn incremental_snapshots_equal_fresh_reads() {
             let mut t = w.begin(write).unwrap();
             t.update(&a, &f, &rows_with_ids(6, &[1002])).unwrap();
             t.complete().unwrap();
-            check_same(&live, &root, &format!("{tag}: a write while the compaction is pending"));
+            check_same(
+                &live,
+                &root,
+                &format!("{tag}: a write while the compaction is pending"),
+            );
             w.run_compaction(&c, false).unwrap();
             check_same(&live, &root, &format!("{tag}: compaction running"));
             w.run_compaction(&c, true).unwrap();

@@ -40,6 +40,11 @@ impl TableWriter {
             if g.replaced_by.is_some() {
                 return Err(Error::Usage(format!("file group {key:?} was replaced")));
             }
+            if g.opaque {
+                return Err(Error::Usage(format!(
+                    "file group {key:?} was bulk-inserted; its rows are not tracked"
+                )));
+            }
             let slice = g
                 .slices
                 .last()
@@ -149,6 +154,7 @@ impl TableWriter {
                     let name = listing::base_file_name(&op.file_id, &token, instant, BASE_EXT);
                     let rows: Vec<StoredRow> = op.rows.values().cloned().collect();
                     let path = listing::partition_dir(&self.root, &op.partition).join(&name);
+                    let partition_values = self.partition_values(&op.partition);
                     let size = parquet::write_base_file(
                         &BaseFile {
                             path: &path,
@@ -156,6 +162,7 @@ impl TableWriter {
                             partition: &op.partition,
                             table: &self.spec.name,
                             with_meta,
+                            partition_values: &partition_values,
                         },
                         &rows,
                     )?;

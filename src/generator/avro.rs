@@ -39,7 +39,7 @@ pub(crate) struct Record {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Field {
-    pub name: &'static str,
+    pub name: std::borrow::Cow<'static, str>,
     pub schema: Schema,
     pub default: Option<Json>,
 }
@@ -58,7 +58,7 @@ fn record(name: &str, fields: Vec<Field>) -> Schema {
 /// A required field.
 fn req(name: &'static str, schema: Schema) -> Field {
     Field {
-        name,
+        name: name.into(),
         schema,
         default: None,
     }
@@ -67,7 +67,7 @@ fn req(name: &'static str, schema: Schema) -> Field {
 /// A field of type `["null", schema]` with default null (Hudi's usual optional field).
 fn opt(name: &'static str, schema: Schema) -> Field {
     Field {
-        name,
+        name: name.into(),
         schema: Schema::Union(vec![Schema::Null, schema]),
         default: Some(Json::Null),
     }
@@ -76,7 +76,7 @@ fn opt(name: &'static str, schema: Schema) -> Field {
 /// A field with a default value.
 fn def(name: &'static str, schema: Schema, default: Json) -> Field {
     Field {
-        name,
+        name: name.into(),
         schema,
         default: Some(default),
     }
@@ -216,7 +216,7 @@ impl Schema {
             Schema::Record(r) => {
                 let o = v.as_object().ok_or_else(mismatch)?;
                 for f in &r.fields {
-                    let fv = match (o.get(f.name), &f.default) {
+                    let fv = match (o.get(&*f.name), &f.default) {
                         (Some(x), _) => x,
                         (None, Some(d)) => d,
                         (None, None) => {

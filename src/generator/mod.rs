@@ -23,6 +23,10 @@
 //! place, so a reader never sees a half-written instant file; each rename is recorded
 //! ([`TableWriter::take_published`]) with the wall-clock time around it.
 //!
+//! For benchmark tables, [`Txn::insert_linked`] writes many file groups fast (hard links to one
+//! template Parquet file per partition) and [`Txn::insert_sized`] one large base file; the
+//! writer does not track the rows of those groups.
+//!
 //! ```no_run
 //! # use hudifs::generator::*; use hudifs::table::TableType; use hudifs::timeline::Action;
 //! # fn main() -> hudifs::error::Result<()> {
@@ -64,7 +68,7 @@ pub use self::demo::{build_demo, DEMO_CLOCK_START_MS};
 pub use self::expect::ExpectedFile;
 pub use self::logfile::{read_blocks, ReadBlock};
 pub use self::parquet::{rows, rows_with_ids, Row};
-pub use self::txn::Txn;
+pub use self::txn::{StagedCompletion, Txn};
 
 /// Milliseconds the logical clock advances per timestamp it hands out.
 const CLOCK_STEP_MS: i64 = 1000;
@@ -329,6 +333,9 @@ struct Group {
     /// The group's committed rows (base merged with committed logs), by record key.
     rows: BTreeMap<i64, StoredRow>,
     replaced_by: Option<String>,
+    /// Written by a bulk insert ([`Txn::insert_linked`], [`Txn::insert_sized`]): its rows are
+    /// not tracked, so it cannot be updated or compacted.
+    opaque: bool,
 }
 
 /// A data or log file written by a write that has not completed.
@@ -449,6 +456,10 @@ pub struct TableWriter {
     published: Vec<Published>,
     /// Every data and log file written, by path relative to the root.
     written: BTreeMap<String, WrittenFile>,
+    /// Template base files of [`Txn::insert_linked`] by partition: path, size and links made
+    /// to it.
+    templates: BTreeMap<String, (PathBuf, u64, u32)>,
+    template_count: u32,
 }
 
 impl TableWriter {
@@ -528,6 +539,8 @@ impl TableWriter {
             wall_clock,
             published: Vec::new(),
             written: BTreeMap::new(),
+            templates: BTreeMap::new(),
+            template_count: 0,
             spec,
         };
         let props = w.properties_text()?;
@@ -607,7 +620,7 @@ impl TableWriter {
         }
         p.push((
             "hoodie.table.create.schema",
-            parquet::data_schema(&s.name, false).to_text(),
+            parquet::data_schema(&s.name, false, &s.partition_fields).to_text(),
         ));
         // No `hoodie.table.checksum`: Java validates it only when present.
         let date = datetime(self.clock_ms)?;
@@ -928,7 +941,30 @@ impl TableWriter {
     }
 
     fn table_schema_text(&self) -> String {
-        parquet::data_schema(&self.spec.name, false).to_text()
+        parquet::data_schema(&self.spec.name, false, &self.spec.partition_fields).to_text()
+    }
+
+    /// The partition columns' values of the files of `partition` (a checked partition path):
+    /// `(field, value)` per partition field.
+    fn partition_values(&self, partition: &str) -> Vec<(String, String)> {
+        if partition.is_empty() {
+            return Vec::new();
+        }
+        self.spec
+            .partition_fields
+            .iter()
+            .zip(partition.split('/'))
+            .map(|(f, seg)| {
+                let v = if self.spec.hive_style {
+                    seg.strip_prefix(f.as_str())
+                        .and_then(|r| r.strip_prefix('='))
+                        .unwrap_or(seg)
+                } else {
+                    seg
+                };
+                (f.clone(), v.to_string())
+            })
+            .collect()
     }
 
     fn commit_json(
@@ -969,5 +1005,30 @@ impl TableWriter {
             .iter_mut()
             .rev()
             .find(|e| e.instant == instant && e.action == action)
+    }
+
+    /// Where [`Txn::insert_linked`] keeps its template files (Hudi's own scratch directory).
+    fn template_dir(&self) -> PathBuf {
+        self.root.join(".hoodie").join(".temp").join("hudifs-gen")
+    }
+
+    /// Remove the template files of [`Txn::insert_linked`] (the linked base files keep their
+    /// content). Also done when the writer is dropped.
+    pub fn remove_templates(&mut self) -> Result<()> {
+        self.templates.clear();
+        let dir = self.template_dir();
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(&dir, e)),
+        }
+    }
+}
+
+impl Drop for TableWriter {
+    fn drop(&mut self) {
+        if !self.templates.is_empty() {
+            let _ = self.remove_templates();
+        }
     }
 }

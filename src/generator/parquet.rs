@@ -4,7 +4,10 @@
 //! Columns: Hudi's five meta columns (`_hoodie_commit_time`, `_hoodie_commit_seqno`,
 //! `_hoodie_record_key`, `_hoodie_partition_path`, `_hoodie_file_name`; optional strings, left
 //! out when the table does not populate meta fields), then `id INT64`, `name BYTE_ARRAY UTF8`,
-//! `value DOUBLE`, `ts INT64` (required). The footer carries Hudi's `hoodie_min_record_key` /
+//! `value DOUBLE`, `ts INT64` (required), then one required UTF8 column per partition field
+//! holding the file's partition value (as a Spark writer keeps the partition columns in the
+//! data; readers such as hudi-rs require every `hoodie.table.partition.fields` entry to be a
+//! field of the table schema). The footer carries Hudi's `hoodie_min_record_key` /
 //! `hoodie_max_record_key` and the Avro schema as `parquet.avro.schema`, like a file written by
 //! Hudi's parquet-avro writer; the bloom filter Hudi also stores there is not written.
 
@@ -90,14 +93,15 @@ fn avro_name(table: &str) -> String {
 }
 
 /// The table's Avro schema; `with_meta` adds Hudi's meta fields in front (the writer schema of
-/// log blocks and Parquet files), without them it is the table schema of `extraMetadata`.
-pub(crate) fn data_schema(table: &str, with_meta: bool) -> Schema {
+/// log blocks and Parquet files), without them it is the table schema of `extraMetadata`. The
+/// partition fields follow the data fields, as strings.
+pub(crate) fn data_schema(table: &str, with_meta: bool, partition_fields: &[String]) -> Schema {
     let n = avro_name(table);
     let mut fields = Vec::new();
     if with_meta {
         for f in META_FIELDS {
             fields.push(Field {
-                name: f,
+                name: f.into(),
                 schema: Schema::Union(vec![Schema::Null, Schema::String]),
                 default: Some(Json::Null),
             });
@@ -110,8 +114,15 @@ pub(crate) fn data_schema(table: &str, with_meta: bool) -> Schema {
         ("ts", Schema::Long),
     ] {
         fields.push(Field {
-            name,
+            name: name.into(),
             schema,
+            default: None,
+        });
+    }
+    for name in partition_fields {
+        fields.push(Field {
+            name: name.clone().into(),
+            schema: Schema::String,
             default: None,
         });
     }
@@ -121,8 +132,17 @@ pub(crate) fn data_schema(table: &str, with_meta: bool) -> Schema {
     })
 }
 
+/// The values of a file's partition columns: `(field, value)` in partition-field order.
+pub(crate) type PartitionValues = [(String, String)];
+
 /// The JSON form of a stored row, for Avro encoding under [`data_schema`].
-pub(crate) fn row_json(r: &StoredRow, partition: &str, file_name: &str, with_meta: bool) -> Json {
+pub(crate) fn row_json(
+    r: &StoredRow,
+    partition: &str,
+    file_name: &str,
+    with_meta: bool,
+    partition_values: &PartitionValues,
+) -> Json {
     let mut o = serde_json::Map::new();
     if with_meta {
         o.insert("_hoodie_commit_time".into(), json!(r.commit_time));
@@ -135,6 +155,9 @@ pub(crate) fn row_json(r: &StoredRow, partition: &str, file_name: &str, with_met
     o.insert("name".into(), json!(r.row.name));
     o.insert("value".into(), json!(r.row.value));
     o.insert("ts".into(), json!(r.row.ts));
+    for (field, value) in partition_values {
+        o.insert(field.clone(), json!(value));
+    }
     Json::Object(o)
 }
 
@@ -145,9 +168,13 @@ pub(crate) fn encode_rows(
     partition: &str,
     file_name: &str,
     with_meta: bool,
+    partition_values: &PartitionValues,
 ) -> Result<Vec<Vec<u8>>, String> {
     rows.iter()
-        .map(|r| avro::datum(schema, &row_json(r, partition, file_name, with_meta)))
+        .map(|r| {
+            let v = row_json(r, partition, file_name, with_meta, partition_values);
+            avro::datum(schema, &v)
+        })
         .collect()
 }
 
@@ -158,101 +185,153 @@ pub(crate) struct BaseFile<'a> {
     pub partition: &'a str,
     pub table: &'a str,
     pub with_meta: bool,
+    pub partition_values: &'a PartitionValues,
 }
 
 fn pq_err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::io(path, std::io::Error::other(format!("writing Parquet: {e}")))
 }
 
+/// A Parquet base file being written, one row group per [`BaseWriter::write_group`].
+pub(crate) struct BaseWriter<'a> {
+    f: &'a BaseFile<'a>,
+    writer: SerializedFileWriter<File>,
+}
+
+impl<'a> BaseWriter<'a> {
+    /// Create the file.
+    pub fn create(f: &'a BaseFile<'a>) -> Result<Self> {
+        let path = f.path;
+        let mut message = format!("message {}_record {{\n", avro_name(f.table));
+        if f.with_meta {
+            for m in META_FIELDS {
+                message.push_str(&format!("  optional binary {m} (UTF8);\n"));
+            }
+        }
+        message.push_str(
+            "  required int64 id;\n  required binary name (UTF8);\n  required double value;\n  \
+             required int64 ts;\n",
+        );
+        for (field, _) in f.partition_values {
+            message.push_str(&format!("  required binary {field} (UTF8);\n"));
+        }
+        message.push_str("}\n");
+        let schema = Arc::new(parse_message_type(&message).map_err(|e| pq_err(path, e))?);
+        let fields: Vec<String> = f.partition_values.iter().map(|(k, _)| k.clone()).collect();
+        let kv = vec![
+            KeyValue::new(
+                "parquet.avro.schema".to_string(),
+                data_schema(f.table, f.with_meta, &fields).to_text(),
+            ),
+            KeyValue::new("writer.model.name".to_string(), "avro".to_string()),
+        ];
+        let props = Arc::new(
+            WriterProperties::builder()
+                .set_compression(Compression::SNAPPY)
+                .set_key_value_metadata(Some(kv))
+                .build(),
+        );
+        let file = File::create(path).map_err(|e| Error::io(path, e))?;
+        let writer = SerializedFileWriter::new(file, schema, props).map_err(|e| pq_err(path, e))?;
+        Ok(BaseWriter { f, writer })
+    }
+
+    /// Bytes written so far (row groups flushed; the footer comes on close).
+    pub fn bytes_written(&self) -> usize {
+        self.writer.bytes_written()
+    }
+
+    /// Write `rows` as one row group.
+    pub fn write_group(&mut self, rows: &[StoredRow]) -> Result<()> {
+        let (f, path) = (self.f, self.f.path);
+        let mut rg = self.writer.next_row_group().map_err(|e| pq_err(path, e))?;
+        let n = rows.len();
+        let strings = |f: &dyn Fn(&StoredRow) -> String| -> Vec<ByteArray> {
+            rows.iter()
+                .map(|r| ByteArray::from(f(r).into_bytes()))
+                .collect()
+        };
+        let mut string_columns: Vec<Vec<ByteArray>> = Vec::new();
+        if f.with_meta {
+            string_columns.push(strings(&|r| r.commit_time.clone()));
+            string_columns.push(strings(&|r| r.seqno.clone()));
+            string_columns.push(strings(&|r| r.row.id.to_string()));
+            string_columns.push(strings(&|_| f.partition.to_string()));
+            string_columns.push(strings(&|_| f.file_name.to_string()));
+        }
+        let defined = vec![1i16; n];
+        let ids: Vec<i64> = rows.iter().map(|r| r.row.id).collect();
+        let names = strings(&|r| r.row.name.clone());
+        let values: Vec<f64> = rows.iter().map(|r| r.row.value).collect();
+        let ts: Vec<i64> = rows.iter().map(|r| r.row.ts).collect();
+        let partition_columns: Vec<Vec<ByteArray>> = f
+            .partition_values
+            .iter()
+            .map(|(_, v)| vec![ByteArray::from(v.as_bytes().to_vec()); n])
+            .collect();
+
+        let mut index = 0;
+        while let Some(mut col) = rg.next_column().map_err(|e| pq_err(path, e))? {
+            let meta_cols = string_columns.len();
+            let res = if index < meta_cols {
+                col.typed::<ByteArrayType>().write_batch(
+                    &string_columns[index],
+                    Some(&defined),
+                    None,
+                )
+            } else {
+                match index - meta_cols {
+                    0 => col.typed::<Int64Type>().write_batch(&ids, None, None),
+                    1 => col.typed::<ByteArrayType>().write_batch(&names, None, None),
+                    2 => col.typed::<DoubleType>().write_batch(&values, None, None),
+                    3 => col.typed::<Int64Type>().write_batch(&ts, None, None),
+                    k => col.typed::<ByteArrayType>().write_batch(
+                        partition_columns
+                            .get(k - 4)
+                            .map(Vec::as_slice)
+                            .unwrap_or(&[]),
+                        None,
+                        None,
+                    ),
+                }
+            };
+            res.map_err(|e| pq_err(path, e))?;
+            col.close().map_err(|e| pq_err(path, e))?;
+            index += 1;
+        }
+        rg.close().map_err(|e| pq_err(path, e))?;
+        Ok(())
+    }
+
+    /// Write the footer, with Hudi's smallest and largest record key (as strings, in string
+    /// order) when given; returns the file's size in bytes.
+    pub fn close(mut self, key_range: Option<(String, String)>) -> Result<u64> {
+        let path = self.f.path;
+        if let Some((min, max)) = key_range {
+            self.writer
+                .append_key_value_metadata(KeyValue::new("hoodie_min_record_key".into(), min));
+            self.writer
+                .append_key_value_metadata(KeyValue::new("hoodie_max_record_key".into(), max));
+        }
+        self.writer.close().map_err(|e| pq_err(path, e))?;
+        let size = std::fs::metadata(path)
+            .map_err(|e| Error::io(path, e))?
+            .len();
+        Ok(size)
+    }
+}
+
 /// Write `rows` (sorted by record key) as a Parquet file; returns its size in bytes.
 pub(crate) fn write_base_file(f: &BaseFile<'_>, rows: &[StoredRow]) -> Result<u64> {
-    let path = f.path;
-    let mut message = format!("message {}_record {{\n", avro_name(f.table));
-    if f.with_meta {
-        for m in META_FIELDS {
-            message.push_str(&format!("  optional binary {m} (UTF8);\n"));
-        }
-    }
-    message.push_str(
-        "  required int64 id;\n  required binary name (UTF8);\n  required double value;\n  \
-         required int64 ts;\n}\n",
-    );
-    let schema = Arc::new(parse_message_type(&message).map_err(|e| pq_err(path, e))?);
-
     let mut keys: Vec<String> = rows.iter().map(|r| r.row.id.to_string()).collect();
     keys.sort();
-    let mut kv = vec![
-        KeyValue::new(
-            "parquet.avro.schema".to_string(),
-            data_schema(f.table, f.with_meta).to_text(),
-        ),
-        KeyValue::new("writer.model.name".to_string(), "avro".to_string()),
-    ];
-    if let (Some(min), Some(max)) = (keys.first(), keys.last()) {
-        kv.push(KeyValue::new(
-            "hoodie_min_record_key".to_string(),
-            min.clone(),
-        ));
-        kv.push(KeyValue::new(
-            "hoodie_max_record_key".to_string(),
-            max.clone(),
-        ));
-    }
-    let props = Arc::new(
-        WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .set_key_value_metadata(Some(kv))
-            .build(),
-    );
-
-    let file = File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut writer = SerializedFileWriter::new(file, schema, props).map_err(|e| pq_err(path, e))?;
-    let mut rg = writer.next_row_group().map_err(|e| pq_err(path, e))?;
-
-    let n = rows.len();
-    let strings = |f: &dyn Fn(&StoredRow) -> String| -> Vec<ByteArray> {
-        rows.iter()
-            .map(|r| ByteArray::from(f(r).into_bytes()))
-            .collect()
+    let range = match (keys.first(), keys.last()) {
+        (Some(min), Some(max)) => Some((min.clone(), max.clone())),
+        _ => None,
     };
-    let mut string_columns: Vec<Vec<ByteArray>> = Vec::new();
-    if f.with_meta {
-        string_columns.push(strings(&|r| r.commit_time.clone()));
-        string_columns.push(strings(&|r| r.seqno.clone()));
-        string_columns.push(strings(&|r| r.row.id.to_string()));
-        string_columns.push(strings(&|_| f.partition.to_string()));
-        string_columns.push(strings(&|_| f.file_name.to_string()));
-    }
-    let defined = vec![1i16; n];
-    let ids: Vec<i64> = rows.iter().map(|r| r.row.id).collect();
-    let names = strings(&|r| r.row.name.clone());
-    let values: Vec<f64> = rows.iter().map(|r| r.row.value).collect();
-    let ts: Vec<i64> = rows.iter().map(|r| r.row.ts).collect();
-
-    let mut index = 0;
-    while let Some(mut col) = rg.next_column().map_err(|e| pq_err(path, e))? {
-        let meta_cols = string_columns.len();
-        let res = if index < meta_cols {
-            col.typed::<ByteArrayType>()
-                .write_batch(&string_columns[index], Some(&defined), None)
-        } else {
-            match index - meta_cols {
-                0 => col.typed::<Int64Type>().write_batch(&ids, None, None),
-                1 => col.typed::<ByteArrayType>().write_batch(&names, None, None),
-                2 => col.typed::<DoubleType>().write_batch(&values, None, None),
-                _ => col.typed::<Int64Type>().write_batch(&ts, None, None),
-            }
-        };
-        res.map_err(|e| pq_err(path, e))?;
-        col.close().map_err(|e| pq_err(path, e))?;
-        index += 1;
-    }
-    rg.close().map_err(|e| pq_err(path, e))?;
-    writer.close().map_err(|e| pq_err(path, e))?;
-    let size = std::fs::metadata(path)
-        .map_err(|e| Error::io(path, e))?
-        .len();
-    Ok(size)
+    let mut w = BaseWriter::create(f)?;
+    w.write_group(rows)?;
+    w.close(range)
 }
 
 #[cfg(test)]

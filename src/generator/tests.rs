@@ -89,7 +89,11 @@ fn check_table(root: &Path, spec: &TableSpec) -> (TableConfig, Timeline) {
     for f in listing.files() {
         if f.is_base() {
             let (_, cols) = parquet_rows(&root.join(f.rel_path()));
-            assert_eq!(cols, if spec.populate_meta_fields { 9 } else { 4 });
+            let data_cols = 4 + spec.partition_fields.len();
+            assert_eq!(
+                cols,
+                data_cols + if spec.populate_meta_fields { 5 } else { 0 }
+            );
         }
     }
 
@@ -640,4 +644,56 @@ fn instants_advance_strictly() {
     }
     let sorted: BTreeSet<&str> = stamps.iter().copied().collect();
     assert_eq!(sorted.len(), stamps.len(), "no time is handed out twice");
+}
+
+#[test]
+fn bulk_inserts_read_back() {
+    for version in [6, 9] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let spec = cow_spec(version);
+        let mut w = TableWriter::create(root, spec.clone(), START).unwrap();
+        let (a, b) = ("a".to_string(), "b".to_string());
+        let mut t = w.begin(Action::Commit).unwrap();
+        let ids = t.insert_linked(&[(&a, 3), (&b, 2)]).unwrap();
+        assert_eq!(ids.len(), 5);
+        let big = t.insert_sized(&b, 200_000).unwrap();
+        let t1 = t.complete().unwrap();
+        assert!(root.join(".hoodie/.temp/hudifs-gen").is_dir());
+        w.remove_templates().unwrap();
+        assert!(!root.join(".hoodie/.temp/hudifs-gen").exists());
+        let (cfg, tl) = check_table(root, &spec);
+        let listing = list_table(&cfg).unwrap();
+        assert_eq!(listing.files().count(), 6);
+        let sized = listing.files().find(|f| f.file_id() == big).unwrap();
+        assert!(sized.size >= 200_000, "{}", sized.size);
+        let ctx = crate::fsview::Context::new(std::sync::Arc::new(cfg), std::sync::Arc::new(tl));
+        let view =
+            crate::fsview::resolve(&ctx, &listing, &crate::fsview::ViewKey::Latest, false).unwrap();
+        assert_eq!(view.files.len(), 6);
+        assert_eq!(view.instant.as_deref(), Some(t1.as_str()));
+        // Bulk-inserted groups are not tracked: no update, no compaction.
+        let mut t = w.begin(Action::Commit).unwrap();
+        assert!(t.update(&a, &ids[0], &rows(9, 1)).is_err());
+    }
+}
+
+#[test]
+fn staged_completion_completes_on_publish() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let spec = cow_spec(9);
+    let mut w = TableWriter::create(root, spec.clone(), START).unwrap();
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.insert("a", &rows(1, 2)).unwrap();
+    let staging = root.join(".hoodie/.temp/staging");
+    let staged = t.complete_staged(&staging).unwrap();
+    let cfg = TableConfig::load(root).unwrap();
+    let tl = Timeline::load(&cfg).unwrap();
+    assert!(!tl.completed.contains_key(&staged.instant));
+    assert!(staged.staged.exists());
+    staged.publish().unwrap();
+    let (_, tl) = check_table(root, &spec);
+    assert!(tl.completed.contains_key(&staged.instant));
+    assert!(!staged.staged.exists());
 }

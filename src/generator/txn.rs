@@ -90,6 +90,26 @@ struct Op {
     stat: Stat,
     /// Rows this op wrote (log records), or the full content of the base file.
     rows: Vec<StoredRow>,
+    /// A bulk insert whose rows are not tracked.
+    opaque: bool,
+}
+
+/// A write completed by [`Txn::complete_staged`]: its completed instant file waits in the
+/// staging directory until renamed to `timeline_path`.
+#[derive(Debug, Clone)]
+pub struct StagedCompletion {
+    /// The requested time of the write.
+    pub instant: String,
+    pub staged: std::path::PathBuf,
+    pub timeline_path: std::path::PathBuf,
+}
+
+impl StagedCompletion {
+    /// Rename the completed instant file into the timeline: the write is now complete.
+    pub fn publish(&self) -> Result<()> {
+        std::fs::rename(&self.staged, &self.timeline_path)
+            .map_err(|e| Error::io(&self.timeline_path, e))
+    }
 }
 
 /// A write in progress. Data files are written as soon as an operation is called; the write
@@ -219,6 +239,7 @@ impl Txn<'_> {
         let token = self.w.write_token(task, self.stage);
         let name = listing::base_file_name(file_id, &token, &self.instant, BASE_EXT);
         let path = listing::partition_dir(&self.w.root, partition).join(&name);
+        let partition_values = self.w.partition_values(partition);
         let size = parquet::write_base_file(
             &BaseFile {
                 path: &path,
@@ -226,6 +247,7 @@ impl Txn<'_> {
                 partition,
                 table: &self.w.spec.name,
                 with_meta: self.w.spec.populate_meta_fields,
+                partition_values: &partition_values,
             },
             rows,
         )?;
@@ -270,6 +292,7 @@ impl Txn<'_> {
                 ..Stat::default()
             },
             rows: stored,
+            opaque: false,
         });
         Ok(file_id)
     }
@@ -296,6 +319,11 @@ impl Txn<'_> {
         if let Some(r) = &g.replaced_by {
             return Err(Error::Usage(format!(
                 "file group {partition}/{file_id} was replaced by {r}"
+            )));
+        }
+        if g.opaque {
+            return Err(Error::Usage(format!(
+                "file group {partition}/{file_id} was bulk-inserted; its rows are not tracked"
             )));
         }
         let slice = g
@@ -333,7 +361,13 @@ impl Txn<'_> {
             self.write_inflight()?;
             let token = self.w.write_token(task, self.stage);
             let name = listing::log_file_name(file_id, &name_instant, version, &token);
-            let schema = parquet::data_schema(&self.w.spec.name, self.w.spec.populate_meta_fields);
+            let spec = &self.w.spec;
+            let schema = parquet::data_schema(
+                &spec.name,
+                spec.populate_meta_fields,
+                &spec.partition_fields,
+            );
+            let partition_values = self.w.partition_values(partition);
             // Hudi's append handle puts the file id in `_hoodie_file_name` of log records.
             let records = parquet::encode_rows(
                 &schema,
@@ -341,6 +375,7 @@ impl Txn<'_> {
                 partition,
                 file_id,
                 self.w.spec.populate_meta_fields,
+                &partition_values,
             )
             .map_err(encode_err(&name))?;
             let bytes = logfile::avro_data_block(&self.instant, &schema.to_text(), &records);
@@ -392,6 +427,7 @@ impl Txn<'_> {
                     ..Stat::default()
                 },
                 rows: stored,
+                opaque: false,
             });
             Ok(name)
         } else {
@@ -427,6 +463,7 @@ impl Txn<'_> {
                     ..Stat::default()
                 },
                 rows: content,
+                opaque: false,
             });
             Ok(name)
         }
@@ -456,6 +493,31 @@ impl Txn<'_> {
     /// Complete the write: the completed instant file with its commit metadata. Returns the
     /// requested time.
     pub fn complete(self) -> Result<String> {
+        self.finish(None).map(|(instant, _)| instant)
+    }
+
+    /// Complete the write, but write the completed instant file into `staging` (a directory on
+    /// the same file system, outside the timeline) instead of the timeline directory: the
+    /// write completes when the caller renames the file to the returned path. The writer's
+    /// model counts the write as complete already. For measuring how fast a reader sees a
+    /// commit: the completed instant file appears atomically, as with Hudi's own rename on
+    /// storage that supports it.
+    pub fn complete_staged(self, staging: &std::path::Path) -> Result<StagedCompletion> {
+        let (instant, paths) = self.finish(Some(staging))?;
+        let (staged, timeline_path) = paths
+            .ok_or_else(|| Error::Usage("a staged completion gives a staged file".to_string()))?;
+        Ok(StagedCompletion {
+            instant,
+            staged,
+            timeline_path,
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn finish(
+        self,
+        staging: Option<&std::path::Path>,
+    ) -> Result<(String, Option<(std::path::PathBuf, std::path::PathBuf)>)> {
         let operation = self.operation();
         let w = self.w;
         let completion = w.next_time()?;
@@ -473,7 +535,19 @@ impl Txn<'_> {
             self.action,
             State::Completed,
         );
-        w.write_instant(&path, Some((&schema, &meta, true)))?;
+        let staged = match staging {
+            None => {
+                w.write_instant(&path, Some((&schema, &meta, true)))?;
+                None
+            }
+            Some(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+                let name = path.file_name().unwrap_or_default();
+                let staged = dir.join(name);
+                w.write_instant(&staged, Some((&schema, &meta, true)))?;
+                Some((staged, path))
+            }
+        };
 
         // The write is durable: fold it into the writer's model.
         for op in self.ops {
@@ -488,6 +562,7 @@ impl Txn<'_> {
                         slices: Vec::new(),
                         rows: BTreeMap::new(),
                         replaced_by: None,
+                        opaque: op.opaque,
                     });
                     g.slices.push(s);
                     g.rows = rows;
@@ -531,12 +606,184 @@ impl Txn<'_> {
                 self.instant.clone()
             });
         }
-        Ok(self.instant)
+        Ok((self.instant, staged))
     }
 
     /// Leave the write in flight (its data files stay on disk; the timeline has only its
     /// `.requested` and `.inflight`). Returns the requested time.
     pub fn abandon(self) -> String {
         self.instant
+    }
+}
+
+/// Links made to one template file before a new one is written (ext4 allows 65,000 links).
+const LINKS_PER_TEMPLATE: u32 = 60_000;
+/// Rows per row group of [`Txn::insert_sized`].
+const SIZED_GROUP_ROWS: usize = 1 << 16;
+/// Record keys of [`Txn::insert_sized`] start here (13 digits, so string order = numeric).
+const SIZED_KEY_BASE: i64 = 1_000_000_000_000;
+
+/// Bulk inserts for benchmark tables: names, write statistics and the timeline are those of
+/// real inserts, but the writer keeps no rows for these file groups (they cannot be updated or
+/// compacted) and the content is not per file.
+impl Txn<'_> {
+    /// Insert new file groups at once: `count` groups into each `(partition, count)` of
+    /// `groups`. The `.inflight` is written once (not once per group), and every base file is a
+    /// hard link to a template Parquet file of its partition — one row, written on first use
+    /// under `.hoodie/.temp/hudifs-gen/` (removed by [`TableWriter::remove_templates`] or when
+    /// the writer is dropped) — so the files of a partition all hold the same row. Returns the
+    /// new file ids, in order.
+    pub fn insert_linked(&mut self, groups: &[(&str, usize)]) -> Result<Vec<String>> {
+        for (partition, _) in groups {
+            self.w.check_partition(partition)?;
+        }
+        let total: usize = groups.iter().map(|(_, n)| n).sum();
+        if total == 0 {
+            return Ok(Vec::new());
+        }
+        for (partition, count) in groups {
+            for _ in 0..*count {
+                self.profile
+                    .push((partition.to_string(), String::new(), "null".into(), 1, 0));
+            }
+        }
+        self.write_inflight()?;
+        let mut file_ids = Vec::with_capacity(total);
+        for (partition, count) in groups {
+            self.w.ensure_partition(partition, &self.instant)?;
+            let dir = listing::partition_dir(&self.w.root, partition);
+            for _ in 0..*count {
+                let file_id = self.w.new_file_id();
+                let (template, size) = self.template(partition)?;
+                let token = self.w.write_token(self.task, self.stage);
+                let name = listing::base_file_name(&file_id, &token, &self.instant, BASE_EXT);
+                let path = dir.join(&name);
+                std::fs::hard_link(&template, &path).map_err(|e| Error::io(&path, e))?;
+                self.record_pending(partition, &file_id, &name, false, size);
+                self.task += 1;
+                self.ops.push(Op {
+                    kind: OpKind::Insert,
+                    stat: Stat {
+                        partition: partition.to_string(),
+                        file_id: file_id.clone(),
+                        path: rel_path(partition, &name),
+                        prev_commit: "null".into(),
+                        num_writes: 1,
+                        num_inserts: 1,
+                        size,
+                        ..Stat::default()
+                    },
+                    rows: Vec::new(),
+                    opaque: true,
+                });
+                file_ids.push(file_id);
+            }
+        }
+        Ok(file_ids)
+    }
+
+    /// The template of `partition` to link next (path, size), written when missing or full.
+    fn template(&mut self, partition: &str) -> Result<(std::path::PathBuf, u64)> {
+        if let Some((path, size, links)) = self.w.templates.get_mut(partition) {
+            if *links < LINKS_PER_TEMPLATE {
+                *links += 1;
+                return Ok((path.clone(), *size));
+            }
+        }
+        self.w.template_count += 1;
+        let name = format!("template-{}.parquet", self.w.template_count);
+        let path = self.w.template_dir().join(&name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        let rows = self.stamp(&super::rows(0, 1), 0);
+        let partition_values = self.w.partition_values(partition);
+        let size = parquet::write_base_file(
+            &BaseFile {
+                path: &path,
+                file_name: &name,
+                partition,
+                table: &self.w.spec.name,
+                with_meta: self.w.spec.populate_meta_fields,
+                partition_values: &partition_values,
+            },
+            &rows,
+        )?;
+        self.w
+            .templates
+            .insert(partition.to_string(), (path.clone(), size, 1));
+        Ok((path, size))
+    }
+
+    /// Insert one new file group whose base file is a real Parquet file of at least `bytes`
+    /// bytes (deterministic rows with 13-digit keys, written in row groups of 65,536 rows and
+    /// not kept in memory). Returns the file id.
+    pub fn insert_sized(&mut self, partition: &str, bytes: u64) -> Result<String> {
+        self.w.check_partition(partition)?;
+        let file_id = self.w.new_file_id();
+        self.profile
+            .push((partition.to_string(), String::new(), "null".into(), 0, 0));
+        self.write_inflight()?;
+        self.w.ensure_partition(partition, &self.instant)?;
+        let token = self.w.write_token(self.task, self.stage);
+        let name = listing::base_file_name(&file_id, &token, &self.instant, BASE_EXT);
+        let path = listing::partition_dir(&self.w.root, partition).join(&name);
+        let partition_values = self.w.partition_values(partition);
+        let target = BaseFile {
+            path: &path,
+            file_name: &name,
+            partition,
+            table: &self.w.spec.name,
+            with_meta: self.w.spec.populate_meta_fields,
+            partition_values: &partition_values,
+        };
+        let mut writer = parquet::BaseWriter::create(&target)?;
+        let mut written = 0usize;
+        let mut chunk = 0u64;
+        while (writer.bytes_written() as u64) < bytes {
+            let start = SIZED_KEY_BASE + written as i64;
+            let ids: Vec<i64> = (start..start + SIZED_GROUP_ROWS as i64).collect();
+            let rows = super::rows_with_ids(chunk, &ids);
+            let stored: Vec<StoredRow> = rows
+                .into_iter()
+                .enumerate()
+                .map(|(i, row)| StoredRow {
+                    row,
+                    commit_time: self.instant.clone(),
+                    seqno: format!("{}_{}_{}", self.instant, self.task, written + i + 1),
+                })
+                .collect();
+            writer.write_group(&stored)?;
+            written += stored.len();
+            chunk += 1;
+        }
+        let range = (written > 0).then(|| {
+            (
+                SIZED_KEY_BASE.to_string(),
+                (SIZED_KEY_BASE + written as i64 - 1).to_string(),
+            )
+        });
+        let size = writer.close(range)?;
+        self.record_pending(partition, &file_id, &name, false, size);
+        self.task += 1;
+        self.ops.push(Op {
+            kind: OpKind::Insert,
+            stat: Stat {
+                partition: partition.to_string(),
+                file_id: file_id.clone(),
+                path: rel_path(partition, &name),
+                prev_commit: "null".into(),
+                num_writes: written,
+                num_inserts: written,
+                size,
+                ..Stat::default()
+            },
+            rows: Vec::new(),
+            opaque: true,
+        });
+        if let Some(p) = self.profile.last_mut() {
+            p.3 = written;
+        }
+        Ok(file_id)
     }
 }
