@@ -743,7 +743,8 @@ fn bench_find(table: &Path, c: &Common) -> Res<()> {
     append(&c.out, &r)?;
     let mut notes = notes;
     notes.push(
-        "cold = the first find after a fresh mount (one mount per repetition; the kernel caches          of the table directory itself stay warm), against a plain find of the table"
+        "cold = the first find after a fresh mount (one mount per repetition; the kernel caches of \
+         the table directory itself stay warm), against a plain find of the table"
             .to_string(),
     );
     let r = Record::new(
