@@ -241,7 +241,12 @@ impl Context {
     /// that needs it cannot tell which archived instants it lacks.
     pub fn archive(&self) -> Result<Arc<ArchivedFacts>> {
         let r = self.archive.get_or_init(|| {
-            let a = crate::archive::load_archive(&self.cfg).map_err(|e| e.to_string())?;
+            // The archive is untrusted input read by a third-party Avro/Parquet decoder: a panic
+            // in there is one more way for it to be unreadable.
+            let cfg = &self.cfg;
+            let a = std::panic::catch_unwind(|| crate::archive::load_archive(cfg))
+                .map_err(|_| "the archived timeline could not be decoded".to_string())?
+                .map_err(|e| e.to_string())?;
             if !a.is_complete() {
                 let problems: Vec<String> = a.problems.iter().map(|p| p.to_string()).collect();
                 return Err(format!(

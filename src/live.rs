@@ -409,7 +409,9 @@ pub fn follow(
     };
     let mut last_rescan = Clock::now();
     while !stop.load(Ordering::SeqCst) {
-        let result = match &watch {
+        // A panic while applying a change (malformed input reaching a library) must not stop
+        // the mount from following the table: log it, keep the previous snapshot, go on.
+        let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &watch {
             Some(w) => match w.wait(poll_interval.min(Duration::from_millis(500))) {
                 Ok(Some(ev)) if !ev.rescan => apply(&fs, ev.changed, ev.removed),
                 Ok(Some(_)) => poll_once(&fs, SETTLE),
@@ -428,7 +430,12 @@ pub fn follow(
                 std::thread::sleep(poll_interval);
                 poll_once(&fs, SETTLE)
             }
-        };
+        }));
+        let result = step.unwrap_or_else(|_| {
+            Err(Error::Refused(
+                "internal error while applying a timeline change".into(),
+            ))
+        });
         match result {
             Ok(Some(change)) => {
                 log::debug!(

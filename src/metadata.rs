@@ -16,7 +16,19 @@ pub fn decode(bytes: &[u8]) -> Result<Value, String> {
     serde_json::from_slice(bytes).map_err(|e| format!("not JSON and not Avro: {e}"))
 }
 
+/// The largest single allocation an Avro length prefix may ask for. Instant files are small;
+/// a corrupt length must not make the daemon reserve gigabytes.
+const AVRO_MAX_ALLOCATION: usize = 64 << 20;
+
 fn decode_avro(bytes: &[u8]) -> Result<Value, String> {
+    apache_avro::max_allocation_bytes(AVRO_MAX_ALLOCATION);
+    // The Avro library can panic on some malformed inputs; bad input must never take the
+    // daemon down, so a panic is one more way of being unreadable.
+    std::panic::catch_unwind(|| decode_avro_unguarded(bytes))
+        .unwrap_or_else(|_| Err("malformed Avro (the decoder gave up)".to_string()))
+}
+
+fn decode_avro_unguarded(bytes: &[u8]) -> Result<Value, String> {
     let reader = apache_avro::Reader::new(bytes).map_err(|e| format!("bad Avro container: {e}"))?;
     let mut records = Vec::new();
     for value in reader {
