@@ -16,9 +16,11 @@ pub fn decode(bytes: &[u8]) -> Result<Value, String> {
     serde_json::from_slice(bytes).map_err(|e| format!("not JSON and not Avro: {e}"))
 }
 
-/// The largest single allocation an Avro length prefix may ask for. Instant files are small;
-/// a corrupt length must not make the daemon reserve gigabytes.
-const AVRO_MAX_ALLOCATION: usize = 64 << 20;
+/// The largest length an Avro length prefix or item count may announce (apache-avro checks
+/// both against it before allocating). Instant metadata blocks are far smaller; a corrupt or
+/// crafted length must not make the daemon reserve gigabytes. (A count is of values, so one
+/// crafted count can still ask for this many values' worth of memory: about 2 GiB at most.)
+const AVRO_MAX_ALLOCATION: usize = 32 << 20;
 
 fn decode_avro(bytes: &[u8]) -> Result<Value, String> {
     apache_avro::max_allocation_bytes(AVRO_MAX_ALLOCATION);
