@@ -18,8 +18,10 @@ pub fn decode(bytes: &[u8]) -> Result<Value, String> {
 
 /// The largest length an Avro length prefix or item count may announce (apache-avro checks
 /// both against it before allocating). Instant metadata blocks are far smaller; a corrupt or
-/// crafted length must not make the daemon reserve gigabytes. (A count is of values, so one
-/// crafted count can still ask for this many values' worth of memory: about 2 GiB at most.)
+/// crafted length must not make the daemon reserve unbounded memory. A count is of values, so
+/// one crafted count can still reserve this many values' worth of address space (a few GB for
+/// a map's hash table), most of it never touched; a lower cap would refuse real commits whose
+/// metadata record is tens of MB.
 const AVRO_MAX_ALLOCATION: usize = 32 << 20;
 
 fn decode_avro(bytes: &[u8]) -> Result<Value, String> {
@@ -30,10 +32,42 @@ fn decode_avro(bytes: &[u8]) -> Result<Value, String> {
         .unwrap_or_else(|_| Err("malformed Avro (the decoder gave up)".to_string()))
 }
 
+/// An instant file holds one record; a container announcing more (a corrupt block count can
+/// announce `usize::MAX` records that decode from zero bytes) is not an instant file.
+const AVRO_MAX_RECORDS: usize = 64;
+
+/// Whether a schema refers to a record type from inside that type (decoding such a schema
+/// recurses once per nesting level of the data, so crafted data overflows the stack).
+fn is_recursive(schema: &apache_avro::Schema) -> bool {
+    use apache_avro::Schema as S;
+    fn walk(s: &apache_avro::Schema, path: &mut Vec<String>) -> bool {
+        match s {
+            S::Ref { name } => path.contains(&name.fullname(None)),
+            S::Record(r) => {
+                path.push(r.name.fullname(None));
+                let rec = r.fields.iter().any(|f| walk(&f.schema, path));
+                path.pop();
+                rec
+            }
+            S::Array(a) => walk(&a.items, path),
+            S::Map(m) => walk(&m.types, path),
+            S::Union(u) => u.variants().iter().any(|v| walk(v, path)),
+            _ => false,
+        }
+    }
+    walk(schema, &mut Vec::new())
+}
+
 fn decode_avro_unguarded(bytes: &[u8]) -> Result<Value, String> {
     let reader = apache_avro::Reader::new(bytes).map_err(|e| format!("bad Avro container: {e}"))?;
+    if is_recursive(reader.writer_schema()) {
+        return Err("recursive Avro schema (no Hudi instant metadata is recursive)".to_string());
+    }
     let mut records = Vec::new();
     for value in reader {
+        if records.len() >= AVRO_MAX_RECORDS {
+            return Err(format!("more than {AVRO_MAX_RECORDS} Avro records"));
+        }
         let value = value.map_err(|e| format!("bad Avro record: {e}"))?;
         records.push(avro_to_json(value)?);
     }
@@ -262,6 +296,23 @@ mod tests {
         assert_eq!(m.replaced, vec![("20".to_string(), "g1".to_string())]);
         assert!(decode(b"{\"partitionToWriteSta").is_err());
         assert!(decode(b"Obj\x01garbage").is_err());
+        // Found by fuzzing: a block count of -1 over records that decode from zero bytes (an
+        // endless loop), and a recursive schema with deeply nested data (a stack overflow).
+        let hex = |h: &str| -> Vec<u8> {
+            (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+                .collect()
+        };
+        let endless = hex("4f626a0102166176726f2e736368656d610c226e756c6c220053535353535353535353535353535353010053535353535353535353535353535353");
+        assert!(decode(&endless).is_err());
+        let mut deep = hex("4f626a0102166176726f2e736368656d61a2017b2274797065223a20227265636f7264222c20226e616d65223a20226e222c20226669656c6473223a205b7b226e616d65223a202278222c202274797065223a205b226e756c6c222c20226e225d7d5d7d00");
+        deep.extend(std::iter::repeat_n(0x53u8, 16));
+        deep.extend(hex("02a21f"));
+        deep.extend(std::iter::repeat_n(0x02u8, 2000));
+        deep.push(0);
+        deep.extend(std::iter::repeat_n(0x53u8, 16));
+        assert!(decode(&deep).unwrap_err().contains("recursive"));
         assert!(CommitMetadata::from_json(&serde_json::json!([1])).is_err());
         assert!(
             CommitMetadata::from_json(&serde_json::json!({"partitionToWriteStats": 3})).is_err()
