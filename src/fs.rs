@@ -582,6 +582,17 @@ impl HudiFs {
         Ok(Node::ViewDir { view, dir: 0 })
     }
 
+    /// The node a name at the mount root stands for.
+    fn root_child(&self, name: &str) -> Result<Node> {
+        match name {
+            "latest" => self.view_root(ViewKey::Latest),
+            "as_of" => Ok(Node::AsOfDir),
+            "incremental" => Ok(Node::IncrementalDir),
+            "timeline" => Ok(Node::TimelineDir),
+            _ => Err(Error::NotFound(name.to_string())),
+        }
+    }
+
     /// Attributes and TTL of a node.
     pub fn getattr(&self, ino: u64) -> Result<Entry> {
         let node = Node::from_ino(ino).ok_or_else(|| Error::NotFound(format!("inode {ino}")))?;
@@ -656,13 +667,7 @@ impl HudiFs {
         let parent =
             Node::from_ino(parent).ok_or_else(|| Error::NotFound(format!("inode {parent}")))?;
         let node = match parent {
-            Node::Root => match name {
-                "latest" => self.view_root(ViewKey::Latest)?,
-                "as_of" => Node::AsOfDir,
-                "incremental" => Node::IncrementalDir,
-                "timeline" => Node::TimelineDir,
-                _ => return Err(Error::NotFound(name.to_string())),
-            },
+            Node::Root => self.root_child(name)?,
             Node::AsOfDir => {
                 let snap = self.snapshot();
                 self.view_root(viewkey::parse_as_of(name, &snap.zone)?)?
@@ -739,13 +744,7 @@ impl HudiFs {
             Node::Root => {
                 let mut out = Vec::new();
                 for n in ROOT_NAMES {
-                    let node = match n {
-                        "latest" => self.view_root(ViewKey::Latest)?,
-                        "as_of" => Node::AsOfDir,
-                        "incremental" => Node::IncrementalDir,
-                        _ => Node::TimelineDir,
-                    };
-                    out.push(dir(n, node, TTL_FRESH));
+                    out.push(dir(n, self.root_child(n)?, TTL_FRESH));
                 }
                 out
             }
@@ -978,11 +977,6 @@ impl HudiFs {
         lock(&self.open_files).len()
     }
 
-    /// Number of table files the mount has registered (for tests and memory accounting).
-    pub fn registered_files(&self) -> usize {
-        self.partitions.registry.len()
-    }
-
     fn timeline_file_mtime(&self, name: &str) -> SystemTime {
         let dir = self.snapshot().cfg().timeline_dir.clone();
         std::fs::metadata(dir.join(name))
@@ -1065,24 +1059,6 @@ impl HudiFs {
             _ => {}
         }
         Ok(out)
-    }
-
-    /// The view id and directory path of a view directory inode (for invalidation).
-    pub fn describe_dir(&self, ino: u64) -> Option<(u32, Arc<str>)> {
-        match Node::from_ino(ino)? {
-            Node::ViewDir { view, dir } => Some((view, self.inodes.dirs.get(dir)?)),
-            _ => None,
-        }
-    }
-
-    /// The id of a view key, if it has one.
-    pub fn view_id(&self, key: &ViewKey) -> Option<u32> {
-        self.inodes.views.id(&Arc::new(key.clone()))
-    }
-
-    /// Ids of the views currently cached (for invalidation and tests).
-    pub fn cached_views(&self) -> Vec<u32> {
-        lock(&self.views).iter().map(|(k, _)| *k).collect()
     }
 }
 

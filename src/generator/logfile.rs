@@ -160,73 +160,22 @@ impl ReadBlock {
     }
 }
 
-/// Parse the blocks of a log file; checks sizes and the trailing length of every block.
+/// Parse the blocks of a log file strictly: any truncated or inconsistent block is an error.
+/// The parsing itself is the reader's (`archive::scan_log_blocks`), so writer and reader agree
+/// on the format by construction.
 pub fn read_blocks(bytes: &[u8]) -> Result<Vec<ReadBlock>, String> {
-    struct Cur<'a>(&'a [u8], usize);
-    impl Cur<'_> {
-        fn take(&mut self, n: usize) -> Result<&[u8], String> {
-            let s = self
-                .0
-                .get(self.1..self.1 + n)
-                .ok_or_else(|| format!("truncated at byte {}", self.1))?;
-            self.1 += n;
-            Ok(s)
-        }
-        fn i32(&mut self) -> Result<i32, String> {
-            let b = self.take(4)?;
-            Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        }
-        fn i64(&mut self) -> Result<i64, String> {
-            let b = self.take(8)?;
-            let mut a = [0u8; 8];
-            a.copy_from_slice(b);
-            Ok(i64::from_be_bytes(a))
-        }
-        fn len(&mut self) -> Result<usize, String> {
-            let n = self.i32()?;
-            usize::try_from(n).map_err(|_| format!("negative length {n}"))
-        }
-        fn map(&mut self) -> Result<Vec<(i32, String)>, String> {
-            let n = self.len()?;
-            let mut out = Vec::new();
-            for _ in 0..n {
-                let k = self.i32()?;
-                let l = self.len()?;
-                let v = String::from_utf8(self.take(l)?.to_vec()).map_err(|e| e.to_string())?;
-                out.push((k, v));
-            }
-            Ok(out)
-        }
+    let (blocks, problems) = crate::archive::scan_log_blocks(bytes);
+    if let Some(p) = problems.into_iter().next() {
+        return Err(p);
     }
-    let mut c = Cur(bytes, 0);
-    let mut blocks = Vec::new();
-    while c.1 < bytes.len() {
-        let start = c.1;
-        if c.take(6)? != MAGIC {
-            return Err(format!("no magic at byte {start}"));
-        }
-        let size = c.i64()?;
-        let body_start = c.1;
-        let version = c.i32()?;
-        if version != LOG_FORMAT_VERSION {
-            return Err(format!("log format version {version}"));
-        }
-        let block_type = c.i32()?;
-        let header = c.map()?;
-        let content_len = usize::try_from(c.i64()?).map_err(|e| e.to_string())?;
-        let content = c.take(content_len)?.to_vec();
-        let _footer = c.map()?;
-        let trailing = c.i64()?;
-        if (c.1 - body_start) as i64 != size || trailing != (c.1 - 8 - start) as i64 {
-            return Err(format!("block at byte {start}: inconsistent sizes"));
-        }
-        blocks.push(ReadBlock {
-            block_type,
-            header,
-            content,
-        });
-    }
-    Ok(blocks)
+    Ok(blocks
+        .into_iter()
+        .map(|b| ReadBlock {
+            block_type: b.block_type,
+            header: b.header.into_iter().collect(),
+            content: b.content.to_vec(),
+        })
+        .collect())
 }
 
 #[cfg(test)]
