@@ -6,7 +6,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::MountGuard;
 
@@ -16,11 +15,7 @@ const C2: &str = "20240707001302376";
 const R3: &str = "20240707001303088";
 
 fn table(tmp: &Path) -> Option<PathBuf> {
-    let dir = common::fixtures_dir()?;
-    Some(common::unzip(
-        &dir.join("tables").join(format!("{TABLE}.zip")),
-        tmp,
-    ))
+    common::fixture_table(tmp, TABLE)
 }
 
 fn errno_of(r: std::io::Result<impl Sized>) -> Option<i32> {
@@ -28,15 +23,7 @@ fn errno_of(r: std::io::Result<impl Sized>) -> Option<i32> {
 }
 
 fn hudifs(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hudifs"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    common::run_hudifs(args)
 }
 
 #[test]

@@ -16,22 +16,12 @@ use hudifs::daemon::is_mount_point;
 const TABLE: &str = "sample_table/cow/v6_simplekeygen_nonhivestyle_overwritetable";
 
 fn table(tmp: &Path) -> Option<PathBuf> {
-    let dir = common::fixtures_dir()?;
-    Some(common::unzip(
-        &dir.join("tables").join(format!("{TABLE}.zip")),
-        tmp,
-    ))
+    common::fixture_table(tmp, TABLE)
 }
 
 fn hudifs(args: &[&std::ffi::OsStr]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hudifs"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    let (code, _, err) = common::run_hudifs(args);
+    (code, err)
 }
 
 fn c(p: &Path) -> CString {

@@ -320,3 +320,27 @@ pub fn xattr(path: &Path, name: &str) -> Option<String> {
     buf.truncate(len as usize);
     String::from_utf8(buf).ok()
 }
+
+/// Unzip the fixture table `name` (its path under tables/, without .zip) into `tmp`; `None`
+/// (with the reason printed) when the fixtures are missing.
+pub fn fixture_table(tmp: &Path, name: &str) -> Option<PathBuf> {
+    let dir = fixtures_dir()?;
+    Some(unzip(&dir.join("tables").join(format!("{name}.zip")), tmp))
+}
+
+/// Run the hudifs binary: (exit code, stdout, stderr).
+pub fn run_hudifs<I, S>(args: I) -> (i32, String, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hudifs"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
