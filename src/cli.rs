@@ -152,8 +152,7 @@ pub fn run_timeline(args: &TimelineArgs, out: &mut dyn Write) -> Result<()> {
     if args.json {
         let instants: Vec<_> = table
             .timeline
-            .instants
-            .iter()
+            .instants()
             .map(|i| {
                 json!({
                     "requested": i.requested,
@@ -183,7 +182,7 @@ pub fn run_timeline(args: &TimelineArgs, out: &mut dyn Write) -> Result<()> {
             "requested", "completed", "action", "state"
         )
         .map_err(w)?;
-        for i in &table.timeline.instants {
+        for i in table.timeline.instants() {
             let state = match i.state {
                 crate::timeline::State::Requested => "requested",
                 crate::timeline::State::Inflight => "inflight",

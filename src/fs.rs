@@ -143,15 +143,8 @@ impl Snapshot {
             .or_else(|| ctx.cfg.timeline_zone.clone())
             .unwrap_or(TimelineZone::Utc);
         let tl = &ctx.timeline;
-        let latest_window_time = if ctx.cfg.has_completion_times() {
-            tl.completed
-                .values()
-                .filter_map(|i| i.completion.clone())
-                .max()
-        } else {
-            tl.completed.keys().next_back().cloned()
-        };
-        let oldest_pending = tl.pending().map(|i| i.requested.clone()).min();
+        let latest_window_time = tl.latest_completion().map(str::to_string);
+        let oldest_pending = tl.oldest_pending().map(str::to_string);
         Snapshot {
             generation,
             ctx,
@@ -179,9 +172,7 @@ impl Snapshot {
 
     /// `timeline/` listing: every instant file, sorted.
     pub fn timeline_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.ctx.timeline.file_names().map(str::to_string).collect();
-        names.sort();
-        names
+        self.ctx.timeline.file_names().map(str::to_string).collect()
     }
 
     pub fn cfg(&self) -> &TableConfig {
@@ -680,7 +671,7 @@ impl HudiFs {
             }
             Node::TimelineDir => {
                 let snap = self.snapshot();
-                if !snap.ctx.timeline.file_names().any(|n| n == name) {
+                if !snap.ctx.timeline.has_file(name) {
                     return Err(Error::NotFound(format!("timeline/{name}")));
                 }
                 let id = self

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::listing::{DataFile, Listing};
 use crate::metadata;
 use crate::table::TableConfig;
-use crate::timeline::{Action, State, Timeline};
+use crate::timeline::{Action, Instant, State, Timeline, TimelineDelta};
 
 /// The lower bound hudi-rs and the fixtures use for "from the beginning".
 pub const EARLIEST: &str = "19700101000000000";
@@ -73,26 +73,33 @@ pub type GroupKey = (String, String);
 /// A file placed in a slice: the file and the slice's base instant.
 type Placed<'f> = (&'f DataFile, &'f str);
 
-/// Facts derived once per timeline snapshot that the rules need again and again.
+/// Facts derived from a timeline snapshot that the rules need again and again.
+///
+/// The facts that grow with the history (replaced groups, v6 log attribution) are kept in
+/// persistent maps and updated by difference when the timeline changes ([`Context::apply`]), so
+/// a commit costs what it adds; the few that depend on pending instants are derived afresh.
 pub struct Context {
     pub cfg: Arc<TableConfig>,
     pub timeline: Arc<Timeline>,
-    /// `(requested time, replaced groups)` of completed replacecommits; `Err` if unreadable.
-    replacecommits: Vec<(String, std::result::Result<Vec<GroupKey>, String>)>,
+    /// File group → requested times of the completed replacecommits that replaced it, ascending.
+    replaced_by: imbl::HashMap<GroupKey, Arc<[String]>>,
+    /// Completed replacecommits whose metadata cannot be read: requested time → why.
+    unreadable_replacecommits: imbl::OrdMap<String, String>,
     /// Pending compaction instant → groups its plan covers.
     pending_compaction_groups: BTreeMap<String, BTreeSet<(String, String)>>,
-    /// v6 strict logs: `(partition, file name)` → requested times of completed writes whose
-    /// write stats name it as `path`.
-    log_writers: HashMap<(String, String), Vec<String>>,
-    /// v6: logs a rollback wrote or found from a failed commit, `(partition, file name)`.
-    rollback_logs: HashSet<(String, String)>,
+    /// v6 strict logs: `(partition, file name)` → requested times (ascending) of completed
+    /// writes whose write stats name it as `path`.
+    log_writers: imbl::HashMap<(String, String), Arc<[String]>>,
+    /// v6: logs a rollback wrote or found from a failed commit, `(partition, file name)` → how
+    /// many completed rollbacks name it.
+    rollback_logs: imbl::HashMap<(String, String), u32>,
     /// v6: groups pending deltacommits target; `None` in the set = unknown (unreadable).
     pending_delta_groups: HashSet<(String, String)>,
     pending_delta_unknown: bool,
-    /// v6: requested times of completed writes with unreadable metadata, and whether a rollback
-    /// is unreadable.
-    unreadable_writes: BTreeSet<String>,
-    unreadable_rollback: bool,
+    /// v6: requested times of completed writes with unreadable metadata, and of completed
+    /// rollbacks with unreadable metadata.
+    unreadable_writes: imbl::OrdSet<String>,
+    unreadable_rollbacks: imbl::OrdSet<String>,
     retention_bound: Option<String>,
     savepoints: BTreeSet<String>,
     /// The archived timeline, read the first time a view reaches before the active timeline.
@@ -118,76 +125,175 @@ pub struct ArchivedFacts {
     pub log_writers: HashMap<(String, String), Vec<String>>,
 }
 
+/// Add `t` to (or take it from) the ascending list of times kept for `key`.
+fn update_times<K: std::hash::Hash + Eq + Clone>(
+    map: &mut imbl::HashMap<K, Arc<[String]>>,
+    key: K,
+    t: &str,
+    add: bool,
+) {
+    let mut times: Vec<String> = map.get(&key).map(|v| v.to_vec()).unwrap_or_default();
+    match (times.binary_search_by(|x| x.as_str().cmp(t)), add) {
+        (Err(i), true) => times.insert(i, t.to_string()),
+        (Ok(i), false) => {
+            times.remove(i);
+        }
+        _ => return,
+    }
+    if times.is_empty() {
+        map.remove(&key);
+    } else {
+        map.insert(key, times.into());
+    }
+}
+
 impl Context {
+    /// Derive every fact from `timeline`.
     pub fn new(cfg: Arc<TableConfig>, timeline: Arc<Timeline>) -> Context {
-        let replacecommits = timeline
-            .completed
-            .values()
-            .filter(|i| i.action == Action::ReplaceCommit)
-            .map(|i| {
-                (
-                    i.requested.clone(),
-                    i.commit_metadata().map(|m| m.replaced.clone()),
-                )
-            })
-            .collect();
-        let pending_compaction_groups = timeline.pending_compaction_groups();
-        let retention_bound = timeline.retention_bound();
-        let savepoints = timeline.savepoints();
-        let v6_mor = cfg.is_mor() && !cfg.has_completion_times();
         let mut ctx = Context {
             cfg,
-            timeline,
-            replacecommits,
-            pending_compaction_groups,
-            log_writers: HashMap::new(),
-            rollback_logs: HashSet::new(),
+            timeline: timeline.clone(),
+            replaced_by: imbl::HashMap::new(),
+            unreadable_replacecommits: imbl::OrdMap::new(),
+            pending_compaction_groups: BTreeMap::new(),
+            log_writers: imbl::HashMap::new(),
+            rollback_logs: imbl::HashMap::new(),
             pending_delta_groups: HashSet::new(),
             pending_delta_unknown: false,
-            unreadable_writes: BTreeSet::new(),
-            unreadable_rollback: false,
-            retention_bound,
-            savepoints,
+            unreadable_writes: imbl::OrdSet::new(),
+            unreadable_rollbacks: imbl::OrdSet::new(),
+            retention_bound: None,
+            savepoints: BTreeSet::new(),
             archive: OnceLock::new(),
         };
-        if v6_mor {
-            ctx.load_v6_log_attribution();
+        for inst in timeline.completed.values() {
+            ctx.account(inst, true);
         }
+        for inst in timeline.completed_of(Action::Rollback) {
+            ctx.account(inst, true);
+        }
+        ctx.derive_pending();
         ctx
     }
 
-    /// Strict-log facts for v6 (spec §4.5).
-    fn load_v6_log_attribution(&mut self) {
-        for (t, inst) in &self.timeline.completed {
-            match inst.commit_metadata() {
-                Ok(m) => {
-                    for s in &m.write_stats {
-                        if let Some(name) = s.file_name() {
-                            if name.starts_with('.') {
-                                self.log_writers
-                                    .entry((s.partition.clone(), name.to_string()))
-                                    .or_default()
-                                    .push(t.clone());
+    /// The facts of `timeline`, which is this context's timeline changed by `delta`: the
+    /// history-long facts are updated by difference, the rest derived afresh. Equal to
+    /// `Context::new(cfg, timeline)`.
+    pub fn apply(&self, timeline: Arc<Timeline>, delta: &TimelineDelta) -> Context {
+        let mut ctx = Context {
+            cfg: self.cfg.clone(),
+            timeline: timeline.clone(),
+            replaced_by: self.replaced_by.clone(),
+            unreadable_replacecommits: self.unreadable_replacecommits.clone(),
+            pending_compaction_groups: BTreeMap::new(),
+            log_writers: self.log_writers.clone(),
+            rollback_logs: self.rollback_logs.clone(),
+            pending_delta_groups: HashSet::new(),
+            pending_delta_unknown: false,
+            unreadable_writes: self.unreadable_writes.clone(),
+            unreadable_rollbacks: self.unreadable_rollbacks.clone(),
+            retention_bound: None,
+            savepoints: BTreeSet::new(),
+            archive: OnceLock::new(),
+        };
+        for inst in &delta.removed {
+            ctx.account(inst, false);
+        }
+        for inst in &delta.added {
+            ctx.account(inst, true);
+        }
+        // Nothing was archived (the active timeline starts where it did): the archive read for
+        // the previous snapshot still holds.
+        if timeline.active_start == self.timeline.active_start
+            && timeline.archive_nonempty == self.timeline.archive_nonempty
+        {
+            if let Some(a) = self.archive.get() {
+                let _ = ctx.archive.set(a.clone());
+            }
+        }
+        ctx.derive_pending();
+        ctx
+    }
+
+    /// Add (or take away) what a completed instant contributes to the history-long facts.
+    fn account(&mut self, inst: &Instant, add: bool) {
+        if !inst.is_completed() {
+            return;
+        }
+        let v6_mor = self.cfg.has_v6_logs();
+        let t = inst.requested.as_str();
+        if inst.is_completed_write() {
+            let meta = inst.commit_metadata();
+            if inst.action == Action::ReplaceCommit {
+                match &meta {
+                    Ok(m) => {
+                        for g in &m.replaced {
+                            update_times(&mut self.replaced_by, g.clone(), t, add);
+                        }
+                    }
+                    Err(e) if add => {
+                        self.unreadable_replacecommits
+                            .insert(t.to_string(), e.clone());
+                    }
+                    Err(_) => {
+                        self.unreadable_replacecommits.remove(t);
+                    }
+                }
+            }
+            if v6_mor {
+                match &meta {
+                    Ok(m) => {
+                        for s in &m.write_stats {
+                            if let Some(name) = s.file_name().filter(|n| n.starts_with('.')) {
+                                let key = (s.partition.clone(), name.to_string());
+                                update_times(&mut self.log_writers, key, t, add);
                             }
                         }
                     }
-                }
-                Err(e) => {
-                    log::warn!("{e}");
-                    self.unreadable_writes.insert(t.clone());
+                    Err(e) if add => {
+                        log::warn!("{e}");
+                        self.unreadable_writes.insert(t.to_string());
+                    }
+                    Err(_) => {
+                        self.unreadable_writes.remove(t);
+                    }
                 }
             }
-        }
-        for inst in self.timeline.completed_of(Action::Rollback) {
+        } else if inst.action == Action::Rollback && v6_mor {
             match inst.json() {
-                Ok(v) => self.rollback_logs.extend(metadata::rollback_files(&v)),
-                Err(e) => {
+                Ok(v) => {
+                    for key in metadata::rollback_files(&v) {
+                        let n = self.rollback_logs.get(&key).copied().unwrap_or(0);
+                        let n = if add { n + 1 } else { n.saturating_sub(1) };
+                        if n == 0 {
+                            self.rollback_logs.remove(&key);
+                        } else {
+                            self.rollback_logs.insert(key, n);
+                        }
+                    }
+                }
+                Err(e) if add => {
                     log::warn!("unreadable rollback metadata: {e}");
-                    self.unreadable_rollback = true;
+                    self.unreadable_rollbacks.insert(t.to_string());
+                }
+                Err(_) => {
+                    self.unreadable_rollbacks.remove(t);
                 }
             }
         }
-        for inst in self.timeline.pending() {
+    }
+
+    /// The facts that depend on pending instants, savepoints and the last clean: few, so
+    /// derived afresh for every snapshot.
+    fn derive_pending(&mut self) {
+        let timeline = self.timeline.clone();
+        self.pending_compaction_groups = timeline.pending_compaction_groups();
+        self.retention_bound = timeline.retention_bound();
+        self.savepoints = timeline.savepoints();
+        if !self.cfg.has_v6_logs() {
+            return;
+        }
+        for inst in timeline.pending() {
             if inst.action != Action::DeltaCommit {
                 continue;
             }
@@ -206,6 +312,34 @@ impl Context {
                 _ => self.pending_delta_unknown = true,
             }
         }
+    }
+
+    /// Every derived fact in a comparable form (for tests: incremental equals fresh).
+    pub fn facts(&self) -> serde_json::Value {
+        let sorted =
+            |m: &imbl::HashMap<(String, String), Arc<[String]>>| -> BTreeMap<String, Vec<String>> {
+                m.iter()
+                    .map(|((p, n), v)| (format!("{p}/{n}"), v.to_vec()))
+                    .collect()
+            };
+        serde_json::json!({
+            "replaced_by": sorted(&self.replaced_by),
+            "unreadable_replacecommits": self.unreadable_replacecommits.keys().collect::<Vec<_>>(),
+            "pending_compaction_groups": self.pending_compaction_groups,
+            "log_writers": sorted(&self.log_writers),
+            "rollback_logs": self.rollback_logs.iter().map(|((p, n), c)| (format!("{p}/{n}"), *c)).collect::<BTreeMap<_, _>>(),
+            "pending_delta_groups": self.pending_delta_groups.iter().cloned().collect::<BTreeSet<_>>(),
+            "pending_delta_unknown": self.pending_delta_unknown,
+            "unreadable_writes": self.unreadable_writes.iter().collect::<Vec<_>>(),
+            "unreadable_rollbacks": self.unreadable_rollbacks.iter().collect::<Vec<_>>(),
+            "retention_bound": self.retention_bound,
+            "savepoints": self.savepoints,
+            "active_start": self.timeline.active_start,
+            "latest": self.timeline.latest,
+            "completed": self.timeline.completed.keys().collect::<Vec<_>>(),
+            "pending": self.timeline.pending().map(|i| (i.requested.clone(), i.action.name())).collect::<Vec<_>>(),
+            "files": self.timeline.file_names().collect::<Vec<_>>(),
+        })
     }
 
     /// The cleaner's retention bound, if a clean happened.
@@ -304,25 +438,25 @@ impl Context {
         self.timeline.archive_nonempty && self.timeline.is_archived(t)
     }
 
-    /// Replaced groups as of `t` (S2); an unreadable replacecommit at or before `t` refuses.
-    /// Archived replacecommits count when `t` itself is archived (spec §2.7: never for latest).
-    fn replaced_as_of(&self, t: &str) -> Result<HashSet<(String, String)>> {
-        let mut out = HashSet::new();
+    /// The groups replaced as of `t` (S2) that only the archive knows of; an unreadable
+    /// replacecommit at or before `t` refuses. The active timeline's replaced groups are asked
+    /// per group ([`Context::replaced_at`]). Archived replacecommits count when `t` itself is
+    /// archived (spec §2.7: never for latest).
+    fn check_replaced_as_of(&self, t: &str) -> Result<HashSet<(String, String)>> {
         let unreadable = |r: &str, e: &str| {
             Error::Refused(format!(
                 "replacecommit {r} has unreadable metadata, so the file groups it replaced are \
                  unknown for every snapshot at or after it: {e}"
             ))
         };
-        for (r, groups) in &self.replacecommits {
-            if r.as_str() > t {
-                continue;
-            }
-            match groups {
-                Ok(g) => out.extend(g.iter().cloned()),
-                Err(e) => return Err(unreadable(r, e)),
-            }
+        if let Some((r, e)) = self
+            .unreadable_replacecommits
+            .range::<_, str>((Unbounded, Included(t)))
+            .next()
+        {
+            return Err(unreadable(r, e));
         }
+        let mut out = HashSet::new();
         if self.needs_archive(t) {
             let a = self.archive()?;
             for (r, (_, m)) in a.writes.range::<str, _>((Unbounded, Included(t))) {
@@ -333,6 +467,15 @@ impl Context {
             }
         }
         Ok(out)
+    }
+
+    /// Whether a completed replacecommit of the active timeline at or before `t` replaced the
+    /// group.
+    fn replaced_at(&self, g: &GroupKey, t: &str) -> bool {
+        self.replaced_by
+            .get(g)
+            .and_then(|times| times.first())
+            .is_some_and(|r| r.as_str() <= t)
     }
 
     /// The clean guard (spec §4.6): `t` must not be older than what the cleaner retains unless
@@ -369,7 +512,9 @@ pub struct Plan {
     /// Snapshot time the files are chosen at; `None` for a view with no files.
     pub t: Option<String>,
     pub read_optimized: bool,
-    replaced: HashSet<GroupKey>,
+    /// Groups replaced as of `t` by archived replacecommits (the active timeline's are asked of
+    /// the context).
+    archived_replaced: HashSet<GroupKey>,
     /// Incremental views: the only file groups listed.
     only: Option<BTreeSet<GroupKey>>,
     /// Snapshot views: the instant the view shows (for `latest/`, the newest completed write).
@@ -397,7 +542,7 @@ pub fn plan(ctx: &Context, key: &ViewKey, read_optimized: bool) -> Result<Plan> 
         key: key.clone(),
         t: None,
         read_optimized,
-        replaced: HashSet::new(),
+        archived_replaced: HashSet::new(),
         only: None,
         instant: None,
         selected: Vec::new(),
@@ -419,7 +564,7 @@ pub fn plan(ctx: &Context, key: &ViewKey, read_optimized: bool) -> Result<Plan> 
         }
     }
     if let Some(t) = &p.t {
-        p.replaced = ctx.replaced_as_of(t)?;
+        p.archived_replaced = ctx.check_replaced_as_of(t)?;
     }
     Ok(p)
 }
@@ -489,7 +634,10 @@ pub fn resolve_partition<F: std::borrow::Borrow<DataFile>>(
     let mut chosen: Vec<(u32, Option<String>, String)> = Vec::new();
     for (fid, gfiles) in groups {
         let gkey = (partition.clone(), fid.to_string());
-        if plan.replaced.contains(&gkey) || plan.only.as_ref().is_some_and(|o| !o.contains(&gkey)) {
+        if ctx.replaced_at(&gkey, t)
+            || plan.archived_replaced.contains(&gkey)
+            || plan.only.as_ref().is_some_and(|o| !o.contains(&gkey))
+        {
             continue;
         }
         resolve_group(ctx, &gkey, &gfiles, t, plan.read_optimized, &mut chosen);
@@ -740,11 +888,11 @@ fn v6_log_writer(ctx: &Context, l: &DataFile, t: &str) -> Option<String> {
     }
     // (b) an archived writer.
     let group = (l.partition.to_string(), l.file_id().to_string());
-    let archived_writer_possible = !ctx.rollback_logs.contains(&key)
+    let archived_writer_possible = !ctx.rollback_logs.contains_key(&key)
         && !ctx.pending_delta_unknown
         && !ctx.pending_delta_groups.contains(&group)
-        && !ctx.unreadable_rollback
-        && !ctx.unreadable_writes.range(l.instant().to_string()..).any(|_| true)
+        && ctx.unreadable_rollbacks.is_empty()
+        && ctx.unreadable_writes.range(l.instant().to_string()..).next().is_none()
         && ctx.timeline.active_start.as_deref().is_some_and(|s| t >= s)
         // The writer of an unattributed log must precede the active timeline; its slice does too.
         && ctx.timeline.is_archived(l.instant());
@@ -774,13 +922,6 @@ fn incremental(
         _ => None,
     };
     let by_completion = ctx.cfg.has_completion_times();
-    let time_of = |i: &crate::timeline::Instant| -> String {
-        if by_completion {
-            i.completion.clone().unwrap_or_else(|| i.requested.clone())
-        } else {
-            i.requested.clone()
-        }
-    };
     let mut window_end: Option<String> = end.map(str::to_string);
     if !by_completion {
         // BLOCK: the oldest pending write instant inside the window cuts it just before itself.
@@ -808,13 +949,20 @@ fn incremental(
             }
         }
     }
-    for i in tl.completed.values() {
-        if in_window(&time_of(i)) {
+    // Completed writes by the time that selects them (completion time; requested time on v6,
+    // where the two are the same): only those in the window are visited.
+    let from = start.map_or(Unbounded, |s| Included((s.to_string(), String::new())));
+    for (_, r) in tl
+        .completed_by_completion((from, Unbounded))
+        .skip_while(|(c, _)| start.is_some_and(|s| c.as_str() <= s))
+        .take_while(|(c, _)| window_end.as_deref().is_none_or(|e| c.as_str() <= e))
+    {
+        if let Some(i) = tl.completed.get(r) {
             selected.push((i.requested.clone(), i.commit_metadata()));
         }
     }
     selected.sort_by(|a, b| a.0.cmp(&b.0));
-    plan.effective_end = window_end.or_else(|| tl.completed.values().map(|i| time_of(i)).max());
+    plan.effective_end = window_end.or_else(|| tl.latest_completion().map(str::to_string));
     plan.selected = selected.iter().map(|i| i.0.clone()).collect();
     let Some(l) = plan.selected.iter().max().cloned() else {
         return Ok(());
@@ -855,24 +1003,11 @@ fn incremental(
 /// The window keys of `incremental/`: one window per completed write instant, from the previous
 /// one (or [`EARLIEST`]) to it, over the time that selects instants.
 pub fn incremental_windows(ctx: &Context) -> Vec<(String, String)> {
-    let mut times: Vec<String> = ctx
-        .timeline
-        .completed
-        .values()
-        .map(|i| {
-            if ctx.cfg.has_completion_times() {
-                i.completion.clone().unwrap_or_else(|| i.requested.clone())
-            } else {
-                i.requested.clone()
-            }
-        })
-        .collect();
-    times.sort();
     let mut prev = EARLIEST.to_string();
     let mut out = Vec::new();
-    for t in times {
-        out.push((prev.clone(), t.clone()));
-        prev = t;
+    for (t, _) in ctx.timeline.completed_by_completion(..) {
+        out.push((prev, t.clone()));
+        prev = t.clone();
     }
     out
 }

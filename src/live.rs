@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::fs::{HudiFs, Snapshot};
 use crate::fsview::Context;
 use crate::metadata;
-use crate::timeline::{self, Action, InstantFile, State};
+use crate::timeline::{self, Action, InstantFile, State, TimelineDelta};
 
 /// A timeline file modified more recently than this may still be being written: the polling
 /// path waits for the next round before reading it (inotify waits for close-write instead).
@@ -34,45 +34,39 @@ pub struct Change {
     pub touched: Option<BTreeSet<String>>,
 }
 
-/// Re-read the timeline directory, and apply names that appeared or vanished. Files modified
-/// less than `settle` ago wait for the next round.
+/// Re-read the timeline directory, and apply names that appeared or vanished. New files
+/// modified less than `settle` ago wait for the next round.
 pub fn poll_once(fs: &HudiFs, settle: Duration) -> Result<Option<Change>> {
     let snap = fs.snapshot();
     let dir = snap.cfg().timeline_dir.clone();
-    let known: BTreeSet<&str> = snap.ctx.timeline.file_names().collect();
-    let mut seen = BTreeSet::new();
+    let tl = &snap.ctx.timeline;
+    let seen = stable_listing(&dir)?;
     let mut changed = BTreeSet::new();
     let now = SystemTime::now();
-    for e in stable_listing(&dir)? {
-        let name = e.0;
-        seen.insert(name.clone());
+    for name in &seen {
         // The configuration is re-read on inotify events only (it changes with upgrades).
-        if known.contains(name.as_str())
-            || fs.is_ignored(&name)
-            || name.starts_with("hoodie.properties")
-        {
+        if tl.has_file(name) || fs.is_ignored(name) || name.starts_with("hoodie.properties") {
             continue;
         }
-        let young =
-            e.1.is_some_and(|m| now.duration_since(m).unwrap_or_default() < settle);
+        let mtime = std::fs::metadata(dir.join(name)).and_then(|m| m.modified());
+        let young = mtime.is_ok_and(|m| now.duration_since(m).unwrap_or_default() < settle);
         if !young {
-            changed.insert(name);
+            changed.insert(name.clone());
         }
     }
-    let removed: BTreeSet<String> = known
-        .iter()
-        .filter(|n| !seen.contains(**n))
-        .map(|n| n.to_string())
+    let removed: BTreeSet<String> = tl
+        .file_names()
+        .filter(|n| !seen.contains(*n))
+        .map(str::to_string)
         .collect();
-    drop(known);
     apply(fs, changed, removed)
 }
 
-/// The regular files of a directory with their mtimes, read until two listings in a row agree:
-/// a listing taken while files are renamed in can show a later rename and miss an earlier one
+/// The names of the regular files of a directory, read until two listings in a row agree: a
+/// listing taken while files are renamed in can show a later rename and miss an earlier one
 /// (directory order is hash order), which would show a state of the table that never existed.
-pub fn stable_listing(dir: &Path) -> Result<BTreeSet<(String, Option<SystemTime>)>> {
-    let once = || -> Result<BTreeSet<(String, Option<SystemTime>)>> {
+pub fn stable_listing(dir: &Path) -> Result<BTreeSet<String>> {
+    let once = || -> Result<BTreeSet<String>> {
         let mut out = BTreeSet::new();
         for e in std::fs::read_dir(dir)
             .map_err(|e| Error::io(dir, e))?
@@ -84,18 +78,14 @@ pub fn stable_listing(dir: &Path) -> Result<BTreeSet<(String, Option<SystemTime>
             if !e.file_type().is_ok_and(|t| t.is_file()) {
                 continue;
             }
-            let mtime = e.metadata().and_then(|m| m.modified()).ok();
-            out.insert((name, mtime));
+            out.insert(name);
         }
         Ok(out)
     };
     let mut last = once()?;
     for _ in 0..20 {
         let next = once()?;
-        let names = |s: &BTreeSet<(String, Option<SystemTime>)>| -> BTreeSet<String> {
-            s.iter().map(|(n, _)| n.clone()).collect()
-        };
-        if names(&next) == names(&last) {
+        if next == last {
             return Ok(next);
         }
         last = next;
@@ -125,14 +115,14 @@ pub fn apply(
         }));
     }
     let dir = &cfg.timeline_dir;
+    let tl = &previous.ctx.timeline;
     let mut added: Vec<InstantFile> = Vec::new();
     let mut gone: BTreeSet<String> = BTreeSet::new();
-    let known: BTreeSet<&str> = previous.ctx.timeline.file_names().collect();
     for name in changed {
         match timeline::parse_instant_file_name(&name, cfg.layout) {
             Some(f) if dir.join(&name).is_file() => added.push(f),
             Some(_) => {
-                if known.contains(name.as_str()) {
+                if tl.has_file(&name) {
                     gone.insert(name);
                 }
             }
@@ -148,33 +138,16 @@ pub fn apply(
             }
         }
     }
-    gone.extend(removed.into_iter().filter(|n| known.contains(n.as_str())));
-    drop(known);
+    gone.extend(removed.into_iter().filter(|n| tl.has_file(n)));
     if added.is_empty() && gone.is_empty() {
         return Ok(None);
     }
-    let keys: BTreeSet<(String, Action)> = added
-        .iter()
-        .map(|f| (f.requested.clone(), f.action.completes_as()))
-        .chain(
-            previous
-                .ctx
-                .timeline
-                .instants
-                .iter()
-                .filter(|i| i.files.iter().any(|f| gone.contains(&f.name)))
-                .map(|i| (i.requested.clone(), i.action.completes_as())),
-        )
-        .collect();
-    let timeline = previous
-        .ctx
-        .timeline
-        .apply(added, &gone, timeline::archive_has_files(&cfg));
-    let ctx = Arc::new(Context::new(cfg.clone(), Arc::new(timeline)));
+    let (timeline, delta) = tl.apply(added, &gone, timeline::archive_has_files(&cfg));
+    let ctx = Arc::new(previous.ctx.apply(Arc::new(timeline), &delta));
     let touched = if ctx.timeline.active_start != previous.ctx.timeline.active_start {
         None
     } else {
-        touched_partitions(&ctx, &keys)
+        touched_partitions(&ctx, &delta)
     };
     let partitions = match &touched {
         None => Arc::new(
@@ -194,25 +167,19 @@ pub fn apply(
     Ok(Some(Change { previous, touched }))
 }
 
-/// Partitions whose visible files the instants with these keys can change; `None` when that
-/// cannot be told (unreadable metadata).
-fn touched_partitions(
-    ctx: &Context,
-    keys: &BTreeSet<(String, Action)>,
-) -> Option<BTreeSet<String>> {
-    let tl = &ctx.timeline;
-    let v6_mor = ctx.cfg.is_mor() && !ctx.cfg.has_completion_times();
+/// Partitions whose visible files a change of the timeline can change; `None` when that cannot
+/// be told (unreadable metadata). The instants that came or changed count, and of those that
+/// left or changed, completed writes and pending compactions (a compaction rolled back stops
+/// merging its groups). Other instants that vanished changed nothing visible, and completed
+/// writes that were archived move the active timeline's start, which the caller handles.
+fn touched_partitions(ctx: &Context, delta: &TimelineDelta) -> Option<BTreeSet<String>> {
+    let v6_mor = ctx.cfg.has_v6_logs();
     let mut out = BTreeSet::new();
-    for (requested, family) in keys {
-        let Some(inst) = tl
-            .instants
-            .iter()
-            .find(|i| &i.requested == requested && i.action.completes_as() == *family)
-        else {
-            // Vanished entirely (rolled back or archived): it changed nothing visible unless it
-            // had completed, which moving the active timeline's start covers.
-            continue;
-        };
+    let left = delta.removed.iter().filter(|i| {
+        i.is_completed_write()
+            || (!i.is_completed() && matches!(i.action, Action::Compaction | Action::LogCompaction))
+    });
+    for inst in delta.added.iter().chain(left) {
         match (inst.state, inst.action.completes_as()) {
             (State::Completed, Action::Commit | Action::DeltaCommit | Action::ReplaceCommit) => {
                 let m = inst.commit_metadata().ok()?;

@@ -206,6 +206,12 @@ impl TableConfig {
         self.table_type == TableType::MergeOnRead
     }
 
+    /// A v6 merge-on-read table: its log files carry the base instant of their slice, not the
+    /// instant that wrote them, so their writers are told by commit metadata (spec §4.5).
+    pub fn has_v6_logs(&self) -> bool {
+        self.is_mor() && !self.has_completion_times()
+    }
+
     /// v8+ tables name log files after the deltacommit that wrote them and carry completion
     /// times; v6 tables name logs after the slice's base instant.
     pub fn has_completion_times(&self) -> bool {

@@ -6,6 +6,8 @@
 //! change once written), so a view only pays for the metadata it needs.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use imbl::{OrdMap, OrdSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -274,17 +276,84 @@ impl Instant {
     }
 }
 
+/// Key of an instant: its requested time and action family (erratum 9: a savepoint shares its
+/// time with the commit it pins).
+pub type InstantKey = (String, Action);
+
+fn key_of(f: &InstantFile) -> InstantKey {
+    (f.requested.clone(), f.action.completes_as())
+}
+
+impl Instant {
+    /// The instant made of `files`, all of one requested time and action family.
+    fn from_files(
+        requested: String,
+        family: Action,
+        mut files: Vec<InstantFile>,
+        layout: u32,
+        dir: &Path,
+    ) -> Instant {
+        files.sort_by_key(|f| f.state);
+        let state = files.last().map(|f| f.state).unwrap_or(State::Requested);
+        let completed = files.iter().find(|f| f.state == State::Completed);
+        let planned = files.iter().map(|f| f.action).find(|a| {
+            matches!(
+                a,
+                Action::Compaction | Action::LogCompaction | Action::Clustering
+            )
+        });
+        let action = match completed {
+            Some(c) => c.action,
+            None => planned.unwrap_or(family),
+        };
+        let completion = match completed {
+            Some(c) if layout == 2 => c.completion.clone(),
+            Some(_) => Some(requested.clone()),
+            None => None,
+        };
+        Instant {
+            requested,
+            completion,
+            action,
+            planned,
+            state,
+            files,
+            dir: dir.to_path_buf(),
+            commit_meta: OnceLock::new(),
+            json: OnceLock::new(),
+            plan_json: OnceLock::new(),
+        }
+    }
+
+    fn key(&self) -> InstantKey {
+        (self.requested.clone(), self.action.completes_as())
+    }
+}
+
 /// A parsed active timeline with its derived sets.
-#[derive(Debug)]
+///
+/// Every collection is persistent (`imbl`): a timeline after a change shares all unchanged parts
+/// with the one before, so applying a commit costs `O(log n)` in the length of the history, not
+/// `O(n)` (PRODUCT.md §4).
+#[derive(Debug, Clone)]
 pub struct Timeline {
     pub layout: u32,
     pub dir: PathBuf,
-    /// Every instant, ordered by (requested time, action).
-    pub instants: Vec<Arc<Instant>>,
+    /// Every instant by (requested time, action family).
+    instants: OrdMap<InstantKey, Arc<Instant>>,
     /// Completed commit/deltacommit/replacecommit instants by requested time.
-    pub completed: BTreeMap<String, Arc<Instant>>,
+    pub completed: OrdMap<String, Arc<Instant>>,
     /// Pending compaction and log-compaction instants by requested time.
-    pub pending_compactions: BTreeMap<String, Arc<Instant>>,
+    pub pending_compactions: OrdMap<String, Arc<Instant>>,
+    /// Instants of any action without a completed file.
+    pending: OrdMap<InstantKey, Arc<Instant>>,
+    /// Completed instants of the other actions (clean, rollback, savepoint, ...) by action and
+    /// requested time.
+    services: OrdMap<Action, OrdMap<String, Arc<Instant>>>,
+    /// Every timeline file name → the key of its instant.
+    files: OrdMap<String, InstantKey>,
+    /// (completion time, requested time) of completed writes.
+    completions: OrdSet<(String, String)>,
     /// Smallest requested time over completed or pending write/compaction/clustering instants.
     pub active_start: Option<String>,
     /// Greatest requested time of a completed write or pending compaction.
@@ -293,12 +362,20 @@ pub struct Timeline {
     pub archive_nonempty: bool,
 }
 
+/// What [`Timeline::apply`] replaced: the instants that left (or changed) and those that came
+/// (or changed), so that facts derived from instants can be updated by difference.
+#[derive(Debug, Default)]
+pub struct TimelineDelta {
+    pub removed: Vec<Arc<Instant>>,
+    pub added: Vec<Arc<Instant>>,
+}
+
 impl Timeline {
     /// Read the active timeline of a table.
     pub fn load(cfg: &TableConfig) -> Result<Timeline> {
         // Two listings in a row that agree: see `live::stable_listing`.
         let mut files = Vec::new();
-        for (name, _) in crate::live::stable_listing(&cfg.timeline_dir)? {
+        for name in crate::live::stable_listing(&cfg.timeline_dir)? {
             match parse_instant_file_name(&name, cfg.layout) {
                 Some(f) => files.push(f),
                 None => {
@@ -321,156 +398,212 @@ impl Timeline {
         ))
     }
 
-    /// Build a timeline from parsed file names.
-    pub fn from_files(
-        layout: u32,
-        dir: &Path,
-        mut files: Vec<InstantFile>,
-        archive_nonempty: bool,
-    ) -> Timeline {
-        // Group by requested time and action family (erratum 9: a savepoint shares its time
-        // with the commit it pins).
-        files.sort_by(|a, b| {
-            (&a.requested, a.action.completes_as(), a.state).cmp(&(
-                &b.requested,
-                b.action.completes_as(),
-                b.state,
-            ))
-        });
-        let mut groups: BTreeMap<(String, Action), Vec<InstantFile>> = BTreeMap::new();
-        for f in files {
-            groups
-                .entry((f.requested.clone(), f.action.completes_as()))
-                .or_default()
-                .push(f);
-        }
-        let mut instants = Vec::new();
-        for ((requested, family), files) in groups {
-            let state = files
-                .iter()
-                .map(|f| f.state)
-                .max()
-                .unwrap_or(State::Requested);
-            let completed = files.iter().find(|f| f.state == State::Completed);
-            let planned = files.iter().map(|f| f.action).find(|a| {
-                matches!(
-                    a,
-                    Action::Compaction | Action::LogCompaction | Action::Clustering
-                )
-            });
-            let action = match completed {
-                Some(c) => c.action,
-                None => planned.unwrap_or(family),
-            };
-            let completion = match completed {
-                Some(c) if layout == 2 => c.completion.clone(),
-                Some(_) => Some(requested.clone()),
-                None => None,
-            };
-            instants.push(Arc::new(Instant {
-                requested,
-                completion,
-                action,
-                planned,
-                state,
-                files,
-                dir: dir.to_path_buf(),
-                commit_meta: OnceLock::new(),
-                json: OnceLock::new(),
-                plan_json: OnceLock::new(),
-            }));
-        }
-        Timeline::from_instants(layout, dir, instants, archive_nonempty)
-    }
-
-    /// Build the derived sets over instants sorted by (requested time, action family).
-    fn from_instants(
-        layout: u32,
-        dir: &Path,
-        instants: Vec<Arc<Instant>>,
-        archive_nonempty: bool,
-    ) -> Timeline {
-        let completed: BTreeMap<String, Arc<Instant>> = instants
-            .iter()
-            .filter(|i| i.is_completed_write())
-            .map(|i| (i.requested.clone(), i.clone()))
-            .collect();
-        let pending_compactions: BTreeMap<String, Arc<Instant>> = instants
-            .iter()
-            .filter(|i| {
-                !i.is_completed() && matches!(i.action, Action::Compaction | Action::LogCompaction)
-            })
-            .map(|i| (i.requested.clone(), i.clone()))
-            .collect();
-        let active_start = instants
-            .iter()
-            .filter(|i| i.action.is_write())
-            .map(|i| i.requested.clone())
-            .min();
-        let latest = completed
-            .keys()
-            .chain(pending_compactions.keys())
-            .max()
-            .cloned();
+    fn empty(layout: u32, dir: &Path, archive_nonempty: bool) -> Timeline {
         Timeline {
             layout,
             dir: dir.to_path_buf(),
-            instants,
-            completed,
-            pending_compactions,
-            active_start,
-            latest,
+            instants: OrdMap::new(),
+            completed: OrdMap::new(),
+            pending_compactions: OrdMap::new(),
+            pending: OrdMap::new(),
+            services: OrdMap::new(),
+            files: OrdMap::new(),
+            completions: OrdSet::new(),
+            active_start: None,
+            latest: None,
             archive_nonempty,
         }
     }
 
+    /// Build a timeline from parsed file names.
+    pub fn from_files(
+        layout: u32,
+        dir: &Path,
+        files: Vec<InstantFile>,
+        archive_nonempty: bool,
+    ) -> Timeline {
+        let mut t = Timeline::empty(layout, dir, archive_nonempty);
+        t.apply_in_place(files, &BTreeSet::new());
+        t
+    }
+
     /// The timeline after some of its files appeared (`added`, or changed in place) and others
-    /// vanished (`removed`, by name). Instants none of whose files changed are shared with this
-    /// timeline, metadata already decoded included, so applying a commit costs what is new.
+    /// vanished (`removed`, by name), with the instants that changed. Instants none of whose
+    /// files changed are shared with this timeline, metadata already decoded included, so
+    /// applying a commit costs what is new.
     pub fn apply(
         &self,
         added: Vec<InstantFile>,
         removed: &BTreeSet<String>,
         archive_nonempty: bool,
-    ) -> Timeline {
-        let key = |f: &InstantFile| (f.requested.clone(), f.action.completes_as());
-        let mut touched: BTreeSet<(String, Action)> = added.iter().map(key).collect();
-        for inst in &self.instants {
-            if inst.files.iter().any(|f| removed.contains(&f.name)) {
-                touched.insert((inst.requested.clone(), inst.action.completes_as()));
+    ) -> (Timeline, TimelineDelta) {
+        let mut next = self.clone();
+        next.archive_nonempty = archive_nonempty;
+        let delta = next.apply_in_place(added, removed);
+        (next, delta)
+    }
+
+    fn apply_in_place(
+        &mut self,
+        added: Vec<InstantFile>,
+        removed: &BTreeSet<String>,
+    ) -> TimelineDelta {
+        // The files of every instant that changed, by key.
+        let mut changed: BTreeMap<InstantKey, Vec<InstantFile>> = BTreeMap::new();
+        for name in removed {
+            if let Some(k) = self.files.get(name) {
+                changed.entry(k.clone()).or_default();
             }
         }
-        let added_names: BTreeSet<&str> = added.iter().map(|f| f.name.as_str()).collect();
-        let mut files: Vec<InstantFile> = Vec::new();
-        let mut kept: Vec<Arc<Instant>> = Vec::with_capacity(self.instants.len());
-        for inst in &self.instants {
-            if touched.contains(&(inst.requested.clone(), inst.action.completes_as())) {
+        let mut new_files: BTreeMap<InstantKey, Vec<InstantFile>> = BTreeMap::new();
+        for f in added {
+            changed.entry(key_of(&f)).or_default();
+            new_files.entry(key_of(&f)).or_default().push(f);
+        }
+        let mut delta = TimelineDelta::default();
+        for (key, files) in changed.iter_mut() {
+            let fresh = new_files.remove(key).unwrap_or_default();
+            if let Some(old) = self.remove_instant(key) {
                 files.extend(
-                    inst.files
+                    old.files
                         .iter()
                         .filter(|f| {
-                            !removed.contains(&f.name) && !added_names.contains(f.name.as_str())
+                            !removed.contains(&f.name) && !fresh.iter().any(|n| n.name == f.name)
                         })
                         .cloned(),
                 );
-            } else {
-                kept.push(inst.clone());
+                delta.removed.push(old);
+            }
+            files.extend(fresh);
+            if files.is_empty() {
+                continue;
+            }
+            let inst = Arc::new(Instant::from_files(
+                key.0.clone(),
+                key.1,
+                std::mem::take(files),
+                self.layout,
+                &self.dir,
+            ));
+            self.insert_instant(inst.clone());
+            delta.added.push(inst);
+        }
+        let first_pending_write = self
+            .pending
+            .values()
+            .find(|i| i.action.is_write())
+            .map(|i| &i.requested);
+        self.active_start = match (self.completed.keys().next(), first_pending_write) {
+            (Some(a), Some(b)) => Some(a.min(b).clone()),
+            (a, b) => a.or(b).cloned(),
+        };
+        self.latest = match (
+            self.completed.keys().next_back(),
+            self.pending_compactions.keys().next_back(),
+        ) {
+            (Some(a), Some(b)) => Some(a.max(b).clone()),
+            (a, b) => a.or(b).cloned(),
+        };
+        delta
+    }
+
+    fn insert_instant(&mut self, inst: Arc<Instant>) {
+        let key = inst.key();
+        for f in &inst.files {
+            self.files.insert(f.name.clone(), key.clone());
+        }
+        if inst.is_completed_write() {
+            self.completed.insert(inst.requested.clone(), inst.clone());
+            let completion = inst
+                .completion
+                .clone()
+                .unwrap_or_else(|| inst.requested.clone());
+            self.completions
+                .insert((completion, inst.requested.clone()));
+        } else if inst.is_completed() {
+            let mut of_action = self.services.get(&inst.action).cloned().unwrap_or_default();
+            of_action.insert(inst.requested.clone(), inst.clone());
+            self.services.insert(inst.action, of_action);
+        } else {
+            self.pending.insert(key.clone(), inst.clone());
+            if matches!(inst.action, Action::Compaction | Action::LogCompaction) {
+                self.pending_compactions
+                    .insert(inst.requested.clone(), inst.clone());
             }
         }
-        files.extend(added);
-        let rebuilt = Timeline::from_files(self.layout, &self.dir, files, archive_nonempty);
-        kept.extend(rebuilt.instants);
-        kept.sort_by(|a, b| {
-            (&a.requested, a.action.completes_as()).cmp(&(&b.requested, b.action.completes_as()))
-        });
-        Timeline::from_instants(self.layout, &self.dir, kept, archive_nonempty)
+        self.instants.insert(key, inst);
+    }
+
+    fn remove_instant(&mut self, key: &InstantKey) -> Option<Arc<Instant>> {
+        let inst = self.instants.remove(key)?;
+        for f in &inst.files {
+            self.files.remove(&f.name);
+        }
+        if inst.is_completed_write() {
+            self.completed.remove(&inst.requested);
+            let completion = inst
+                .completion
+                .clone()
+                .unwrap_or_else(|| inst.requested.clone());
+            self.completions
+                .remove(&(completion, inst.requested.clone()));
+        } else if inst.is_completed() {
+            if let Some(mut of_action) = self.services.get(&inst.action).cloned() {
+                of_action.remove(&inst.requested);
+                self.services.insert(inst.action, of_action);
+            }
+        } else {
+            self.pending.remove(key);
+            if matches!(inst.action, Action::Compaction | Action::LogCompaction) {
+                self.pending_compactions.remove(&inst.requested);
+            }
+        }
+        Some(inst)
+    }
+
+    /// Every instant, ordered by (requested time, action family).
+    pub fn instants(&self) -> impl DoubleEndedIterator<Item = &Arc<Instant>> + '_ {
+        self.instants.values()
+    }
+
+    /// The instant of one requested time and action family.
+    pub fn instant(&self, requested: &str, family: Action) -> Option<&Arc<Instant>> {
+        self.instants.get(&(requested.to_string(), family))
+    }
+
+    /// The instant a timeline file belongs to.
+    pub fn instant_of_file(&self, name: &str) -> Option<&Arc<Instant>> {
+        self.instants.get(self.files.get(name)?)
+    }
+
+    /// Whether `name` is one of the files this timeline was built from.
+    pub fn has_file(&self, name: &str) -> bool {
+        self.files.contains_key(name)
+    }
+
+    /// The newest time that selects instants in incremental windows: the greatest completion
+    /// time of a completed write (v8+; requested times on v6, where they are the same).
+    pub fn latest_completion(&self) -> Option<&str> {
+        self.completions.get_max().map(|(c, _)| c.as_str())
+    }
+
+    /// Completed writes whose completion time lies in `range`, as (completion, requested).
+    pub fn completed_by_completion<R: std::ops::RangeBounds<(String, String)>>(
+        &self,
+        range: R,
+    ) -> impl Iterator<Item = &(String, String)> + '_ {
+        self.completions.range(range)
+    }
+
+    /// The oldest requested time of a pending instant of any action.
+    pub fn oldest_pending(&self) -> Option<&str> {
+        self.pending.keys().next().map(|(r, _)| r.as_str())
     }
 
     /// Names of every timeline file this timeline was built from.
+    /// Sorted by name.
     pub fn file_names(&self) -> impl Iterator<Item = &str> {
-        self.instants
-            .iter()
-            .flat_map(|i| i.files.iter().map(|f| f.name.as_str()))
+        self.files.keys().map(String::as_str)
     }
 
     /// `is_committed(t)` of spec §2.8.
@@ -493,14 +626,16 @@ impl Timeline {
 
     /// Pending instants of any action.
     pub fn pending(&self) -> impl Iterator<Item = &Arc<Instant>> {
-        self.instants.iter().filter(|i| !i.is_completed())
+        self.pending.values()
     }
 
-    /// Completed instants of one action.
-    pub fn completed_of(&self, action: Action) -> impl Iterator<Item = &Arc<Instant>> {
-        self.instants
-            .iter()
-            .filter(move |i| i.is_completed() && i.action == action)
+    /// Completed instants of one action that is not a write (clean, rollback, savepoint, ...),
+    /// by requested time.
+    pub fn completed_of(&self, action: Action) -> impl DoubleEndedIterator<Item = &Arc<Instant>> {
+        self.services
+            .get(&action)
+            .into_iter()
+            .flat_map(|m| m.values())
     }
 
     /// Requested times of completed savepoints.
@@ -514,7 +649,7 @@ impl Timeline {
     /// `earliestCommitToRetain`, or the first completed write when that is empty; for an
     /// unreadable clean, the last completed write before it. `None` without a completed clean.
     pub fn retention_bound(&self) -> Option<String> {
-        let clean = self.completed_of(Action::Clean).last()?;
+        let clean = self.completed_of(Action::Clean).next_back()?;
         match clean.json() {
             Ok(v) => metadata::clean_earliest_to_retain(&v)
                 .or_else(|| self.completed.keys().next().cloned()),
@@ -666,10 +801,11 @@ mod tests {
                 .map(|n| parse_instant_file_name(n, 1).unwrap())
                 .collect()
         };
-        let step = start.apply(parse(&all[3..]), &BTreeSet::new(), false);
+        let (step, delta) = start.apply(parse(&all[3..]), &BTreeSet::new(), false);
+        assert!(delta.removed.is_empty());
+        assert_eq!(delta.added.len(), 3);
         let summary = |t: &Timeline| -> Vec<(String, Action, State, usize)> {
-            t.instants
-                .iter()
+            t.instants()
                 .map(|i| (i.requested.clone(), i.action, i.state, i.files.len()))
                 .collect()
         };
@@ -677,7 +813,10 @@ mod tests {
         assert_eq!(step.latest, full.latest);
         assert_eq!(step.active_start, full.active_start);
         assert!(
-            Arc::ptr_eq(&start.instants[0], &step.instants[0]),
+            Arc::ptr_eq(
+                start.instants().next().unwrap(),
+                step.instants().next().unwrap()
+            ),
             "001 is shared"
         );
         // 002 completes; 001 is archived away.
@@ -685,7 +824,18 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        let next = step.apply(parse(&["002.deltacommit"]), &removed, true);
+        let (next, delta) = step.apply(parse(&["002.deltacommit"]), &removed, true);
+        let keys = |v: &[Arc<Instant>]| -> Vec<(String, State)> {
+            v.iter().map(|i| (i.requested.clone(), i.state)).collect()
+        };
+        assert_eq!(
+            keys(&delta.removed),
+            [
+                ("001".into(), State::Completed),
+                ("002".into(), State::Inflight)
+            ]
+        );
+        assert_eq!(keys(&delta.added), [("002".into(), State::Completed)]);
         assert_eq!(next.completed.keys().collect::<Vec<_>>(), ["002"]);
         assert_eq!(next.active_start.as_deref(), Some("002"));
         assert!(next.archive_nonempty);

@@ -67,8 +67,7 @@ fn facts_of_json(
 fn active_facts(root: &Path, up_to: &str) -> Vec<(Facts, serde_json::Value)> {
     let cfg = TableConfig::load(root).unwrap();
     let tl = Timeline::load(&cfg).unwrap();
-    tl.instants
-        .iter()
+    tl.instants()
         .filter(|i| i.is_completed() && i.requested.as_str() <= up_to)
         .filter(|i| i.action != Action::Savepoint)
         .map(|i| {
@@ -149,8 +148,7 @@ fn round_trip(kind: TableType, version: u32) {
         let cfg = TableConfig::load(&root).unwrap();
         Timeline::load(&cfg)
             .unwrap()
-            .instants
-            .iter()
+            .instants()
             .filter(|i| i.requested > bound)
             .map(|i| i.files.iter().map(|f| f.name.clone()).collect::<Vec<_>>())
             .collect::<Vec<_>>()
@@ -179,13 +177,12 @@ fn round_trip(kind: TableType, version: u32) {
     let cfg = TableConfig::load(&root).unwrap();
     let tl = Timeline::load(&cfg).unwrap();
     assert!(
-        tl.instants.iter().all(|i| i.requested > bound),
+        tl.instants().all(|i| i.requested > bound),
         "v{version}: {:?}",
-        tl.instants.iter().map(|i| &i.requested).collect::<Vec<_>>()
+        tl.instants().map(|i| &i.requested).collect::<Vec<_>>()
     );
     let now: Vec<String> = tl
-        .instants
-        .iter()
+        .instants()
         .flat_map(|i| i.files.iter().map(|f| f.name.clone()))
         .collect();
     assert_eq!(now, kept, "v{version}");

@@ -32,16 +32,14 @@ fn log_records(path: &Path) -> i64 {
 
 /// Files of one instant in the timeline directory, by name.
 fn instant_files(tl: &Timeline, requested: &str) -> BTreeSet<String> {
-    tl.instants
-        .iter()
+    tl.instants()
         .filter(|i| i.requested == requested)
         .flat_map(|i| i.files.iter().map(|f| f.name.clone()))
         .collect()
 }
 
 fn instant<'a>(tl: &'a Timeline, requested: &str, action: Action) -> &'a Instant {
-    tl.instants
-        .iter()
+    tl.instants()
         .find(|i| i.requested == requested && i.action == action)
         .unwrap_or_else(|| panic!("no {} at {requested}", action.name()))
 }
@@ -623,7 +621,10 @@ fn demo_tables_read_back() {
             let logs = listing.files().filter(|f| !f.is_base()).count();
             assert_eq!(logs, if mor { 5 } else { 0 });
             // The first instant is the clock start.
-            assert_eq!(tl.instants[0].requested, "20260101000000000");
+            assert_eq!(
+                tl.instants().next().map(|i| i.requested.as_str()),
+                Some("20260101000000000")
+            );
             assert!(!w.events().is_empty());
             let _ = CommitMetadata::default();
         }
