@@ -221,7 +221,8 @@ pub struct MountArgs {
     /// Time zone of naive times in paths (default: the table's, else UTC).
     #[arg(long, value_name = "TZ")]
     pub timezone: Option<String>,
-    /// How often to poll the timeline for new instants, in milliseconds.
+    /// How often to poll the timeline for new instants where inotify cannot see them (tables
+    /// on network or FUSE file systems), in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub poll_interval: u64,
     /// Read table files through the daemon instead of kernel FUSE passthrough.

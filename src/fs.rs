@@ -172,7 +172,9 @@ impl Snapshot {
 
     /// `timeline/` listing: every instant file, sorted.
     pub fn timeline_names(&self) -> Vec<String> {
-        self.ctx.timeline.file_names().map(str::to_string).collect()
+        let mut names: Vec<String> = self.ctx.timeline.file_names().map(str::to_string).collect();
+        names.sort();
+        names
     }
 
     pub fn cfg(&self) -> &TableConfig {

@@ -338,7 +338,7 @@ impl Context {
             "latest": self.timeline.latest,
             "completed": self.timeline.completed.keys().collect::<Vec<_>>(),
             "pending": self.timeline.pending().map(|i| (i.requested.clone(), i.action.name())).collect::<Vec<_>>(),
-            "files": self.timeline.file_names().collect::<Vec<_>>(),
+            "files": self.timeline.file_names().collect::<BTreeSet<_>>(),
         })
     }
 

@@ -36,53 +36,76 @@ pub struct Change {
 
 /// Re-read the timeline directory, and apply names that appeared or vanished. New files
 /// modified less than `settle` ago wait for the next round.
+///
+/// A poll reads the directory once; only when that shows a change is it read until two
+/// listings agree (see [`stable_listing`]).
 pub fn poll_once(fs: &HudiFs, settle: Duration) -> Result<Option<Change>> {
     let snap = fs.snapshot();
     let dir = snap.cfg().timeline_dir.clone();
     let tl = &snap.ctx.timeline;
-    let seen = stable_listing(&dir)?;
+    let is_new =
+        |n: &str| !tl.has_file(n) && !fs.is_ignored(n) && !n.starts_with("hoodie.properties");
+    let mut first = list_files(&dir)?;
+    let known_seen = first.iter().filter(|n| tl.has_file(n)).count();
+    if known_seen == tl.file_count() && !first.iter().any(|n| is_new(n)) {
+        return Ok(None);
+    }
+    first.sort_unstable();
+    let seen = stabilize(&dir, first)?;
     let mut changed = BTreeSet::new();
     let now = SystemTime::now();
-    for name in &seen {
+    for name in seen.iter().filter(|n| is_new(n)) {
         // The configuration is re-read on inotify events only (it changes with upgrades).
-        if tl.has_file(name) || fs.is_ignored(name) || name.starts_with("hoodie.properties") {
-            continue;
-        }
         let mtime = std::fs::metadata(dir.join(name)).and_then(|m| m.modified());
         let young = mtime.is_ok_and(|m| now.duration_since(m).unwrap_or_default() < settle);
         if !young {
             changed.insert(name.clone());
         }
     }
-    let removed: BTreeSet<String> = tl
-        .file_names()
-        .filter(|n| !seen.contains(*n))
-        .map(str::to_string)
-        .collect();
+    let mut removed = BTreeSet::new();
+    if seen.iter().filter(|n| tl.has_file(n)).count() < tl.file_count() {
+        removed.extend(
+            tl.file_names()
+                .filter(|n| seen.binary_search_by(|s| s.as_str().cmp(n)).is_err())
+                .map(str::to_string),
+        );
+    }
     apply(fs, changed, removed)
 }
 
-/// The names of the regular files of a directory, read until two listings in a row agree: a
-/// listing taken while files are renamed in can show a later rename and miss an earlier one
-/// (directory order is hash order), which would show a state of the table that never existed.
-pub fn stable_listing(dir: &Path) -> Result<BTreeSet<String>> {
-    let once = || -> Result<BTreeSet<String>> {
-        let mut out = BTreeSet::new();
-        for e in std::fs::read_dir(dir)
-            .map_err(|e| Error::io(dir, e))?
-            .flatten()
-        {
-            let Some(name) = e.file_name().to_str().map(str::to_string) else {
-                continue;
-            };
-            if !e.file_type().is_ok_and(|t| t.is_file()) {
-                continue;
-            }
-            out.insert(name);
+/// The names of the regular files of a directory, in directory order.
+fn list_files(dir: &Path) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .flatten()
+    {
+        let Ok(name) = e.file_name().into_string() else {
+            continue;
+        };
+        if e.file_type().is_ok_and(|t| t.is_file()) {
+            out.push(name);
         }
-        Ok(out)
+    }
+    Ok(out)
+}
+
+/// The names of the regular files of a directory, sorted, read until two listings in a row
+/// agree: a listing taken while files are renamed in can show a later rename and miss an earlier
+/// one (directory order is hash order), which would show a state of the table that never existed.
+pub fn stable_listing(dir: &Path) -> Result<Vec<String>> {
+    let mut first = list_files(dir)?;
+    first.sort_unstable();
+    stabilize(dir, first)
+}
+
+/// Read `dir` again until a listing agrees with the one before, starting from `last` (sorted).
+fn stabilize(dir: &Path, mut last: Vec<String>) -> Result<Vec<String>> {
+    let once = || -> Result<Vec<String>> {
+        let mut names = list_files(dir)?;
+        names.sort_unstable();
+        Ok(names)
     };
-    let mut last = once()?;
     for _ in 0..20 {
         let next = once()?;
         if next == last {
@@ -233,6 +256,35 @@ fn with_new_partitions(
     Arc::new(all)
 }
 
+/// The name of the file system `dir` is on when that is a network or FUSE file system, whose
+/// changes made elsewhere inotify does not report.
+pub fn shared_file_system(dir: &Path) -> Option<&'static str> {
+    let path = CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a valid C string and a zeroed out-parameter of the right type.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(path.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    // Magic numbers from linux/magic.h and the file systems' sources.
+    let name = match st.f_type as u64 {
+        0x6969 => "NFS",
+        0x517b => "SMB",
+        0xfe53_4d42 => "SMB2",
+        0xff53_4d42 => "CIFS",
+        0x6573_5546 => "a FUSE file system",
+        0x00c3_6400 => "CephFS",
+        0x0102_1997 => "9P",
+        0x5346_414f => "AFS",
+        0x7375_7245 => "Coda",
+        0x0116_1970 => "GFS2",
+        0x7461_636f => "OCFS2",
+        0x0bd0_0bd0 => "Lustre",
+        0x4750_4653 => "GPFS",
+        _ => return None,
+    };
+    Some(name)
+}
+
 /// An inotify watch on one directory.
 struct Watch {
     fd: std::os::fd::OwnedFd,
@@ -357,6 +409,12 @@ pub fn follow(
     // HUDIFS_NO_INOTIFY=1 forces polling (to test and measure that path).
     let inotify = if std::env::var("HUDIFS_NO_INOTIFY").as_deref() == Ok("1") {
         Err(std::io::Error::other("disabled by HUDIFS_NO_INOTIFY"))
+    } else if let Some(fs_name) = shared_file_system(&dir) {
+        // inotify only sees changes made through this kernel: writers on other machines would
+        // go unseen until the next rescan.
+        Err(std::io::Error::other(format!(
+            "the timeline is on {fs_name}, where inotify does not see writers on other machines"
+        )))
     } else {
         Watch::new(&dir)
     };

@@ -351,7 +351,7 @@ pub struct Timeline {
     /// requested time.
     services: OrdMap<Action, OrdMap<String, Arc<Instant>>>,
     /// Every timeline file name → the key of its instant.
-    files: OrdMap<String, InstantKey>,
+    files: imbl::HashMap<String, InstantKey>,
     /// (completion time, requested time) of completed writes.
     completions: OrdSet<(String, String)>,
     /// Smallest requested time over completed or pending write/compaction/clustering instants.
@@ -407,7 +407,7 @@ impl Timeline {
             pending_compactions: OrdMap::new(),
             pending: OrdMap::new(),
             services: OrdMap::new(),
-            files: OrdMap::new(),
+            files: imbl::HashMap::new(),
             completions: OrdSet::new(),
             active_start: None,
             latest: None,
@@ -576,6 +576,11 @@ impl Timeline {
         self.instants.get(self.files.get(name)?)
     }
 
+    /// How many files this timeline was built from.
+    pub fn file_count(&self) -> usize {
+        self.files.len()
+    }
+
     /// Whether `name` is one of the files this timeline was built from.
     pub fn has_file(&self, name: &str) -> bool {
         self.files.contains_key(name)
@@ -601,7 +606,7 @@ impl Timeline {
     }
 
     /// Names of every timeline file this timeline was built from.
-    /// Sorted by name.
+    /// In no particular order.
     pub fn file_names(&self) -> impl Iterator<Item = &str> {
         self.files.keys().map(String::as_str)
     }

@@ -191,6 +191,25 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) -> Duration {
 }
 
 #[test]
+fn tables_on_network_or_fuse_file_systems_are_polled() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(hudifs::live::shared_file_system(dir.path()), None);
+    if !common::fuse_available() {
+        return;
+    }
+    let spec = TableSpec::new("t", TableType::CopyOnWrite, 9);
+    let mut w = TableWriter::create(&dir.path().join("t"), spec, START).unwrap();
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.insert("", &rows(1, 1)).unwrap();
+    t.complete().unwrap();
+    let m = common::MountGuard::mount(w.root(), &[]);
+    assert_eq!(
+        hudifs::live::shared_file_system(&m.path().join("latest")),
+        Some("a FUSE file system")
+    );
+}
+
+#[test]
 fn a_mount_follows_commits_without_remounting() {
     if !common::fuse_available() {
         return;
