@@ -199,12 +199,14 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
         },
     )?);
     let cfg = config(args, fs.root())?;
+    let notifier_cell = Arc::new(std::sync::OnceLock::new());
     let mut session = fuser::Session::new(
-        FuseAdapter::new(fs.clone(), !args.no_passthrough),
+        FuseAdapter::new(fs.clone(), !args.no_passthrough, notifier_cell.clone()),
         &args.mountpoint,
         &cfg,
     )
     .map_err(|e| mount_error(&args.mountpoint, e))?;
+    let _ = notifier_cell.set(session.notifier());
     log::info!(
         "mounted {} at {} (latest instant {})",
         fs.root().display(),

@@ -29,6 +29,7 @@ use lru::LruCache;
 use crate::error::{Error, Result};
 use crate::fsview::{self, Context, PartitionView, Plan, ViewKey};
 use crate::inode::{InodeTable, Node};
+use crate::kernel_cache::KernelCache;
 use crate::listing::{self, partition_dir, DataFile};
 use crate::partitions::{PartitionCache, PartitionListing};
 use crate::table::TableConfig;
@@ -214,15 +215,25 @@ impl Snapshot {
 pub struct Invalidations {
     pub inodes: Vec<u64>,
     pub entries: Vec<(u64, String)>,
+    /// Directories of `latest/` being switched (see [`HudiFs::switched`]).
+    switching: Vec<u32>,
 }
 
 /// A resolved partition of a view.
-struct PartView {
+pub struct PartView {
     listing: Arc<PartitionListing>,
     chosen: PartitionView,
 }
 
 impl PartView {
+    /// The names the view shows in this partition, with their file ids.
+    fn names(&self) -> impl Iterator<Item = (&str, u64)> + '_ {
+        self.chosen.files.iter().map(|c| {
+            let i = c.index as usize;
+            (self.listing.files[i].name(), self.listing.ids[i])
+        })
+    }
+
     fn position(&self, name: &str) -> Option<usize> {
         self.chosen
             .files
@@ -240,13 +251,76 @@ pub struct ViewState {
 }
 
 impl ViewState {
+    /// How long the kernel may keep this view's names and attributes: for good if it can no
+    /// longer change, or if it is `latest/`, whose changes the kernel is told of at every switch
+    /// (`kernel_cache.rs`); briefly otherwise.
     fn ttl(&self) -> Duration {
-        if self.is_final {
+        if self.is_final || self.plan.key == ViewKey::Latest {
             TTL_FINAL
         } else {
             TTL_FRESH
         }
     }
+}
+
+/// An open directory handle: the entries it was opened with, and for `latest/` the directory
+/// and snapshot generation (for the kernel's listing cache).
+struct OpenDir {
+    entries: Arc<Vec<DirEntry>>,
+    latest: Option<(u32, u64)>,
+}
+
+/// How the kernel may cache the listing of an opened directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirCache {
+    /// Not at all: read it from the daemon every time.
+    Off,
+    /// Cache what this handle reads, dropping what was cached before.
+    Fill,
+    /// Reuse the cached listing (and cache what is read).
+    Reuse,
+}
+
+/// The entries of an open directory handle, as `readdir` hands them out.
+pub struct Listing {
+    entries: Arc<Vec<DirEntry>>,
+    /// The longest TTL any entry may be given now.
+    ttl_cap: Duration,
+}
+
+impl Listing {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entries with the TTLs to give them now.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Entry)> + '_ {
+        self.entries.iter().map(|e| {
+            let mut entry = e.entry;
+            entry.ttl = entry.ttl.min(self.ttl_cap);
+            (&*e.name, entry)
+        })
+    }
+}
+
+/// What `opendir` gives the adapter.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenedDir {
+    pub fh: u64,
+    pub cache: DirCache,
+}
+
+/// A released handle of a `latest/` directory that outlived a switch: the kernel's cached
+/// listing of `ino` must be dropped, then [`HudiFs::stale_dir_dropped`] called.
+#[derive(Debug, Clone, Copy)]
+pub struct StaleDir {
+    pub ino: u64,
+    dir: u32,
+    generation: u64,
 }
 
 enum OpenFile {
@@ -267,12 +341,12 @@ pub struct HudiFs {
     rendered: Mutex<LruCache<RenderKey, Arc<Vec<u8>>>>,
     inodes: InodeTable,
     open_files: Mutex<HashMap<u64, Arc<OpenFile>>>,
-    open_dirs: Mutex<HashMap<u64, Arc<Vec<DirEntry>>>>,
+    open_dirs: Mutex<HashMap<u64, OpenDir>>,
+    /// What the kernel holds of `latest/` (names handed out, who may fill its cached listings).
+    kernel: KernelCache<Arc<PartView>>,
     next_fh: AtomicU64,
     /// Timeline names that are not instant files, so that they are reported once.
     ignored: Mutex<BTreeSet<String>>,
-    /// The resolved `latest/` of the snapshot before the last switch (for kernel invalidation).
-    previous_latest: Mutex<Option<Arc<ViewState>>>,
     /// Owner and times of synthetic directories: those of the table root.
     uid: u32,
     gid: u32,
@@ -310,9 +384,9 @@ impl HudiFs {
             inodes: InodeTable::new(),
             open_files: Mutex::new(HashMap::new()),
             open_dirs: Mutex::new(HashMap::new()),
+            kernel: KernelCache::default(),
             next_fh: AtomicU64::new(1),
             ignored: Mutex::new(BTreeSet::new()),
-            previous_latest: Mutex::new(None),
             uid: md.uid(),
             gid: md.gid(),
             root_mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
@@ -340,8 +414,6 @@ impl HudiFs {
     /// snapshot or the new one. Partitions the new instants touched are re-listed on next use.
     pub fn install(&self, next: Snapshot, touched: &BTreeSet<String>) {
         touched.iter().for_each(|p| self.partitions.invalidate(p));
-        let previous = lock(&self.views).peek(&0).cloned();
-        *lock(&self.previous_latest) = previous;
         *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
     }
 
@@ -358,81 +430,68 @@ impl HudiFs {
         lock(&self.ignored).insert(name);
     }
 
-    /// The kernel cache entries of `latest/` that a change made stale: the inodes of the view
-    /// root and of every touched partition directory (attributes and cached listings), and the
-    /// names that left them. Resolving them here also warms the new `latest/`.
+    /// The kernel cache entries of `latest/` that a change made stale, decided against what the
+    /// kernel was handed (`kernel_cache.rs`): for every directory of `latest/` the change touched
+    /// (every one the kernel knows when the change cannot tell), the names that left it or now
+    /// name another file, and the directory's inode (attributes and cached listing). Until
+    /// [`HudiFs::switched`] is called with the result, those directories' cached listings are
+    /// not reused. Resolving the new `latest/` here also warms it.
     pub fn latest_invalidations(&self, change: &crate::live::Change) -> Invalidations {
         let mut inv = Invalidations::default();
         let root = Node::ViewDir { view: 0, dir: 0 }.ino();
         inv.inodes.push(root);
-        let old = lock(&self.previous_latest).take();
-        let Ok(new) = self.view(0) else {
-            return inv;
-        };
-        let parts: BTreeSet<String> = match &change.touched {
-            Some(t) => t.clone(),
-            None => change
-                .previous
-                .partitions
-                .iter()
-                .chain(new.snap.partitions.iter())
-                .map(|p| p.to_string())
-                .collect(),
-        };
-        let names = |v: &ViewState, p: &str| -> BTreeSet<String> {
-            let Some(i) = self.partition_index(v, p) else {
-                return BTreeSet::new();
-            };
-            let part = match v.parts.get(i).and_then(|s| s.get()) {
-                Some(Ok(pv)) => pv.clone(),
-                // Not resolved in the old view: the kernel cannot hold its entries.
-                _ if !std::ptr::eq(v, &*new) => return BTreeSet::new(),
-                _ => match self.part(v, i) {
-                    Ok(pv) => pv,
-                    Err(_) => return BTreeSet::new(),
-                },
-            };
-            part.chosen
-                .files
-                .iter()
-                .map(|c| part.listing.files[c.index as usize].name().to_string())
-                .collect()
-        };
-        for p in &parts {
-            // The partition directory and its ancestors inside the view.
-            let mut parent = root;
-            let mut path = String::new();
-            for comp in p.split('/').filter(|c| !c.is_empty()) {
-                path = join(&path, comp);
-                let Some(id) = self.inodes.dirs.find(path.as_str()) else {
-                    break;
-                };
-                let ino = Node::ViewDir { view: 0, dir: id }.ino();
-                inv.entries.push((parent, comp.to_string()));
-                inv.inodes.push(ino);
-                parent = ino;
-            }
-            let dir = match self.inodes.dirs.find(p.as_str()) {
-                Some(id) => Node::ViewDir { view: 0, dir: id }.ino(),
-                None if p.is_empty() => root,
-                None => continue,
-            };
-            if let Some(old) = &old {
-                let now = names(&new, p);
-                for gone in names(old, p).difference(&now) {
-                    inv.entries.push((dir, gone.clone()));
+        // A refused latest/ (unreadable replacecommit metadata) has nothing in it.
+        let new = self.view(0).ok();
+        let generation = self.snapshot().generation;
+        let dirs = self.switched_dirs(change.touched.as_ref(), new.is_none());
+        for d in dirs {
+            let Ok(path) = self.dir_path(d) else { continue };
+            let ino = Node::ViewDir { view: 0, dir: d }.ino();
+            let handed = self.kernel.begin_switch(d, generation);
+            inv.switching.push(d);
+            inv.inodes.push(ino);
+            let files = new.as_ref().and_then(|v| {
+                let i = self.partition_index(v, &path)?;
+                self.part(v, i).ok()
+            });
+            let subdirs: BTreeSet<Arc<str>> = new
+                .as_ref()
+                .and_then(|v| self.subdir_names(v, &path).ok())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|n| Arc::from(n.as_str()))
+                .collect();
+            if let Some(old) = &handed.files {
+                let now: HashMap<&str, u64> = files
+                    .as_ref()
+                    .map(|pv| pv.names().collect())
+                    .unwrap_or_default();
+                for (name, id) in old.names() {
+                    if now.get(name) != Some(&id) {
+                        inv.entries.push((ino, name.to_string()));
+                    }
                 }
             }
+            let mut kept = BTreeSet::new();
+            for s in handed.subdirs {
+                if subdirs.contains(&s) {
+                    kept.insert(s);
+                } else {
+                    inv.entries.push((ino, s.to_string()));
+                }
+            }
+            self.kernel.replace_handed(d, generation, files, kept);
         }
         // A clean that moved the retention bound refuses cached history: drop its names.
-        if change.previous.ctx.retention_bound() != new.snap.ctx.retention_bound() {
+        let snap = self.snapshot();
+        if change.previous.ctx.retention_bound() != snap.ctx.retention_bound() {
             let cached: Vec<(u32, Arc<ViewState>)> = lock(&self.views)
                 .iter()
                 .map(|(k, v)| (*k, v.clone()))
                 .collect();
             for (id, v) in cached {
                 let refused =
-                    fsview::plan(&new.snap.ctx, &v.plan.key, self.opts.read_optimized).is_err();
+                    fsview::plan(&snap.ctx, &v.plan.key, self.opts.read_optimized).is_err();
                 let name = match &v.plan.key {
                     ViewKey::AsOf(t) => (crate::inode::AS_OF_INO, t.clone()),
                     ViewKey::Incremental { start, end } => (
@@ -451,6 +510,48 @@ impl HudiFs {
         inv.inodes.sort();
         inv.inodes.dedup();
         inv
+    }
+
+    /// The directories of `latest/` whose entries a change of the touched partitions (`None`:
+    /// possibly all) can change: the partition directories and their ancestors, as far as the
+    /// kernel was ever shown them (a directory's id is interned before it is handed out); every
+    /// directory the kernel knows when the change cannot tell or `latest/` is refused.
+    fn switched_dirs(&self, touched: Option<&BTreeSet<String>>, refused: bool) -> BTreeSet<u32> {
+        let mut dirs = BTreeSet::new();
+        match touched {
+            Some(touched) if !refused => {
+                for p in touched {
+                    dirs.insert(0);
+                    let mut path = String::new();
+                    for comp in p.split('/').filter(|c| !c.is_empty()) {
+                        path = join(&path, comp);
+                        match self.inodes.dirs.find(path.as_str()) {
+                            Some(id) => dirs.insert(id),
+                            None => break,
+                        };
+                    }
+                }
+            }
+            _ => dirs.extend(self.kernel.known_dirs()),
+        }
+        dirs
+    }
+
+    /// A switch to snapshot `generation` is about to be installed: from now until
+    /// [`HudiFs::switched`], no open of the directories it changes reuses the kernel's cached
+    /// listing (an open between the install and the invalidation would read the old one).
+    pub fn begin_switch(&self, touched: Option<&BTreeSet<String>>, generation: u64) {
+        for d in self.switched_dirs(touched, false) {
+            let _ = self.kernel.begin_switch(d, generation);
+        }
+    }
+
+    /// The invalidations of a switch were sent: the directories' cached listings may be reused
+    /// again (by handles of the new snapshot).
+    pub fn switched(&self, inv: &Invalidations) {
+        for d in &inv.switching {
+            self.kernel.switched(*d);
+        }
     }
 
     /// Re-read the timeline directory and apply what changed (the polling path; the watcher in
@@ -502,6 +603,17 @@ impl HudiFs {
         });
         lock(&self.views).put(view, state.clone());
         Ok(state)
+    }
+
+    /// The TTL of a name just handed out from view `v`: its own, unless `v` is a `latest/` of a
+    /// snapshot that has since moved on (the switch's invalidations may have missed the name, see
+    /// `kernel_cache.rs`). Asked after the name was recorded as handed out.
+    fn answer_ttl(&self, v: &ViewState) -> Duration {
+        if v.plan.key == ViewKey::Latest && v.snap.generation < self.snapshot().generation {
+            TTL_FRESH
+        } else {
+            v.ttl()
+        }
     }
 
     /// The resolved partition `i` of a view.
@@ -690,26 +802,35 @@ impl HudiFs {
                 if let Some(i) = self.partition_index(&v, &path) {
                     let pv = self.part(&v, i)?;
                     if let Some(pos) = pv.position(name) {
+                        if view == 0 {
+                            self.kernel.handed_files(dir, v.snap.generation, &pv);
+                        }
                         let c = pv.chosen.files[pos];
                         let node = Node::ViewFile {
                             view,
                             file: pv.listing.ids[c.index as usize],
                         };
                         let f = &pv.listing.files[c.index as usize];
-                        return Ok(self.file_entry(node.ino(), f, v.ttl()));
+                        return Ok(self.file_entry(node.ino(), f, self.answer_ttl(&v)));
                     }
                 }
                 let child = join(&path, name);
                 if !self.dir_exists(&v, &child)? {
                     return Err(Error::NotFound(child));
                 }
-                let dir = self
+                let child_dir = self
                     .inodes
                     .dirs
                     .id(&Arc::from(child.as_str()))
                     .ok_or_else(|| Error::NotFound(child.clone()))?;
-                let node = Node::ViewDir { view, dir };
-                return Ok(self.dir_entry(node.ino(), v.ttl()));
+                if view == 0 {
+                    self.kernel.handed_subdir(dir, &Arc::from(name));
+                }
+                let node = Node::ViewDir {
+                    view,
+                    dir: child_dir,
+                };
+                return Ok(self.dir_entry(node.ino(), self.answer_ttl(&v)));
             }
             Node::ViewFile { .. } | Node::TimelineFile { .. } => {
                 return Err(Error::NotFound(format!(
@@ -789,24 +910,10 @@ impl HudiFs {
                 let v = self.view(view)?;
                 let path = self.dir_path(dir_id)?;
                 let mut out = Vec::new();
-                // Sub-directories: the next path component of every non-empty partition below.
-                let mut subdirs = BTreeSet::new();
-                for i in v.snap.partitions_under(&path) {
-                    let p = &v.snap.partitions[i];
-                    let rest = if path.is_empty() {
-                        Some(&**p)
-                    } else {
-                        p.strip_prefix(&*path).and_then(|r| r.strip_prefix('/'))
-                    };
-                    let Some(rest) = rest.filter(|r| !r.is_empty()) else {
-                        continue;
-                    };
-                    let first = rest.split('/').next().unwrap_or(rest);
-                    if subdirs.contains(first) {
-                        continue;
-                    }
-                    if !self.part(&v, i)?.chosen.files.is_empty() {
-                        subdirs.insert(first.to_string());
+                let subdirs = self.subdir_names(&v, &path)?;
+                if view == 0 {
+                    for s in &subdirs {
+                        self.kernel.handed_subdir(dir_id, &Arc::from(s.as_str()));
                     }
                 }
                 for s in subdirs {
@@ -821,6 +928,9 @@ impl HudiFs {
                 // Files of the partition at `path`.
                 if let Some(i) = self.partition_index(&v, &path) {
                     let pv = self.part(&v, i)?;
+                    if view == 0 {
+                        self.kernel.handed_files(dir_id, v.snap.generation, &pv);
+                    }
                     for c in &pv.chosen.files {
                         let f = &pv.listing.files[c.index as usize];
                         let node = Node::ViewFile {
@@ -844,33 +954,92 @@ impl HudiFs {
         })
     }
 
-    /// Open a directory: its entries are fixed for the life of the handle.
-    pub fn opendir(&self, ino: u64) -> Result<u64> {
-        let entries = Arc::new(self.readdir_entries(ino)?);
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        lock(&self.open_dirs).insert(fh, entries);
-        Ok(fh)
-    }
-
-    /// Whether the kernel may cache the listing of a directory (a view that can no longer
-    /// change).
-    pub fn listing_is_final(&self, ino: u64) -> bool {
-        match Node::from_ino(ino) {
-            Some(Node::ViewDir { view, .. }) => self.view(view).is_ok_and(|v| v.is_final),
-            _ => false,
+    /// The names of the sub-directories of directory `path` of a view that have a file at or
+    /// below them: the next path component of every non-empty partition below.
+    fn subdir_names(&self, v: &ViewState, path: &str) -> Result<BTreeSet<String>> {
+        let mut subdirs = BTreeSet::new();
+        for i in v.snap.partitions_under(path) {
+            let p = &v.snap.partitions[i];
+            let rest = if path.is_empty() {
+                Some(&**p)
+            } else {
+                p.strip_prefix(path).and_then(|r| r.strip_prefix('/'))
+            };
+            let Some(rest) = rest.filter(|r| !r.is_empty()) else {
+                continue;
+            };
+            let first = rest.split('/').next().unwrap_or(rest);
+            if subdirs.contains(first) {
+                continue;
+            }
+            if !self.part(v, i)?.chosen.files.is_empty() {
+                subdirs.insert(first.to_string());
+            }
         }
+        Ok(subdirs)
     }
 
-    /// Entries of an open directory handle.
-    pub fn readdir(&self, fh: u64) -> Result<Arc<Vec<DirEntry>>> {
-        lock(&self.open_dirs)
-            .get(&fh)
-            .cloned()
-            .ok_or_else(|| Error::NotFound(format!("directory handle {fh}")))
+    /// Open a directory: its entries are fixed for the life of the handle. Listings of views
+    /// that can no longer change are cached by the kernel; those of `latest/` too, as far as
+    /// the switches allow (`kernel_cache.rs`).
+    pub fn opendir(&self, ino: u64) -> Result<OpenedDir> {
+        let generation = self.snapshot().generation;
+        let entries = Arc::new(self.readdir_entries(ino)?);
+        let (cache, latest) = match Node::from_ino(ino) {
+            Some(Node::ViewDir { view: 0, dir }) => {
+                let cache = if self.kernel.open(dir, generation) {
+                    DirCache::Reuse
+                } else {
+                    DirCache::Fill
+                };
+                (cache, Some((dir, generation)))
+            }
+            Some(Node::ViewDir { view, .. }) if self.view(view).is_ok_and(|v| v.is_final) => {
+                (DirCache::Reuse, None)
+            }
+            _ => (DirCache::Off, None),
+        };
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        lock(&self.open_dirs).insert(fh, OpenDir { entries, latest });
+        Ok(OpenedDir { fh, cache })
     }
 
-    pub fn releasedir(&self, fh: u64) {
-        lock(&self.open_dirs).remove(&fh);
+    /// Entries of an open directory handle. A handle of `latest/` that outlived a switch gives
+    /// its names short timeouts: the switch's invalidations may have missed them.
+    pub fn readdir(&self, fh: u64) -> Result<Listing> {
+        let (entries, latest) = {
+            let dirs = lock(&self.open_dirs);
+            let d = dirs
+                .get(&fh)
+                .ok_or_else(|| Error::NotFound(format!("directory handle {fh}")))?;
+            (d.entries.clone(), d.latest)
+        };
+        let ttl_cap = match latest {
+            Some((_, generation)) if generation < self.snapshot().generation => TTL_FRESH,
+            _ => Duration::MAX,
+        };
+        Ok(Listing { entries, ttl_cap })
+    }
+
+    /// Release a directory handle. A handle of `latest/` that outlived a switch of its directory
+    /// may have filled the kernel's cached listing with the old snapshot: the caller drops that
+    /// (invalidates the inode) and then calls [`HudiFs::stale_dir_dropped`].
+    pub fn releasedir(&self, fh: u64) -> Option<StaleDir> {
+        let (dir, generation) = lock(&self.open_dirs).remove(&fh)?.latest?;
+        if self.kernel.outlived_a_switch(dir, generation) {
+            return Some(StaleDir {
+                ino: Node::ViewDir { view: 0, dir }.ino(),
+                dir,
+                generation,
+            });
+        }
+        self.kernel.released(dir, generation);
+        None
+    }
+
+    /// The kernel's cached listing of a stale handle's directory was dropped.
+    pub fn stale_dir_dropped(&self, s: StaleDir) {
+        self.kernel.released(s.dir, s.generation);
     }
 
     /// The view's partition view and position of file `file`, if the view shows it.
@@ -934,29 +1103,47 @@ impl HudiFs {
 
     /// Read up to `size` bytes at `offset` of an open file.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        self.read_with(fh, offset, size, <[u8]>::to_vec)
+    }
+
+    /// Read up to `size` bytes at `offset` of an open file and hand them to `f`. Table files are
+    /// read into a buffer each thread keeps, so a read allocates and clears nothing.
+    pub fn read_with<R>(
+        &self,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
         let file = lock(&self.open_files)
             .get(&fh)
             .cloned()
             .ok_or_else(|| Error::NotFound(format!("file handle {fh}")))?;
         match &*file {
-            OpenFile::Data(f) => {
-                let mut buf = vec![0u8; size as usize];
+            OpenFile::Data(file) => BUF.with(|cell| {
+                let mut buf = cell.borrow_mut();
+                if buf.len() < size as usize {
+                    buf.resize(size as usize, 0);
+                }
+                let buf = &mut buf[..size as usize];
                 let mut filled = 0;
                 while filled < buf.len() {
-                    match f.read_at(&mut buf[filled..], offset + filled as u64) {
+                    match file.read_at(&mut buf[filled..], offset + filled as u64) {
                         Ok(0) => break,
                         Ok(n) => filled += n,
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                         Err(e) => return Err(Error::io(format!("file handle {fh}"), e)),
                     }
                 }
-                buf.truncate(filled);
-                Ok(buf)
-            }
+                Ok(f(&buf[..filled]))
+            }),
             OpenFile::Bytes(b) => {
                 let start = (offset as usize).min(b.len());
                 let end = start.saturating_add(size as usize).min(b.len());
-                Ok(b[start..end].to_vec())
+                Ok(f(&b[start..end]))
             }
         }
     }

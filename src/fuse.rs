@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
 use fuser::{
@@ -19,7 +19,7 @@ use fuser::{
 };
 
 use crate::error::Error;
-use crate::fs::{Attr, HudiFs, Kind};
+use crate::fs::{Attr, DirCache, HudiFs, Kind};
 
 pub struct FuseAdapter {
     fs: Arc<HudiFs>,
@@ -30,15 +30,22 @@ pub struct FuseAdapter {
     backing: Mutex<HashMap<u64, (BackingId, usize)>>,
     /// Inode of each open passthrough handle.
     handle_inode: Mutex<HashMap<u64, u64>>,
+    /// Tells the kernel what to drop from its caches (set once the session exists).
+    notifier: Arc<OnceLock<fuser::Notifier>>,
 }
 
 impl FuseAdapter {
-    pub fn new(fs: Arc<HudiFs>, passthrough: bool) -> FuseAdapter {
+    pub fn new(
+        fs: Arc<HudiFs>,
+        passthrough: bool,
+        notifier: Arc<OnceLock<fuser::Notifier>>,
+    ) -> FuseAdapter {
         FuseAdapter {
             fs,
             passthrough: AtomicBool::new(passthrough),
             backing: Mutex::new(HashMap::new()),
             handle_inode: Mutex::new(HashMap::new()),
+            notifier,
         }
     }
 
@@ -197,9 +204,14 @@ impl Filesystem for FuseAdapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.fs.read(fh.0, offset, size) {
-            Ok(data) => reply.data(&data),
-            Err(e) => reply.error(errno("read", &ino.0, &e)),
+        let mut reply = Some(reply);
+        let sent = self.fs.read_with(fh.0, offset, size, |data| {
+            if let Some(r) = reply.take() {
+                r.data(data);
+            }
+        });
+        if let (Err(e), Some(r)) = (sent, reply) {
+            r.error(errno("read", &ino.0, &e));
         }
     }
 
@@ -231,14 +243,13 @@ impl Filesystem for FuseAdapter {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.fs.opendir(ino.0) {
-            Ok(fh) => {
-                // Listings of views that can no longer change stay in the kernel's cache.
-                let flags = if self.fs.listing_is_final(ino.0) {
-                    FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE
-                } else {
-                    FopenFlags::empty()
+            Ok(d) => {
+                let flags = match d.cache {
+                    DirCache::Off => FopenFlags::empty(),
+                    DirCache::Fill => FopenFlags::FOPEN_CACHE_DIR,
+                    DirCache::Reuse => FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
                 };
-                reply.opened(FileHandle(fh), flags)
+                reply.opened(FileHandle(d.fh), flags)
             }
             Err(e) => reply.error(errno("opendir", &ino.0, &e)),
         }
@@ -261,7 +272,7 @@ impl Filesystem for FuseAdapter {
         let all = dots.iter().map(|(i, n, k)| (*i, *n, *k)).chain(
             entries
                 .iter()
-                .map(|e| (e.entry.attr.ino, &*e.name, e.entry.attr.kind)),
+                .map(|(name, e)| (e.attr.ino, name, e.attr.kind)),
         );
         for (i, (eino, name, k)) in all.enumerate().skip(offset as usize) {
             if reply.add(INodeNo(eino), (i + 1) as u64, kind(k), name) {
@@ -289,10 +300,7 @@ impl Filesystem for FuseAdapter {
         };
         // "." and ".." carry no attributes the kernel keeps; give this directory's.
         let dots = [(".", this), ("..", this)];
-        let all = dots
-            .iter()
-            .map(|(n, e)| (*n, *e))
-            .chain(entries.iter().map(|e| (&*e.name, e.entry)));
+        let all = dots.iter().map(|(n, e)| (*n, *e)).chain(entries.iter());
         for (i, (name, e)) in all.enumerate().skip(offset as usize) {
             let attr = file_attr(&e.attr);
             if reply.add(attr.ino, (i + 1) as u64, name, &e.ttl, &attr, Generation(0)) {
@@ -310,7 +318,14 @@ impl Filesystem for FuseAdapter {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.fs.releasedir(fh.0);
+        if let Some(stale) = self.fs.releasedir(fh.0) {
+            // Drop what the handle may have put in the kernel's cached listing, then let other
+            // handles reuse that cache again.
+            if let Some(n) = self.notifier.get() {
+                let _ = n.inval_inode(INodeNo(stale.ino), 0, 0);
+            }
+            self.fs.stale_dir_dropped(stale);
+        }
         reply.ok();
     }
 

@@ -16,6 +16,7 @@ pub mod fsview;
 pub mod fuse;
 pub mod generator;
 pub mod inode;
+pub mod kernel_cache;
 pub mod listing;
 pub mod live;
 pub mod metadata;

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant as Clock, SystemTime};
 use crate::error::{Error, Result};
 use crate::fs::{HudiFs, Snapshot};
 use crate::fsview::Context;
+use crate::kernel_cache::Deferred;
 use crate::metadata;
 use crate::timeline::{self, Action, InstantFile, State, TimelineDelta};
 
@@ -131,6 +132,7 @@ pub fn apply(
     {
         // The table's configuration changed (an upgrade?): read everything again.
         let next = Snapshot::read(fs.root(), fs.options(), previous.generation + 1)?;
+        fs.begin_switch(None, next.generation);
         fs.install(next, &BTreeSet::new());
         return Ok(Some(Change {
             previous,
@@ -182,6 +184,7 @@ pub fn apply(
         Some(t) => with_new_partitions(&previous.partitions, t, &cfg.root),
     };
     let next = Snapshot::new(ctx, partitions, fs.options(), previous.generation + 1);
+    fs.begin_switch(touched.as_ref(), next.generation);
     let all = BTreeSet::new();
     fs.install(next, touched.as_ref().unwrap_or(&all));
     if touched.is_none() {
@@ -433,11 +436,15 @@ pub fn follow(
         }
     };
     let mut last_rescan = Clock::now();
+    let mut last_poll = Clock::now();
+    // Names that left latest/, to invalidate once more (see kernel_cache.rs).
+    let mut again = Deferred::default();
     while !stop.load(Ordering::SeqCst) {
+        let due_in = again.next_in(Clock::now()).unwrap_or(Duration::MAX);
         // A panic while applying a change (malformed input reaching a library) must not stop
         // the mount from following the table: log it, keep the previous snapshot, go on.
         let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &watch {
-            Some(w) => match w.wait(poll_interval.min(Duration::from_millis(500))) {
+            Some(w) => match w.wait(poll_interval.min(Duration::from_millis(500)).min(due_in)) {
                 Ok(Some(ev)) if !ev.rescan => apply(&fs, ev.changed, ev.removed),
                 Ok(Some(_)) => poll_once(&fs, SETTLE),
                 Ok(None) if last_rescan.elapsed() >= RESCAN => {
@@ -452,7 +459,12 @@ pub fn follow(
                 }
             },
             None => {
-                std::thread::sleep(poll_interval);
+                let next_poll = poll_interval.saturating_sub(last_poll.elapsed());
+                std::thread::sleep(next_poll.min(due_in));
+                if last_poll.elapsed() < poll_interval {
+                    return Ok(None);
+                }
+                last_poll = Clock::now();
                 poll_once(&fs, SETTLE)
             }
         }));
@@ -467,18 +479,25 @@ pub fn follow(
                     "timeline changed; latest is now {}",
                     fs.latest_instant().unwrap_or_default()
                 );
+                let inv = fs.latest_invalidations(&change);
                 if let Some(n) = &notifier {
-                    let inv = fs.latest_invalidations(&change);
-                    for ino in inv.inodes {
-                        let _ = n.inval_inode(fuser::INodeNo(ino), 0, 0);
+                    for (parent, name) in &inv.entries {
+                        let _ = n.inval_entry(fuser::INodeNo(*parent), OsStr::new(name));
                     }
-                    for (parent, name) in inv.entries {
-                        let _ = n.inval_entry(fuser::INodeNo(parent), OsStr::new(&name));
+                    for ino in &inv.inodes {
+                        let _ = n.inval_inode(fuser::INodeNo(*ino), 0, 0);
                     }
+                    again.push(Clock::now(), &inv.entries);
                 }
+                fs.switched(&inv);
             }
             Ok(None) => {}
             Err(e) => log::warn!("refresh failed, keeping the previous snapshot: {e}"),
+        }
+        if let Some(n) = &notifier {
+            for (parent, name) in again.due(Clock::now()) {
+                let _ = n.inval_entry(fuser::INodeNo(parent), OsStr::new(&name));
+            }
         }
     }
 }

@@ -244,8 +244,13 @@ pub fn is_clustering_request(v: &Value) -> bool {
 /// The cleaner's retention bound of a completed clean (`earliestCommitToRetain`); `None` when
 /// the field is empty (file-versions policy).
 pub fn clean_earliest_to_retain(v: &Value) -> Option<String> {
+    // Clean metadata names the instant; a cleaner plan gives it as a HoodieActionInstant record.
     str_field(v, "earliestCommitToRetain")
         .or_else(|| str_field(v, "earliestInstantToRetain"))
+        .or_else(|| {
+            v.get("earliestInstantToRetain")
+                .and_then(|i| str_field(i, "timestamp"))
+        })
         .map(str::to_string)
 }
 

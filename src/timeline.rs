@@ -652,10 +652,12 @@ impl Timeline {
 
     /// The cleaner's retention bound (spec §4.6, decision 5 and 10): the last completed clean's
     /// `earliestCommitToRetain`, or the first completed write when that is empty; for an
-    /// unreadable clean, the last completed write before it. `None` without a completed clean.
+    /// unreadable clean, the last completed write before it. A clean still in flight counts
+    /// too, by its plan's `earliestInstantToRetain`: it is already deleting what it does not
+    /// retain, so time travel before that would list a snapshot losing files (guarantee 5).
+    /// The greatest of these; `None` without any clean.
     pub fn retention_bound(&self) -> Option<String> {
-        let clean = self.completed_of(Action::Clean).next_back()?;
-        match clean.json() {
+        let bound_of = |clean: &Instant, meta: Decoded<Value>| match meta {
             Ok(v) => metadata::clean_earliest_to_retain(&v)
                 .or_else(|| self.completed.keys().next().cloned()),
             Err(e) => {
@@ -665,7 +667,23 @@ impl Timeline {
                     .next_back()
                     .map(|(k, _)| k.clone())
             }
-        }
+        };
+        let completed = self
+            .completed_of(Action::Clean)
+            .next_back()
+            .and_then(|c| bound_of(c, c.json()));
+        let in_flight = self
+            .pending()
+            .filter(|i| i.action == Action::Clean)
+            .filter_map(|c| {
+                let plan = if c.file(State::Requested).is_some() {
+                    c.plan_json()
+                } else {
+                    c.json()
+                };
+                bound_of(c, plan)
+            });
+        completed.into_iter().chain(in_flight).max()
     }
 
     /// The `(partition, fileId)` groups each pending compaction covers; an unreadable plan

@@ -7,7 +7,7 @@ mod common;
 use std::ffi::OsStr;
 use std::path::Path;
 
-use hudifs::fs::{FsOptions, HudiFs, Kind, ROOT};
+use hudifs::fs::{DirCache, FsOptions, HudiFs, Kind, ROOT, TTL_FRESH};
 
 const TABLE: &str = "sample_table/cow/v6_simplekeygen_nonhivestyle_overwritetable";
 const C2: &str = "20240707001302376";
@@ -126,7 +126,10 @@ fn latest_switches_atomically_and_open_handles_keep_their_snapshot() {
         return;
     };
     let latest = walk(&fs, &["latest"]).unwrap();
-    let old_dir = fs.opendir(latest).unwrap();
+    let first = fs.opendir(latest).unwrap();
+    assert_eq!(first.cache, DirCache::Reuse, "nothing changed yet");
+    assert!(fs.releasedir(first.fh).is_none());
+    let old_dir = fs.opendir(latest).unwrap().fh;
     let file = walk(&fs, &["latest", "30"]).unwrap();
     let fname = names(&fs, file).pop().unwrap();
     let file = walk(&fs, &["latest", "30", &fname]).unwrap();
@@ -137,21 +140,39 @@ fn latest_switches_atomically_and_open_handles_keep_their_snapshot() {
     std::fs::remove_file(root.join(format!(".hoodie/{R3}.replacecommit"))).unwrap();
     let on_disk = std::fs::read(root.join("30").join(&fname)).unwrap();
     std::fs::remove_file(root.join("30").join(&fname)).unwrap();
-    assert!(
-        fs.refresh().unwrap(),
-        "a changed timeline is a new snapshot"
-    );
+    let change = hudifs::live::poll_once(&fs, std::time::Duration::ZERO)
+        .unwrap()
+        .expect("a changed timeline is a new snapshot");
     assert!(!fs.refresh().unwrap(), "an unchanged one is not");
+    // The kernel's cached listing of latest/ is not reused while the switch is applied, nor
+    // while a handle of the old snapshot is open; that handle drops the cache on release.
+    let inv = fs.latest_invalidations(&change);
+    assert!(inv.inodes.contains(&latest), "{inv:?}");
+    let during = fs.opendir(latest).unwrap();
+    assert_eq!(during.cache, DirCache::Fill);
+    fs.switched(&inv);
+    let after = fs.opendir(latest).unwrap();
+    assert_eq!(after.cache, DirCache::Fill, "the old handle is still open");
+    assert!(fs.releasedir(during.fh).is_none());
+    assert!(fs.releasedir(after.fh).is_none());
 
     // A directory handle opened before the switch lists the old snapshot, a new one the new.
     let old: Vec<String> = fs
         .readdir(old_dir)
         .unwrap()
         .iter()
-        .map(|e| e.name.to_string())
+        .map(|(name, e)| {
+            assert_eq!(e.ttl, TTL_FRESH, "a handle that outlived a switch");
+            name.to_string()
+        })
         .collect();
     assert_eq!(old, ["30"]);
-    fs.releasedir(old_dir);
+    let stale = fs
+        .releasedir(old_dir)
+        .expect("the old handle outlived the switch");
+    assert_eq!(stale.ino, latest);
+    fs.stale_dir_dropped(stale);
+    assert_eq!(fs.opendir(latest).unwrap().cache, DirCache::Reuse);
     assert_eq!(names(&fs, latest), ["10", "20", "30"]);
     assert_eq!(fs.latest_instant().as_deref(), Some(C2));
 

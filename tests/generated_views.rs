@@ -246,6 +246,43 @@ fn clean_guard_and_savepoints() {
     assert_eq!(m["savepoints"][0], c2.as_str());
 }
 
+/// A clean still in flight (here: one that crashed after deleting) already bounds time travel by
+/// its plan: it has deleted, or is deleting, what it does not retain (guarantee 5).
+#[test]
+fn a_clean_in_flight_bounds_time_travel_by_its_plan() {
+    for version in [6, 9] {
+        let (_d, mut w) = cow(version);
+        let p = w.partition_path(&["a"]).unwrap();
+        let mut t = w.begin(Action::Commit).unwrap();
+        let f = t.insert(&p, &rows(1, 3)).unwrap();
+        let c1 = t.complete().unwrap();
+        let mut t = w.begin(Action::Commit).unwrap();
+        t.update(&p, &f, &rows_with_ids(2, &[1000])).unwrap();
+        let c2 = t.complete().unwrap();
+        let root = w.root().to_path_buf();
+        let c1_file = w.group_files(&p, &f)[0].clone();
+        let k = w.clean(&c2, &[(p.as_str(), name(&c1_file))]).unwrap();
+        // The completed clean file never made it: the clean is inflight.
+        let completed = w
+            .take_published()
+            .into_iter()
+            .map(|f| f.name)
+            .find(|n| n.starts_with(&k) && n.ends_with(".clean"))
+            .unwrap();
+        std::fs::remove_file(w.timeline_dir().join(&completed)).unwrap();
+        let snap = TableSnapshot::open(&root).unwrap();
+        assert!(snap.timeline.pending().any(|i| i.requested == k));
+        let err = as_of(&root, &c1).unwrap_err();
+        assert!(err.to_string().contains("cleaner"), "v{version}: {err}");
+        assert_eq!(as_of(&root, &c2).unwrap().len(), 1, "v{version}");
+        assert_eq!(
+            fsview::model(&snap.context())["retention_bound"],
+            c2.as_str(),
+            "v{version}"
+        );
+    }
+}
+
 /// v6 hollow commits: a pending write inside a window cuts it just before itself (BLOCK).
 #[test]
 fn v6_block_policy_cuts_windows_at_the_oldest_pending_write() {

@@ -454,6 +454,9 @@ impl Snapshot {
 
 struct Clean {
     retain: String,
+    /// When its requested file was renamed in: from then on it may delete what it does not
+    /// retain, and the daemon refuses time travel before `retain`.
+    requested: i64,
     completed: i64,
 }
 
@@ -528,8 +531,10 @@ fn parse_log(text: &str) -> Log {
             }
             "clean" => {
                 let completed = e["published"].as_i64().unwrap_or(0);
+                let key = (s(&e["instant"]), "clean".into(), "requested".into());
                 log.cleans.push(Clean {
                     retain: s(&e["earliest_commit_to_retain"]),
+                    requested: renames.get(&key).copied().unwrap_or(completed),
                     completed,
                 });
                 for f in e["deleted"].as_array().into_iter().flatten() {
@@ -571,6 +576,8 @@ struct Report {
     as_of_walks: u64,
     as_of_final: u64,
     as_of_refused: u64,
+    /// Final as_of walks that listed less while a clean not retaining them was under way.
+    as_of_clean_races: u64,
     as_of_dirs: u64,
     timeline_reads: u64,
     dirs_read: u64,
@@ -610,6 +617,17 @@ fn refused_by_clean(log: &Log, t: &str, at: i64) -> bool {
             .cleans
             .iter()
             .any(|c| c.completed > 0 && c.completed <= at && t < c.retain.as_str())
+}
+
+/// A clean that does not retain `T` was requested at or before `at`: from then on it may be
+/// deleting files of `T`'s snapshot, and the daemon may refuse `as_of/T` (it does as soon as it
+/// sees the clean's plan) — or, in the moment before it sees it, list what is left.
+fn clean_under_way(log: &Log, t: &str, at: i64) -> bool {
+    !log.savepoints.contains(t)
+        && log
+            .cleans
+            .iter()
+            .any(|c| c.requested > 0 && c.requested <= at && t < c.retain.as_str())
 }
 
 fn check_listed(log: &Log, rep: &mut Report, what: &str, files: &BTreeSet<String>, end: i64) {
@@ -733,7 +751,7 @@ fn check_as_of(log: &Log, rep: &mut Report, t: &str, w: &Walk) {
             rep.as_of_refused += 1;
             // Refused: only when a clean retained newer commits (or the time is not final yet
             // and vanished, which a completed instant never does).
-            if !refused_by_clean(log, t, w.end) {
+            if !clean_under_way(log, t, w.end) {
                 rep.bad(
                     "as-of-refused",
                     format!("as_of/{t} was refused (errno {e}) though no clean had moved past it"),
@@ -760,6 +778,8 @@ fn check_as_of(log: &Log, rep: &mut Report, t: &str, w: &Walk) {
                                 .min()
                                 .unwrap_or(w.start)
                     ));
+                } else if files != *expected && clean_under_way(log, t, w.end) {
+                    rep.as_of_clean_races += 1;
                 } else if files != *expected {
                     rep.bad("as-of-changed", format!(
                         "as_of/{t}, final since the writer logged it, changed: missing {:?}, extra {:?}",
@@ -1182,13 +1202,14 @@ fn print_report(cfg: &Config, log: &Log, rep: &Report) {
         cfg.readers
     );
     println!(
-        "  listings: {} (latest/ {} of which {} across a switch, as_of {} of which {} final and {} refused, as_of/ {}); directories read {}",
+        "  listings: {} (latest/ {} of which {} across a switch, as_of {} of which {} final, {} refused and {} caught by a clean under way, as_of/ {}); directories read {}",
         rep.latest_walks + rep.as_of_walks + rep.as_of_dirs,
         rep.latest_walks,
         rep.latest_spanning,
         rep.as_of_walks,
         rep.as_of_final,
         rep.as_of_refused,
+        rep.as_of_clean_races,
         rep.as_of_dirs,
         rep.dirs_read
     );
@@ -1471,6 +1492,7 @@ fn the_checks_catch_violations() {
     );
     log.cleans.push(Clean {
         retain: "3".into(),
+        requested: 9_000,
         completed: 10_000,
     });
     log.deleted.insert("p/.a_1.log.1_0-1-1".into(), 10_000);
@@ -1552,6 +1574,24 @@ fn the_checks_catch_violations() {
             290,
             Err((false, libc::ENOENT))
         )]),
+        Vec::<&str>::new()
+    );
+    // While the clean is under way (requested, not completed), as_of/2 may be refused, or list
+    // what the cleaner left in the moment before the daemon saw the clean's plan.
+    let mut during = walk(9_500, "2", "2", &[]);
+    during.top = Err(libc::ENOENT);
+    assert_eq!(
+        kinds(vec![Seen::AsOf {
+            t: "2".into(),
+            walk: during
+        }]),
+        Vec::<&str>::new()
+    );
+    assert_eq!(
+        kinds(vec![Seen::AsOf {
+            t: "2".into(),
+            walk: walk(9_500, "2", "2", &[("p", &[".b_2.log.1_0-1-2"])])
+        }]),
         Vec::<&str>::new()
     );
 
