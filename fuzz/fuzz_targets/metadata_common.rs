@@ -1,5 +1,7 @@
 //! The body shared by the `metadata_json` and `metadata_avro` targets: decode an instant file's
-//! bytes and run every extractor on the result. None of them may panic, hang or blow memory.
+//! bytes and run every extractor on the result. None of them may panic, hang or blow memory:
+//! `metadata::decode` bounds what an Avro container decodes to by the container's size, so any
+//! input that trips libFuzzer's memory limits (scripts/fuzz runs with 2 GB) is a bug.
 
 use std::cell::RefCell;
 use std::panic::{self, AssertUnwindSafe};
@@ -9,23 +11,6 @@ use hudifs::metadata::{
     clean_earliest_to_retain, compaction_plan_groups, decode, is_clustering_request,
     rollback_files, CommitMetadata,
 };
-
-/// `HUDIFS_FUZZ_AVRO_MAX_ALLOC=N` caps every length apache-avro will allocate for at N (its
-/// process-wide `max_allocation_bytes`), set before the first decode. Unset, the target fuzzes
-/// exactly what the daemon runs (`metadata::decode` sets its own cap). Set it only to fuzz past
-/// an allocation bomb that is known and reported: the first caller of `max_allocation_bytes`
-/// wins, so a cap set here replaces the daemon's.
-fn cap_avro_allocations() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        if let Some(n) = std::env::var("HUDIFS_FUZZ_AVRO_MAX_ALLOC")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-        {
-            apache_avro::max_allocation_bytes(n);
-        }
-    });
-}
 
 thread_local! {
     static LAST_PANIC: RefCell<String> = const { RefCell::new(String::new()) };
@@ -46,7 +31,6 @@ fn let_caught_panics_unwind() {
 }
 
 pub fn check(data: &[u8]) {
-    cap_avro_allocations();
     let_caught_panics_unwind();
     if panic::catch_unwind(AssertUnwindSafe(|| check_unguarded(data))).is_err() {
         LAST_PANIC.with(|p| eprintln!("panic not caught by hudifs: {}", p.borrow()));
