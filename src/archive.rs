@@ -397,6 +397,15 @@ pub fn decode_avro_block(
             return (out, problems);
         }
     };
+    // Decoded with the bounded decoder of instant metadata: a crafted count or length cannot
+    // make it allocate more than a small multiple of the record's size.
+    let decoder = match metadata::AvroDecoder::new(schema) {
+        Ok(d) => d,
+        Err(e) => {
+            problems.push(format!("unusable record schema: {e}"));
+            return (out, problems);
+        }
+    };
     for i in 0..count {
         let record = match c.len32().and_then(|len| c.take(len)) {
             Ok(r) => r,
@@ -405,11 +414,7 @@ pub fn decode_avro_block(
                 break;
             }
         };
-        let mut reader = record;
-        match apache_avro::from_avro_datum(schema, &mut reader, None)
-            .map_err(|e| e.to_string())
-            .and_then(metadata::avro_to_json)
-        {
+        match decoder.decode_datum(record) {
             Ok(v) => out.push(v),
             Err(e) => problems.push(format!("record {i} of {count} does not decode: {e}")),
         }
@@ -973,5 +978,14 @@ mod tests {
         }
         let (v, problems) = decode_avro_block(b"\0\0\0\x03\0\0\0\x01\0\0\0\x02\x02a", &schema);
         assert_eq!((v, problems), (vec![Value::from("a")], vec![]));
+        // A record of five bytes announcing 2^25 nulls (each decodes from no bytes at all) is
+        // refused by the value budget instead of being built.
+        let nulls = apache_avro::Schema::parse_str(r#"{"type":"array","items":"null"}"#).unwrap();
+        let mut bomb = b"\0\0\0\x03\0\0\0\x01\0\0\0\x05".to_vec();
+        bomb.extend([0x80, 0x80, 0x80, 0x20, 0x00]);
+        let started = std::time::Instant::now();
+        let (v, problems) = decode_avro_block(&bomb, &nulls);
+        assert!(v.is_empty() && problems.len() == 1, "{problems:?}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
     }
 }

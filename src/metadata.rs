@@ -57,9 +57,9 @@ const AVRO_INFLATE_SLACK: usize = 64 << 10;
 /// rendering a long one is quadratic). No Hudi schema has decimals.
 const AVRO_MAX_DECIMAL_BYTES: usize = 1024;
 
-/// apache-avro's process-wide cap on the lengths it allocates for. Container data is decoded
-/// here, not by apache-avro; the cap still guards `archive.rs`, which decodes the records of
-/// Hudi log blocks with `apache_avro::from_avro_datum`.
+/// apache-avro's process-wide cap on the lengths it allocates for. Container data and the
+/// records of archived log blocks (`archive.rs`) are decoded here, not by apache-avro; the cap
+/// still guards the rare logical types handed to it on slices of exactly their size.
 const AVRO_MAX_ALLOCATION: usize = 32 << 20;
 
 fn decode_avro(bytes: &[u8]) -> Result<Value, String> {
