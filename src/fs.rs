@@ -347,6 +347,8 @@ pub struct HudiFs {
     next_fh: AtomicU64,
     /// Timeline names that are not instant files, so that they are reported once.
     ignored: Mutex<BTreeSet<String>>,
+    /// What the last poll of the timeline directory saw (see `live::poll_once`).
+    pub(crate) last_poll: Mutex<Option<crate::live::PollStamp>>,
     /// Owner and times of synthetic directories: those of the table root.
     uid: u32,
     gid: u32,
@@ -387,6 +389,7 @@ impl HudiFs {
             kernel: KernelCache::default(),
             next_fh: AtomicU64::new(1),
             ignored: Mutex::new(BTreeSet::new()),
+            last_poll: Mutex::new(None),
             uid: md.uid(),
             gid: md.gid(),
             root_mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),

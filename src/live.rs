@@ -44,22 +44,51 @@ pub fn poll_once(fs: &HudiFs, settle: Duration) -> Result<Option<Change>> {
     let snap = fs.snapshot();
     let dir = snap.cfg().timeline_dir.clone();
     let tl = &snap.ctx.timeline;
+    // A directory whose mtime has not moved since a trusted listing holds the same names: an
+    // idle poll costs one stat, not a read of the whole timeline.
+    let started = Clock::now();
+    let mtime = std::fs::metadata(&dir).and_then(|m| m.modified()).ok();
+    let stamp = lock_poll(fs).clone();
+    if let (Some(st), Some(m)) = (&stamp, mtime) {
+        if st.mtime == m && st.trusted && !st.deferred && st.generation == snap.generation {
+            return Ok(None);
+        }
+    }
+    let first_seen = match (&stamp, mtime) {
+        (Some(st), Some(m)) if st.mtime == m => st.first_seen,
+        _ => started,
+    };
+    let remember = |deferred: bool, generation: u64| {
+        if let Some(m) = mtime {
+            *lock_poll(fs) = Some(PollStamp {
+                mtime: m,
+                first_seen,
+                trusted: started.duration_since(first_seen) >= TRUST_MTIME_AFTER,
+                deferred,
+                generation,
+            });
+        }
+    };
     let is_new =
         |n: &str| !tl.has_file(n) && !fs.is_ignored(n) && !n.starts_with("hoodie.properties");
     let mut first = list_files(&dir)?;
     let known_seen = first.iter().filter(|n| tl.has_file(n)).count();
     if known_seen == tl.file_count() && !first.iter().any(|n| is_new(n)) {
+        remember(false, snap.generation);
         return Ok(None);
     }
     first.sort_unstable();
     let seen = stabilize(&dir, first)?;
     let mut changed = BTreeSet::new();
+    let mut deferred = false;
     let now = SystemTime::now();
     for name in seen.iter().filter(|n| is_new(n)) {
         // The configuration is re-read on inotify events only (it changes with upgrades).
         let mtime = std::fs::metadata(dir.join(name)).and_then(|m| m.modified());
         let young = mtime.is_ok_and(|m| now.duration_since(m).unwrap_or_default() < settle);
-        if !young {
+        if young {
+            deferred = true;
+        } else {
             changed.insert(name.clone());
         }
     }
@@ -71,7 +100,34 @@ pub fn poll_once(fs: &HudiFs, settle: Duration) -> Result<Option<Change>> {
                 .map(str::to_string),
         );
     }
-    apply(fs, changed, removed)
+    let change = apply(fs, changed, removed)?;
+    remember(deferred, fs.snapshot().generation);
+    Ok(change)
+}
+
+/// How long after a directory's mtime was first seen a listing of it is trusted to show every
+/// change that mtime stands for: a change made in the same tick of the file system's clock as
+/// an earlier one leaves the mtime as it was (1 s covers the coarsest clocks in use).
+const TRUST_MTIME_AFTER: Duration = Duration::from_secs(1);
+
+/// What a poll of the timeline directory saw.
+#[derive(Debug, Clone)]
+pub(crate) struct PollStamp {
+    /// The directory's mtime before the listing.
+    mtime: SystemTime,
+    /// When that mtime was first seen.
+    first_seen: Clock,
+    /// The listing began long enough after `first_seen` to have seen every change it covers.
+    trusted: bool,
+    /// Files too young to read were left for the next poll.
+    deferred: bool,
+    /// The snapshot the listing was applied to (a change applied by inotify in between, or a
+    /// failed apply, makes the next poll list again).
+    generation: u64,
+}
+
+fn lock_poll(fs: &HudiFs) -> std::sync::MutexGuard<'_, Option<PollStamp>> {
+    fs.last_poll.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The names of the regular files of a directory, in directory order.

@@ -190,6 +190,47 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) -> Duration {
     start.elapsed()
 }
 
+/// An idle poll costs one stat of the timeline directory: once a listing is trusted (taken a
+/// second after its mtime was first seen), the directory is not read again until its mtime moves.
+#[test]
+fn idle_polls_read_the_timeline_only_when_its_mtime_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TableSpec::new("t", TableType::CopyOnWrite, 9).partitioned_by(&["p"], true);
+    let mut w = TableWriter::create(&dir.path().join("t"), spec, START).unwrap();
+    let a = w.partition_path(&["a"]).unwrap();
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.insert(&a, &rows(1, 2)).unwrap();
+    t.complete().unwrap();
+    let fs = HudiFs::new(w.root(), opts()).unwrap();
+    let poll = || {
+        hudifs::live::poll_once(&fs, Duration::ZERO)
+            .unwrap()
+            .is_some()
+    };
+    assert!(!poll());
+    std::thread::sleep(Duration::from_millis(1100));
+    assert!(!poll(), "this listing is trusted");
+    // A commit whose renames leave the directory's mtime where it was (set back by hand) is
+    // not seen: the poll did not read the directory.
+    let timeline = w.timeline_dir().to_path_buf();
+    let mtime = std::fs::metadata(&timeline).unwrap().modified().unwrap();
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.insert(&a, &rows(2, 2)).unwrap();
+    let c2 = t.complete().unwrap();
+    std::fs::File::open(&timeline)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    assert!(!poll(), "an unchanged mtime is not read");
+    // The mtime moves: the commit is seen.
+    std::fs::File::open(&timeline)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now())
+        .unwrap();
+    assert!(poll());
+    assert_eq!(fs.latest_instant().as_deref(), Some(c2.as_str()));
+}
+
 #[test]
 fn tables_on_network_or_fuse_file_systems_are_polled() {
     let dir = tempfile::tempdir().unwrap();
