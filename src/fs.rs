@@ -457,13 +457,6 @@ impl HudiFs {
                 let i = self.partition_index(v, &path)?;
                 self.part(v, i).ok()
             });
-            let subdirs: BTreeSet<Arc<str>> = new
-                .as_ref()
-                .and_then(|v| self.subdir_names(v, &path).ok())
-                .unwrap_or_default()
-                .into_iter()
-                .map(|n| Arc::from(n.as_str()))
-                .collect();
             if let Some(old) = &handed.files {
                 let now: HashMap<&str, u64> = files
                     .as_ref()
@@ -475,9 +468,21 @@ impl HudiFs {
                     }
                 }
             }
+            // A sub-directory handed out leaves only if a touched partition lies below it and
+            // nothing below it shows a file any more.
             let mut kept = BTreeSet::new();
             for s in handed.subdirs {
-                if subdirs.contains(&s) {
+                let child = join(&path, &s);
+                let below = format!("{child}/");
+                let may_change = change
+                    .touched
+                    .as_ref()
+                    .is_none_or(|t| t.iter().any(|p| *p == child || p.starts_with(&below)));
+                let stays = !may_change
+                    || new
+                        .as_ref()
+                        .is_some_and(|v| self.dir_exists(v, &child).unwrap_or(false));
+                if stays {
                     kept.insert(s);
                 } else {
                     inv.entries.push((ino, s.to_string()));

@@ -223,6 +223,11 @@ impl Context {
         let v6_mor = self.cfg.has_v6_logs();
         let t = inst.requested.as_str();
         if inst.is_completed_write() {
+            // Only replacecommits (and on v6 merge-on-read every write) have facts here: other
+            // writes' metadata is decoded when a view needs it, not at mount.
+            if inst.action != Action::ReplaceCommit && !v6_mor {
+                return;
+            }
             let meta = inst.commit_metadata();
             if inst.action == Action::ReplaceCommit {
                 match &meta {

@@ -261,6 +261,11 @@ impl Instant {
             .clone()
     }
 
+    /// Whether the commit metadata was decoded already (it is decoded on first use).
+    pub fn metadata_decoded(&self) -> bool {
+        self.commit_meta.get().is_some()
+    }
+
     /// Commit metadata of a completed write instant (or the workload profile of an inflight one).
     pub fn commit_metadata(&self) -> Decoded<CommitMetadata> {
         self.commit_meta
