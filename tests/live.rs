@@ -16,6 +16,14 @@ use hudifs::timeline::Action;
 
 const START: i64 = 1_767_225_600_000;
 
+/// A version-9 copy-on-write table under `dir`, partitioned by `p`, and its partition `p=a`.
+fn cow_table(dir: &Path) -> (TableWriter, String) {
+    let spec = TableSpec::new("t", TableType::CopyOnWrite, 9).partitioned_by(&["p"], true);
+    let w = TableWriter::create(&dir.join("t"), spec, START).unwrap();
+    let a = w.partition_path(&["a"]).unwrap();
+    (w, a)
+}
+
 fn opts() -> FsOptions {
     FsOptions {
         read_optimized: false,
@@ -196,9 +204,7 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) -> Duration {
 #[test]
 fn mounting_decodes_only_the_metadata_views_need() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = TableSpec::new("t", TableType::CopyOnWrite, 9).partitioned_by(&["p"], true);
-    let mut w = TableWriter::create(&dir.path().join("t"), spec, START).unwrap();
-    let a = w.partition_path(&["a"]).unwrap();
+    let (mut w, a) = cow_table(dir.path());
     let mut t = w.begin(Action::Commit).unwrap();
     let f = t.insert(&a, &rows(1, 2)).unwrap();
     t.complete().unwrap();
@@ -228,9 +234,7 @@ fn mounting_decodes_only_the_metadata_views_need() {
 #[test]
 fn idle_polls_read_the_timeline_only_when_its_mtime_moves() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = TableSpec::new("t", TableType::CopyOnWrite, 9).partitioned_by(&["p"], true);
-    let mut w = TableWriter::create(&dir.path().join("t"), spec, START).unwrap();
-    let a = w.partition_path(&["a"]).unwrap();
+    let (mut w, a) = cow_table(dir.path());
     let mut t = w.begin(Action::Commit).unwrap();
     t.insert(&a, &rows(1, 2)).unwrap();
     t.complete().unwrap();
@@ -290,9 +294,7 @@ fn a_mount_follows_commits_without_remounting() {
     }
     for (mode, env) in [("inotify", None), ("polling", Some("1"))] {
         let dir = tempfile::tempdir().unwrap();
-        let spec = TableSpec::new("t", TableType::CopyOnWrite, 9).partitioned_by(&["p"], true);
-        let mut w = TableWriter::create(&dir.path().join("t"), spec, START).unwrap();
-        let a = w.partition_path(&["a"]).unwrap();
+        let (mut w, a) = cow_table(dir.path());
         let mut t = w.begin(Action::Commit).unwrap();
         let f = t.insert(&a, &rows(1, 4)).unwrap();
         t.complete().unwrap();
@@ -346,9 +348,7 @@ fn a_mount_follows_commits_without_remounting() {
 #[test]
 fn invalidations_name_what_left_latest() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = TableSpec::new("t", TableType::CopyOnWrite, 9).partitioned_by(&["p"], true);
-    let mut w = TableWriter::create(&dir.path().join("t"), spec, START).unwrap();
-    let a = w.partition_path(&["a"]).unwrap();
+    let (mut w, a) = cow_table(dir.path());
     let b = w.partition_path(&["b"]).unwrap();
     let mut t = w.begin(Action::Commit).unwrap();
     let f = t.insert(&a, &rows(1, 4)).unwrap();

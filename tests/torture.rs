@@ -612,22 +612,24 @@ impl Report {
 /// The newest clean completed at or before `at` retains only commits at or after its bound;
 /// `T` older than that (and not a savepoint) is refused.
 fn refused_by_clean(log: &Log, t: &str, at: i64) -> bool {
-    !log.savepoints.contains(t)
-        && log
-            .cleans
-            .iter()
-            .any(|c| c.completed > 0 && c.completed <= at && t < c.retain.as_str())
+    clean_not_retaining(log, t, at, |c| c.completed)
 }
 
 /// A clean that does not retain `T` was requested at or before `at`: from then on it may be
 /// deleting files of `T`'s snapshot, and the daemon may refuse `as_of/T` (it does as soon as it
 /// sees the clean's plan) — or, in the moment before it sees it, list what is left.
 fn clean_under_way(log: &Log, t: &str, at: i64) -> bool {
+    clean_not_retaining(log, t, at, |c| c.requested)
+}
+
+/// Whether a clean that does not retain `T` (not a savepoint) had reached, by `at`, the moment
+/// `when` tells.
+fn clean_not_retaining(log: &Log, t: &str, at: i64, when: fn(&Clean) -> i64) -> bool {
     !log.savepoints.contains(t)
         && log
             .cleans
             .iter()
-            .any(|c| c.requested > 0 && c.requested <= at && t < c.retain.as_str())
+            .any(|c| when(c) > 0 && when(c) <= at && t < c.retain.as_str())
 }
 
 fn check_listed(log: &Log, rep: &mut Report, what: &str, files: &BTreeSet<String>, end: i64) {
