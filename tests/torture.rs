@@ -912,6 +912,11 @@ fn analyse(log: &Log, seen: &[Seen], rep: &mut Report) {
                                 .as_deref()
                                 .is_some_and(|t| refused_by_clean(log, t, at))
                         };
+                        let may_be_refused_at = |at: i64| {
+                            as_of
+                                .as_deref()
+                                .is_some_and(|t| clean_under_way(log, t, at))
+                        };
                         let cleaned = log.deleted.get(path).is_some_and(|d| *d <= *end);
                         let when = format!("listed at {listed_start}, opened at {open_start}");
                         if switched {
@@ -923,7 +928,7 @@ fn analyse(log: &Log, seen: &[Seen], rep: &mut Report) {
                                     "{what}{path} was listed after a clean retained only newer commits ({when}: ENOENT, deleted on disk: {cleaned})"
                                 ),
                             );
-                        } else if refused_at(*end) || cleaned {
+                        } else if may_be_refused_at(*end) || cleaned {
                             rep.gone_before_open += 1;
                         } else {
                             rep.bad(
@@ -1595,6 +1600,25 @@ fn the_checks_catch_violations() {
             walk: walk(9_500, "2", "2", &[("p", &[".b_2.log.1_0-1-2"])])
         }]),
         Vec::<&str>::new()
+    );
+    // ... and a file listed in it just before may then fail to open.
+    assert_eq!(
+        kinds(vec![read(
+            Some("2"),
+            "p/.b_2.log.1_0-1-2",
+            8_990,
+            Err((false, libc::ENOENT))
+        )]),
+        Vec::<&str>::new()
+    );
+    assert_eq!(
+        kinds(vec![read(
+            Some("2"),
+            "p/.b_2.log.1_0-1-2",
+            5_000,
+            Err((false, libc::ENOENT))
+        )]),
+        ["listed-file-missing"]
     );
 
     // Violations.
