@@ -1082,7 +1082,16 @@ impl HudiFs {
                     .get(file)
                     .ok_or_else(|| Error::NotFound(format!("file {file}")))?;
                 let p = partition_dir(&self.root, &f.partition).join(f.name());
-                let file = Arc::new(std::fs::File::open(&p).map_err(|e| Error::io(&p, e))?);
+                let file = std::fs::File::open(&p).map_err(|e| Error::io(&p, e))?;
+                // Readers of table files read them whole, front to back: let the kernel read
+                // ahead as far as it goes for sequential access (the daemon's worker threads
+                // split one reader's stream, which would otherwise look less sequential).
+                // SAFETY: a valid descriptor; advice only.
+                unsafe {
+                    use std::os::fd::AsRawFd;
+                    libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL);
+                }
+                let file = Arc::new(file);
                 // A data file's name carries its instant and write token: its bytes never change.
                 (OpenFile::Data(file.clone()), true, Some(file))
             }

@@ -363,3 +363,35 @@ fn the_mount_is_private_unless_allow_other() {
     let (ok, err) = as_nobody(&shared.path().join("latest")).unwrap();
     assert!(ok, "--allow-other: {err}");
 }
+
+/// A new FUSE mount reads ahead only 128 KiB; as root the daemon gives its mount the read-ahead
+/// of the table's device (at least 1 MiB), so cold reads through the daemon keep the disk busy.
+#[test]
+fn the_mount_reads_ahead_like_the_table_device() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(root) = table(tmp.path()) else {
+        return;
+    };
+    if !common::fuse_available() {
+        return;
+    }
+    let m = MountGuard::mount(&root, &["--no-passthrough"]);
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(m.path()).unwrap().dev();
+    let knob = format!(
+        "/sys/class/bdi/{}:{}/read_ahead_kb",
+        libc::major(dev),
+        libc::minor(dev)
+    );
+    let kb: u64 = std::fs::read_to_string(&knob)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert!(kb >= 1024, "{knob}: {kb} KiB");
+    } else {
+        println!("not root: the mount keeps the kernel's read-ahead ({kb} KiB)");
+    }
+}
