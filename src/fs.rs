@@ -47,6 +47,8 @@ pub const TTL_FRESH: Duration = Duration::from_secs(1);
 
 const ROOT_NAMES: [&str; 4] = ["latest", "as_of", "incremental", "timeline"];
 const MAX_NAME: usize = 255;
+/// Threads that resolve the partitions of one directory listing side by side.
+const RESOLVE_THREADS: usize = 4;
 /// Resolved views kept (each holds a few bytes per file it shows).
 const VIEW_CACHE: usize = 32;
 
@@ -965,18 +967,32 @@ impl HudiFs {
     /// The names of the sub-directories of directory `path` of a view that have a file at or
     /// below them: the next path component of every non-empty partition below.
     fn subdir_names(&self, v: &ViewState, path: &str) -> Result<BTreeSet<String>> {
+        // The partitions below, with the sub-directory each lies in.
+        let below: Vec<(usize, &str)> = v
+            .snap
+            .partitions_under(path)
+            .filter_map(|i| {
+                let p = &v.snap.partitions[i];
+                let rest = if path.is_empty() {
+                    Some(&**p)
+                } else {
+                    p.strip_prefix(path).and_then(|r| r.strip_prefix('/'))
+                };
+                let rest = rest.filter(|r| !r.is_empty())?;
+                Some((i, rest.split('/').next().unwrap_or(rest)))
+            })
+            .collect();
+        // The first partition of each sub-directory usually decides it: resolve those side by
+        // side (listing a partition is mostly waiting for the file system).
+        let mut firsts: Vec<usize> = Vec::new();
+        for (k, (i, first)) in below.iter().enumerate() {
+            if k == 0 || below[k - 1].1 != *first {
+                firsts.push(*i);
+            }
+        }
+        self.resolve_parts(v, &firsts);
         let mut subdirs = BTreeSet::new();
-        for i in v.snap.partitions_under(path) {
-            let p = &v.snap.partitions[i];
-            let rest = if path.is_empty() {
-                Some(&**p)
-            } else {
-                p.strip_prefix(path).and_then(|r| r.strip_prefix('/'))
-            };
-            let Some(rest) = rest.filter(|r| !r.is_empty()) else {
-                continue;
-            };
-            let first = rest.split('/').next().unwrap_or(rest);
+        for (i, first) in below {
             if subdirs.contains(first) {
                 continue;
             }
@@ -985,6 +1001,33 @@ impl HudiFs {
             }
         }
         Ok(subdirs)
+    }
+
+    /// Resolve partitions `indexes` of a view on several threads (errors are kept in the
+    /// partitions' slots, where the callers meet them).
+    fn resolve_parts(&self, v: &ViewState, indexes: &[usize]) {
+        let todo: Vec<usize> = indexes
+            .iter()
+            .copied()
+            .filter(|i| v.parts.get(*i).is_some_and(|s| s.get().is_none()))
+            .collect();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(RESOLVE_THREADS)
+            .min(todo.len() / 4);
+        if threads < 2 {
+            return;
+        }
+        let next = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    let Some(i) = todo.get(k) else { break };
+                    let _ = self.part(v, *i);
+                });
+            }
+        });
     }
 
     /// Open a directory: its entries are fixed for the life of the handle. Listings of views

@@ -602,14 +602,24 @@ impl PartitionView {
             .map(|s| &**s)
             .unwrap_or("")
     }
-    fn intern(&mut self, s: &str) -> u32 {
-        match self.instants.iter().position(|x| &**x == s) {
-            Some(i) => i as u32,
-            None => {
-                self.instants.push(Arc::from(s));
-                (self.instants.len() - 1) as u32
-            }
+}
+
+/// Interns instant strings into a [`PartitionView`]'s table while it is built (a partition can
+/// hold one instant per file: a linear search made resolving it quadratic).
+#[derive(Default)]
+struct Interner {
+    ids: HashMap<String, u32>,
+}
+
+impl Interner {
+    fn intern(&mut self, out: &mut PartitionView, s: String) -> u32 {
+        if let Some(id) = self.ids.get(&s) {
+            return *id;
         }
+        let id = out.instants.len() as u32;
+        out.instants.push(Arc::from(s.as_str()));
+        self.ids.insert(s, id);
+        id
     }
 }
 
@@ -648,12 +658,13 @@ pub fn resolve_partition<F: std::borrow::Borrow<DataFile>>(
         resolve_group(ctx, &gkey, &gfiles, t, plan.read_optimized, &mut chosen);
     }
     chosen.sort_by_key(|c| c.0);
+    let mut interner = Interner::default();
     for (index, writer, slice) in chosen {
         let writer = match writer {
-            Some(w) => out.intern(&w),
+            Some(w) => interner.intern(&mut out, w),
             None => u32::MAX,
         };
-        let slice = out.intern(&slice);
+        let slice = interner.intern(&mut out, slice);
         out.files.push(Chosen {
             index,
             writer,
