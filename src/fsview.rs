@@ -617,10 +617,38 @@ impl Interner {
             return *id;
         }
         let id = out.instants.len() as u32;
-        out.instants.push(Arc::from(s.as_str()));
+        out.instants.push(shared_instant(&s));
         self.ids.insert(s, id);
         id
     }
+}
+
+/// One allocation per distinct instant for the whole process: every partition view of every
+/// snapshot shares it (a partition written by one instant per file would otherwise hold a copy
+/// of each instant per file, about 50 bytes a file). Instants no view holds any more are
+/// dropped whenever the set has doubled since the last sweep, so it follows the views, not the
+/// history.
+fn shared_instant(s: &str) -> Arc<str> {
+    #[derive(Default)]
+    struct Shared {
+        set: HashSet<Arc<str>>,
+        swept_at: usize,
+    }
+    static SHARED: OnceLock<std::sync::Mutex<Shared>> = OnceLock::new();
+    let mut shared = SHARED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(a) = shared.set.get(s) {
+        return a.clone();
+    }
+    if shared.set.len() >= 2 * shared.swept_at.max(1024) {
+        shared.set.retain(|a| Arc::strong_count(a) > 1);
+        shared.swept_at = shared.set.len();
+    }
+    let a: Arc<str> = Arc::from(s);
+    shared.set.insert(a.clone());
+    a
 }
 
 /// Choose the files of one partition (spec §4.2 S3–S9) for a planned view. `files` is the
@@ -1042,4 +1070,24 @@ pub fn model(ctx: &Context) -> serde_json::Value {
         "savepoints": ctx.savepoints.iter().collect::<Vec<_>>(),
         "unreadable_metadata": ctx.timeline.unreadable_metadata(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instants_are_shared_and_swept_when_no_view_holds_them() {
+        let a = shared_instant("20990101000000000");
+        let b = shared_instant("20990101000000000");
+        assert!(Arc::ptr_eq(&a, &b));
+        drop((a, b));
+        let kept = shared_instant("20970101000000000");
+        // Enough distinct instants, held by no one, to force sweeps.
+        for i in 0..10_000 {
+            drop(shared_instant(&format!("2098{i:013}")));
+        }
+        let again = shared_instant("20970101000000000");
+        assert!(Arc::ptr_eq(&kept, &again), "a held instant survives sweeps");
+    }
 }
