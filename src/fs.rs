@@ -291,14 +291,6 @@ pub struct Listing {
 }
 
 impl Listing {
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// The entries with the TTLs to give them now.
     pub fn iter(&self) -> impl Iterator<Item = (&str, Entry)> + '_ {
         self.entries.iter().map(|e| {

@@ -571,16 +571,6 @@ impl Timeline {
         self.instants.values()
     }
 
-    /// The instant of one requested time and action family.
-    pub fn instant(&self, requested: &str, family: Action) -> Option<&Arc<Instant>> {
-        self.instants.get(&(requested.to_string(), family))
-    }
-
-    /// The instant a timeline file belongs to.
-    pub fn instant_of_file(&self, name: &str) -> Option<&Arc<Instant>> {
-        self.instants.get(self.files.get(name)?)
-    }
-
     /// How many files this timeline was built from.
     pub fn file_count(&self) -> usize {
         self.files.len()
