@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
-use crate::error::{Error, Result};
-use crate::fsview::{self, View, ViewKey};
-use crate::timefmt::TimelineZone;
-use crate::viewkey;
+use hudifs_core::error::{Error, Result};
+use hudifs_core::fsview::{self, View, ViewKey};
+use hudifs_core::timefmt::TimelineZone;
+use hudifs_core::viewkey;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -80,7 +80,7 @@ pub fn zone(option: Option<&str>, table: Option<&TimelineZone>) -> Result<Timeli
 }
 
 pub fn run_ls(args: &LsArgs, out: &mut dyn Write) -> Result<()> {
-    let table = crate::snapshot::TableSnapshot::open(&args.table)?;
+    let table = hudifs_core::snapshot::TableSnapshot::open(&args.table)?;
     let zone = zone(args.timezone.as_deref(), table.cfg.timeline_zone.as_ref())?;
     let ctx = table.context();
     let key = if let Some(ts) = &args.as_of {
@@ -146,7 +146,7 @@ pub fn view_json(key: &ViewKey, view: &View, read_optimized: bool) -> serde_json
 }
 
 pub fn run_timeline(args: &TimelineArgs, out: &mut dyn Write) -> Result<()> {
-    let table = crate::snapshot::TableSnapshot::open(&args.table)?;
+    let table = hudifs_core::snapshot::TableSnapshot::open(&args.table)?;
     let ctx = table.context();
     let w = |e: std::io::Error| Error::io("<stdout>", e);
     if args.json {
@@ -184,9 +184,9 @@ pub fn run_timeline(args: &TimelineArgs, out: &mut dyn Write) -> Result<()> {
         .map_err(w)?;
         for i in table.timeline.instants() {
             let state = match i.state {
-                crate::timeline::State::Requested => "requested",
-                crate::timeline::State::Inflight => "inflight",
-                crate::timeline::State::Completed => "completed",
+                hudifs_core::timeline::State::Requested => "requested",
+                hudifs_core::timeline::State::Inflight => "inflight",
+                hudifs_core::timeline::State::Completed => "completed",
             };
             writeln!(
                 out,

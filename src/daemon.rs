@@ -14,9 +14,9 @@ use std::time::Duration;
 use fuser::{Config, MountOption, SessionACL};
 
 use crate::cli::MountArgs;
-use crate::error::{Error, Result};
 use crate::fs::{FsOptions, HudiFs};
 use crate::fuse::FuseAdapter;
+use hudifs_core::error::{Error, Result};
 
 /// Environment variable through which a background launch tells the daemon which fd to report
 /// readiness on.
@@ -117,7 +117,7 @@ pub fn mount(args: &MountArgs) -> Result<()> {
         crate::cli::zone(Some(z), None)?;
     }
     // Refuse a directory that is not a table before touching the mount point.
-    crate::table::TableConfig::load(&args.table)?;
+    hudifs_core::table::TableConfig::load(&args.table)?;
     check_mountpoint(&args.mountpoint)?;
     if args.foreground {
         run_foreground(args)

@@ -26,16 +26,16 @@ use std::time::{Duration, SystemTime};
 
 use lru::LruCache;
 
-use crate::error::{Error, Result};
-use crate::fsview::{self, Context, PartitionView, Plan, ViewKey};
 use crate::inode::{InodeTable, Node};
 use crate::kernel_cache::KernelCache;
-use crate::listing::{self, partition_dir, DataFile};
 use crate::partitions::{PartitionCache, PartitionListing};
-use crate::table::TableConfig;
-use crate::timefmt::TimelineZone;
-use crate::timeline::Timeline;
-use crate::viewkey;
+use hudifs_core::error::{Error, Result};
+use hudifs_core::fsview::{self, Context, PartitionView, Plan, ViewKey};
+use hudifs_core::listing::{self, partition_dir, DataFile};
+use hudifs_core::table::TableConfig;
+use hudifs_core::timefmt::TimelineZone;
+use hudifs_core::timeline::Timeline;
+use hudifs_core::viewkey;
 
 /// How long the kernel may keep names and attributes of views that can no longer change
 /// (`as_of` times and windows older than every pending instant): their files are immutable.
@@ -1230,7 +1230,7 @@ impl HudiFs {
             return Ok(b.clone());
         }
         let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        let json = crate::metadata::decode(&bytes).map_err(|reason| Error::BadMetadata {
+        let json = hudifs_core::metadata::decode(&bytes).map_err(|reason| Error::BadMetadata {
             path: path.clone(),
             reason,
         })?;

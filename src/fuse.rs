@@ -18,8 +18,8 @@ use fuser::{
     Request, TimeOrNow, WriteFlags,
 };
 
-use crate::error::Error;
 use crate::fs::{Attr, DirCache, HudiFs, Kind};
+use hudifs_core::error::Error;
 
 pub struct FuseAdapter {
     fs: Arc<HudiFs>,
@@ -96,7 +96,24 @@ fn errno(op: &str, what: &dyn std::fmt::Display, e: &Error) -> Errno {
     } else {
         log::warn!("{op} {what}: {e}");
     }
-    Errno::from_i32(e.errno())
+    Errno::from_i32(errno_of(e))
+}
+
+/// The errno a FUSE caller gets for an error.
+pub fn errno_of(e: &Error) -> i32 {
+    match e {
+        Error::NotFound(_) => libc::ENOENT,
+        // A time that is not a time: the name is invalid, not merely absent.
+        Error::BadTime(_) => libc::EINVAL,
+        // The snapshot asked for cannot be served (cleaned, unreadable, ...): as far as the
+        // caller is concerned it does not exist; the log line says why.
+        Error::Refused(_) => libc::ENOENT,
+        Error::ReadOnly => libc::EROFS,
+        Error::Usage(_) => libc::EINVAL,
+        Error::Mount(_) => libc::EIO,
+        Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+        Error::NotATable(_) | Error::BadTableConfig { .. } | Error::BadMetadata { .. } => libc::EIO,
+    }
 }
 
 fn file_attr(a: &Attr) -> FileAttr {

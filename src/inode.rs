@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::fsview::ViewKey;
+use hudifs_core::fsview::ViewKey;
 
 pub const ROOT_INO: u64 = 1;
 pub const AS_OF_INO: u64 = 2;

@@ -14,12 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant as Clock, SystemTime};
 
-use crate::error::{Error, Result};
 use crate::fs::{HudiFs, Snapshot};
-use crate::fsview::Context;
 use crate::kernel_cache::Deferred;
-use crate::metadata;
-use crate::timeline::{self, Action, InstantFile, State, TimelineDelta};
+use hudifs_core::error::{Error, Result};
+use hudifs_core::fsview::Context;
+use hudifs_core::metadata;
+use hudifs_core::timeline::{self, Action, InstantFile, State, TimelineDelta};
 
 /// A timeline file modified more recently than this may still be being written: the polling
 /// path waits for the next round before reading it (inotify waits for close-write instead).
@@ -71,14 +71,14 @@ pub fn poll_once(fs: &HudiFs, settle: Duration) -> Result<Option<Change>> {
     };
     let is_new =
         |n: &str| !tl.has_file(n) && !fs.is_ignored(n) && !n.starts_with("hoodie.properties");
-    let mut first = list_files(&dir)?;
+    let mut first = timeline::list_files(&dir)?;
     let known_seen = first.iter().filter(|n| tl.has_file(n)).count();
     if known_seen == tl.file_count() && !first.iter().any(|n| is_new(n)) {
         remember(false, snap.generation);
         return Ok(None);
     }
     first.sort_unstable();
-    let seen = stabilize(&dir, first)?;
+    let seen = timeline::stabilize(&dir, first)?;
     let mut changed = BTreeSet::new();
     let mut deferred = false;
     let now = SystemTime::now();
@@ -128,49 +128,6 @@ pub(crate) struct PollStamp {
 
 fn lock_poll(fs: &HudiFs) -> std::sync::MutexGuard<'_, Option<PollStamp>> {
     fs.last_poll.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The names of the regular files of a directory, in directory order.
-fn list_files(dir: &Path) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir)
-        .map_err(|e| Error::io(dir, e))?
-        .flatten()
-    {
-        let Ok(name) = e.file_name().into_string() else {
-            continue;
-        };
-        if e.file_type().is_ok_and(|t| t.is_file()) {
-            out.push(name);
-        }
-    }
-    Ok(out)
-}
-
-/// The names of the regular files of a directory, sorted, read until two listings in a row
-/// agree: a listing taken while files are renamed in can show a later rename and miss an earlier
-/// one (directory order is hash order), which would show a state of the table that never existed.
-pub fn stable_listing(dir: &Path) -> Result<Vec<String>> {
-    let mut first = list_files(dir)?;
-    first.sort_unstable();
-    stabilize(dir, first)
-}
-
-/// Read `dir` again until a listing agrees with the one before, starting from `last` (sorted).
-fn stabilize(dir: &Path, mut last: Vec<String>) -> Result<Vec<String>> {
-    let once = || -> Result<Vec<String>> {
-        let mut names = list_files(dir)?;
-        names.sort_unstable();
-        Ok(names)
-    };
-    for _ in 0..20 {
-        let next = once()?;
-        if next == last {
-            return Ok(next);
-        }
-        last = next;
-    }
-    Ok(last)
 }
 
 /// Apply timeline files that appeared or changed (`changed`) and vanished (`removed`).
@@ -232,7 +189,7 @@ pub fn apply(
     };
     let partitions = match &touched {
         None => Arc::new(
-            crate::listing::discover_partitions(&cfg)?
+            hudifs_core::listing::discover_partitions(&cfg)?
                 .into_iter()
                 .map(|p| Arc::from(p.as_str()))
                 .collect(),

@@ -1,6 +1,6 @@
 use clap::Parser;
 use hudifs::cli::{Cli, Command};
-use hudifs::error::Error;
+use hudifs_core::error::Error;
 
 fn main() {
     env_logger::Builder::from_env(

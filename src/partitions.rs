@@ -12,9 +12,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
-use crate::error::{Error, Result};
-use crate::listing::{self, DataFile};
-use crate::table::TableConfig;
+use hudifs_core::error::{Error, Result};
+use hudifs_core::listing::{self, DataFile};
+use hudifs_core::table::TableConfig;
 
 /// How close to a directory's last change a listing must not trust the directory's mtime.
 pub const RACY_WINDOW: Duration = Duration::from_secs(2);

@@ -9,11 +9,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use hudifs::archive::{self, Archive, ArchivedInstant};
-use hudifs::generator::{rows, rows_with_ids, TableSpec, TableWriter};
-use hudifs::metadata::{self, CommitMetadata};
-use hudifs::table::{TableConfig, TableType};
-use hudifs::timeline::{Action, Timeline};
+use hudifs_core::archive::{self, Archive, ArchivedInstant};
+use hudifs_core::metadata::{self, CommitMetadata};
+use hudifs_core::table::{TableConfig, TableType};
+use hudifs_core::timeline::{Action, Timeline};
+use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
 
 const START: i64 = 1_767_225_600_000;
 

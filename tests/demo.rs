@@ -15,7 +15,7 @@ fn demo_tables_mount_and_hide_the_write_in_flight() {
     for (version, cow) in [(6, false), (6, true), (8, false), (9, false), (9, true)] {
         let tmp = tempfile::tempdir().unwrap();
         let table = tmp.path().join("trips");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hudifs-gen"));
+        let mut cmd = Command::new(hudifs_testkit::mount::binary("hudifs-gen"));
         cmd.arg("demo").arg("--version").arg(version.to_string());
         if cow {
             cmd.arg("--cow");

@@ -5,12 +5,12 @@
 
 use std::path::Path;
 
-use hudifs::error::Result;
-use hudifs::fsview::{self, ViewKey};
-use hudifs::generator::{rows, rows_with_ids, TableSpec, TableWriter};
-use hudifs::snapshot::TableSnapshot;
-use hudifs::table::TableType;
-use hudifs::timeline::Action;
+use hudifs_core::error::Result;
+use hudifs_core::fsview::{self, ViewKey};
+use hudifs_core::snapshot::TableSnapshot;
+use hudifs_core::table::TableType;
+use hudifs_core::timeline::Action;
+use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
 
 const START: i64 = 1_767_225_600_000;
 
@@ -101,7 +101,7 @@ fn pending_compaction_merges_and_hides_its_output() {
             "read-optimized: the old base only"
         );
         // as_of before the compaction: slice t1 with only the first log.
-        let before = as_of(&root, &hudifs::timefmt::minus_one_ms(&c).unwrap()).unwrap();
+        let before = as_of(&root, &hudifs_core::timefmt::minus_one_ms(&c).unwrap()).unwrap();
         assert_eq!(before.len(), 2, "v{version}: {before:?}");
 
         w.run_compaction(&c, true).unwrap();
@@ -213,7 +213,7 @@ fn clean_guard_and_savepoints() {
 
     let err = as_of(&root, &c1).unwrap_err();
     assert!(err.to_string().contains("cleaner"), "{err}");
-    assert_eq!(err.errno(), libc::ENOENT);
+    assert_eq!(hudifs::fuse::errno_of(&err), libc::ENOENT);
     assert_eq!(
         as_of(&root, &c2).unwrap().len(),
         1,
@@ -302,7 +302,7 @@ fn v6_block_policy_cuts_windows_at_the_oldest_pending_write() {
     assert_eq!(v.selected, vec![c1.clone()]);
     assert_eq!(
         v.effective_end.as_deref(),
-        hudifs::timefmt::minus_one_ms(&pending).as_deref()
+        hudifs_core::timefmt::minus_one_ms(&pending).as_deref()
     );
     assert_eq!(v.files.len(), 1);
     let v = window(&root, Some(&pending), None).unwrap();
@@ -337,8 +337,9 @@ fn duplicate_base_files_prefer_the_metadata_path() {
     let c1 = t.complete().unwrap();
     let root = w.root().to_path_buf();
     let real = latest(&root).pop().unwrap();
-    let base = hudifs::listing::parse_base_name(name(&real), &["parquet".to_string()]).unwrap();
-    let dup = hudifs::listing::base_file_name(&base.file_id, "9-9-9", &c1, "parquet");
+    let base =
+        hudifs_core::listing::parse_base_name(name(&real), &["parquet".to_string()]).unwrap();
+    let dup = hudifs_core::listing::base_file_name(&base.file_id, "9-9-9", &c1, "parquet");
     std::fs::copy(root.join(&real), root.join(&p).join(&dup)).unwrap();
     assert_eq!(latest(&root), vec![real.clone()]);
     // Without metadata (an empty, legal commit file) neither can be trusted.
@@ -376,7 +377,7 @@ fn archived_commits_stay_live_and_a_damaged_archive_refuses_history() {
         "the archived commit's file group is still live"
     );
     assert_eq!(
-        as_of(&root, &hudifs::timefmt::minus_one_ms(&c2).unwrap())
+        as_of(&root, &hudifs_core::timefmt::minus_one_ms(&c2).unwrap())
             .unwrap()
             .len(),
         1
@@ -473,13 +474,13 @@ fn views_into_archived_history_answer_as_before_archiving() {
             (None, None),
             (Some(sel(&times[0])), Some(sel(&times[2]))),
         ];
-        let ok = |r: Result<Vec<String>>| r.map_err(|e| e.errno());
+        let ok = |r: Result<Vec<String>>| r.map_err(|e| hudifs::fuse::errno_of(&e));
         let before_as_of: Vec<_> = times.iter().map(|t| ok(as_of(&root, t))).collect();
         assert!(before_as_of[0].is_err(), "cleaned history is refused");
         let win = |s: &Option<String>, e: &Option<String>| {
             window(&root, s.as_deref(), e.as_deref())
                 .map(|v| (v.selected.clone(), v.paths()))
-                .map_err(|e| e.errno())
+                .map_err(|e| hudifs::fuse::errno_of(&e))
         };
         let before_windows: Vec<_> = windows.iter().map(|(s, e)| win(s, e)).collect();
         let before_latest = latest(&root);

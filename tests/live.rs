@@ -10,9 +10,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hudifs::fs::{FsOptions, HudiFs, Kind, ROOT};
-use hudifs::generator::{rows, rows_with_ids, TableSpec, TableWriter};
-use hudifs::table::TableType;
-use hudifs::timeline::Action;
+use hudifs_core::table::TableType;
+use hudifs_core::timeline::Action;
+use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
 
 const START: i64 = 1_767_225_600_000;
 
@@ -35,7 +35,10 @@ fn opts() -> FsOptions {
 fn everything(fs: &HudiFs) -> BTreeMap<String, Vec<String>> {
     let mut out = BTreeMap::new();
     fn walk(fs: &HudiFs, ino: u64, prefix: &str, out: &mut Vec<String>) -> Result<(), i32> {
-        for e in fs.readdir_entries(ino).map_err(|e| e.errno())? {
+        for e in fs
+            .readdir_entries(ino)
+            .map_err(|e| hudifs::fuse::errno_of(&e))?
+        {
             let path = format!("{prefix}/{}", e.name);
             match e.entry.attr.kind {
                 Kind::Dir => walk(fs, e.entry.attr.ino, &path, out)?,
@@ -49,7 +52,7 @@ fn everything(fs: &HudiFs) -> BTreeMap<String, Vec<String>> {
         if top == "latest" {
             let mut files = Vec::new();
             let r = looked_up
-                .map_err(|e| e.errno())
+                .map_err(|e| hudifs::fuse::errno_of(&e))
                 .and_then(|ino| walk(fs, ino, "", &mut files));
             out.insert(
                 "latest".to_string(),
@@ -63,7 +66,7 @@ fn everything(fs: &HudiFs) -> BTreeMap<String, Vec<String>> {
             let mut files = Vec::new();
             let r = fs
                 .lookup(ino, OsStr::new(&*e.name))
-                .map_err(|e| e.errno())
+                .map_err(|e| hudifs::fuse::errno_of(&e))
                 .and_then(|v| walk(fs, v.attr.ino, "", &mut files));
             let key = format!("{top}/{}", e.name);
             out.insert(

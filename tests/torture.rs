@@ -52,7 +52,7 @@ fn errno(e: &std::io::Error) -> i32 {
 }
 
 fn fnv1a(bytes: &[u8]) -> String {
-    hudifs::generator::sim::file_hash(bytes)
+    hudifs_testkit::generator::sim::file_hash(bytes)
 }
 
 /// Rows in a Parquet file's footer.
@@ -1028,7 +1028,7 @@ fn stuck(progress: &[Arc<Progress>]) -> Option<String> {
 }
 
 fn spawn_writer(cfg: &Config, table: &Path, log: &Path) -> Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hudifs-writer"));
+    let mut cmd = Command::new(hudifs_testkit::mount::binary("hudifs-writer"));
     cmd.arg("--table")
         .arg(table)
         .arg("--log")
@@ -1351,11 +1351,11 @@ fn torture_long() {
 
 mod repro {
     use super::*;
-    use hudifs::generator::{rows, rows_with_ids, TableSpec, TableWriter};
-    use hudifs::table::TableType;
-    use hudifs::timeline::Action;
+    use hudifs_core::table::TableType;
+    use hudifs_core::timeline::Action;
+    use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
 
-    const START: i64 = hudifs::generator::DEMO_CLOCK_START_MS;
+    const START: i64 = hudifs_testkit::generator::DEMO_CLOCK_START_MS;
 
     /// A copy-on-write table with one file group written at `t1` and updated at `t2`; returns
     /// the writer, the partition, the group, and the file names of t1 and t2.

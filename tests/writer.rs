@@ -11,7 +11,7 @@ use serde_json::Value;
 const CLOCK: &str = "1767225600000";
 
 fn write(table: &Path, log: &Path, args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hudifs-writer"))
+    let out = Command::new(hudifs_testkit::mount::binary("hudifs-writer"))
         .arg("--table")
         .arg(table)
         .arg("--log")
@@ -117,7 +117,7 @@ fn check_against_reader(table: &Path, evs: &[Value]) -> usize {
             let bytes = std::fs::read(table.join(path)).unwrap();
             assert_eq!(Some(bytes.len() as u64), f["size"].as_u64(), "{path}");
             assert_eq!(
-                hudifs::generator::sim::file_hash(&bytes),
+                hudifs_testkit::generator::sim::file_hash(&bytes),
                 f["hash"].as_str().unwrap(),
                 "{path}"
             );

@@ -5,7 +5,7 @@
 //! with the two parsers.
 #![no_main]
 
-use hudifs::listing::{
+use hudifs_core::listing::{
     base_file_name, log_file_name, parse_base_name, parse_data_name, parse_log_name, DataName,
 };
 use libfuzzer_sys::fuzz_target;

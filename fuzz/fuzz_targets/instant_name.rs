@@ -5,7 +5,7 @@
 //! legacy `<t>.commit.inflight` and `<t>.inflight` spellings are the same instant file.
 #![no_main]
 
-use hudifs::timeline::{instant_file_name, parse_instant_file_name, State};
+use hudifs_core::timeline::{instant_file_name, parse_instant_file_name, State};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
 
-use hudifs::metadata::{
+use hudifs_core::metadata::{
     clean_earliest_to_retain, compaction_plan_groups, decode, is_clustering_request,
     rollback_files, CommitMetadata,
 };

@@ -1,7 +1,7 @@
 //! `hoodie.properties` text (java.util.Properties format). Seeded with the fixtures' files.
 #![no_main]
 
-use hudifs::table::parse_properties;
+use hudifs_core::table::parse_properties;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -8,9 +8,9 @@
 
 use std::sync::OnceLock;
 
-use hudifs::fsview::ViewKey;
-use hudifs::timefmt::{is_valid_instant, parse_time, TimeSpec, TimelineZone};
-use hudifs::viewkey::{parse_as_of, parse_window};
+use hudifs_core::fsview::ViewKey;
+use hudifs_core::timefmt::{is_valid_instant, parse_time, TimeSpec, TimelineZone};
+use hudifs_core::viewkey::{parse_as_of, parse_window};
 use libfuzzer_sys::fuzz_target;
 
 fn zones() -> &'static [TimelineZone] {

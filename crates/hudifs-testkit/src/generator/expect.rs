@@ -10,7 +10,7 @@
 //! writer whose writes run one after the other.
 
 use super::{rel_path, TableWriter};
-use crate::timeline::State;
+use hudifs_core::timeline::State;
 
 /// A file a view should show.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -9,9 +9,9 @@ use super::{
     avro, logfile, rel_path, remove_file, write_file, Compaction, CompactionOp, Event, LogEntry,
     Slice, Stat, TableWriter, BASE_EXT, CLOCK_STEP_MS,
 };
-use crate::error::{Error, Result};
-use crate::listing;
-use crate::timeline::{Action, State};
+use hudifs_core::error::{Error, Result};
+use hudifs_core::listing;
+use hudifs_core::timeline::{Action, State};
 
 impl TableWriter {
     /// Schedule a compaction of the given file groups `(partition, fileId)` of a merge-on-read

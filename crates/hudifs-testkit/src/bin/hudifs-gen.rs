@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use hudifs::generator::{build_demo, TableWriter, DEMO_CLOCK_START_MS};
-use hudifs::table::TableType;
-use hudifs::timeline::State;
+use hudifs_core::table::TableType;
+use hudifs_core::timeline::State;
+use hudifs_testkit::generator::{build_demo, TableWriter, DEMO_CLOCK_START_MS};
 
 #[derive(Parser)]
 #[command(name = "hudifs-gen", version, about = "Write Hudi test tables")]

@@ -25,7 +25,7 @@ use serde_json::{json, Value as Json};
 
 use super::avro::{self, Field, Record, Schema};
 use super::SplitMix64;
-use crate::error::{Error, Result};
+use hudifs_core::error::{Error, Result};
 
 /// One data row.
 #[derive(Debug, Clone, PartialEq)]

@@ -634,7 +634,7 @@ mod tests {
             let records: Vec<_> = reader.collect::<Result<_, _>>().unwrap();
             assert_eq!(records.len(), 1);
             // And through the reading half of hudifs.
-            let v = crate::metadata::decode(&bytes).unwrap();
+            let v = hudifs_core::metadata::decode(&bytes).unwrap();
             assert!(v.is_object(), "{v}");
         }
         assert!(datum(&commit_metadata(), &json!({"compacted": 3})).is_err());

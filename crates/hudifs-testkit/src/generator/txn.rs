@@ -9,9 +9,9 @@ use super::{
     avro, encode_err, logfile, rel_path, write_file, Event, Group, LogEntry, PendingFile,
     PendingWrite, Row, Slice, Stat, TableWriter, BASE_EXT,
 };
-use crate::error::{Error, Result};
-use crate::listing;
-use crate::timeline::{Action, State};
+use hudifs_core::error::{Error, Result};
+use hudifs_core::listing;
+use hudifs_core::timeline::{Action, State};
 
 impl TableWriter {
     /// Start a write: `commit`, `deltacommit` or `replacecommit`. Writes `.requested` and

@@ -35,10 +35,10 @@ use ::parquet::schema::parser::parse_message_type;
 use serde_json::{json, Value as Json};
 
 use super::{avro, encode_err, logfile, remove_file, write_file, TableWriter};
-use crate::archive::{self as reader, LsmRow};
-use crate::error::{Error, Result};
-use crate::metadata;
-use crate::timeline::{self, Action, InstantFile, State};
+use hudifs_core::archive::{self as reader, LsmRow};
+use hudifs_core::error::{Error, Result};
+use hudifs_core::metadata;
+use hudifs_core::timeline::{self, Action, InstantFile, State};
 
 /// Records per Avro data block of a layout-1 archive file (`hoodie.commits.archival.batch`).
 const ARCHIVAL_BATCH: usize = 10;

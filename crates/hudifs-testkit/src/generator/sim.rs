@@ -49,10 +49,10 @@ use serde_json::{json, Value as Json};
 use super::{
     fnv1a, now_ms, rel_path, rows_with_ids, Clock, Row, SplitMix64, TableSpec, TableWriter,
 };
-use crate::error::{Error, Result};
-use crate::listing;
-use crate::table::TableType;
-use crate::timeline::{Action, State};
+use hudifs_core::error::{Error, Result};
+use hudifs_core::listing;
+use hudifs_core::table::TableType;
+use hudifs_core::timeline::{Action, State};
 
 /// Partition values of the simulated table (partitioned by `city`, hive-style).
 const CITIES: [&str; 4] = ["amsterdam", "chennai", "sao_paulo", "san_francisco"];

@@ -378,9 +378,9 @@ pub struct TimelineDelta {
 impl Timeline {
     /// Read the active timeline of a table.
     pub fn load(cfg: &TableConfig) -> Result<Timeline> {
-        // Two listings in a row that agree: see `live::stable_listing`.
+        // Two listings in a row that agree: see `stable_listing`.
         let mut files = Vec::new();
-        for name in crate::live::stable_listing(&cfg.timeline_dir)? {
+        for name in stable_listing(&cfg.timeline_dir)? {
             match parse_instant_file_name(&name, cfg.layout) {
                 Some(f) => files.push(f),
                 None => {
@@ -709,6 +709,49 @@ impl Timeline {
             .map(|i| i.requested.clone())
             .collect()
     }
+}
+
+/// The names of the regular files of a directory, in directory order.
+pub fn list_files(dir: &Path) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)
+        .map_err(|e| crate::error::Error::io(dir, e))?
+        .flatten()
+    {
+        let Ok(name) = e.file_name().into_string() else {
+            continue;
+        };
+        if e.file_type().is_ok_and(|t| t.is_file()) {
+            out.push(name);
+        }
+    }
+    Ok(out)
+}
+
+/// The names of the regular files of a directory, sorted, read until two listings in a row
+/// agree: a listing taken while files are renamed in can show a later rename and miss an earlier
+/// one (directory order is hash order), which would show a state of the table that never existed.
+pub fn stable_listing(dir: &Path) -> Result<Vec<String>> {
+    let mut first = list_files(dir)?;
+    first.sort_unstable();
+    stabilize(dir, first)
+}
+
+/// Read `dir` again until a listing agrees with the one before, starting from `last` (sorted).
+pub fn stabilize(dir: &Path, mut last: Vec<String>) -> Result<Vec<String>> {
+    let once = || -> Result<Vec<String>> {
+        let mut names = list_files(dir)?;
+        names.sort_unstable();
+        Ok(names)
+    };
+    for _ in 0..20 {
+        let next = once()?;
+        if next == last {
+            return Ok(next);
+        }
+        last = next;
+    }
+    Ok(last)
 }
 
 /// Whether the archived timeline of a table holds any file.

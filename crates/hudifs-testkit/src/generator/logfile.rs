@@ -164,7 +164,7 @@ impl ReadBlock {
 /// The parsing itself is the reader's (`archive::scan_log_blocks`), so writer and reader agree
 /// on the format by construction.
 pub fn read_blocks(bytes: &[u8]) -> Result<Vec<ReadBlock>, String> {
-    let (blocks, problems) = crate::archive::scan_log_blocks(bytes);
+    let (blocks, problems) = hudifs_core::archive::scan_log_blocks(bytes);
     if let Some(p) = problems.into_iter().next() {
         return Err(p);
     }

@@ -15,9 +15,10 @@ use clap::{Parser, Subcommand};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use hudifs::generator::{TableSpec, TableWriter};
-use hudifs::table::TableType;
-use hudifs::timeline::{self, State};
+use hudifs_core::table::TableType;
+use hudifs_core::timeline::{self, State};
+use hudifs_testkit::generator::{TableSpec, TableWriter};
+use hudifs_testkit::mount::MountGuard;
 
 type Res<T> = std::result::Result<T, String>;
 
@@ -313,10 +314,10 @@ fn drop_caches() -> bool {
     std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok()
 }
 
-/// A live mount made with `hudifs mount`; unmounted on drop.
+/// A live mount made with `hudifs mount` (the test kit's [`MountGuard`]: unmounted on drop,
+/// the daemon waited for, so the next measurement has the machine to itself).
 struct Mount {
-    hudifs: PathBuf,
-    mnt: PathBuf,
+    guard: MountGuard,
     pid: u32,
 }
 
@@ -342,73 +343,16 @@ impl Mount {
         extra: &[String],
         env: &[(&str, &str)],
     ) -> Res<Mount> {
-        std::fs::create_dir_all(mnt).map_err(|e| format!("{}: {e}", mnt.display()))?;
-        let out = Command::new(hudifs)
-            .envs(env.iter().copied())
-            .arg("mount")
-            .arg(table)
-            .arg(mnt)
-            .args(extra)
-            .output()
-            .map_err(|e| format!("{}: {e}", hudifs.display()))?;
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        if !out.status.success() {
-            return Err(format!(
-                "hudifs mount {} failed: {}{}",
-                table.display(),
-                text,
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        let pid = text
-            .split("daemon pid ")
-            .nth(1)
-            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
-            .and_then(|n| n.parse().ok())
-            .ok_or_else(|| format!("no daemon pid in {text:?}"))?;
-        Ok(Mount {
-            hudifs: hudifs.to_path_buf(),
-            mnt: mnt.to_path_buf(),
-            pid,
-        })
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let guard = MountGuard::try_mount_at(hudifs, table, mnt, &extra, env)?;
+        let pid = guard
+            .pid
+            .ok_or_else(|| format!("hudifs mount {} printed no daemon pid", table.display()))?;
+        Ok(Mount { guard, pid })
     }
 
     fn latest(&self) -> PathBuf {
-        self.mnt.join("latest")
-    }
-
-    fn unmount(&mut self) {
-        if self.pid == 0 {
-            return;
-        }
-        for _ in 0..50 {
-            let ok = Command::new(&self.hudifs)
-                .arg("umount")
-                .arg(&self.mnt)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if ok {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        // Wait for the daemon to exit, so the next measurement has the machine to itself.
-        let proc = PathBuf::from(format!("/proc/{}", self.pid));
-        for _ in 0..100 {
-            if !proc.exists() || status_field(self.pid, "State:").is_some_and(|s| s.contains('Z')) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.pid = 0;
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        self.unmount();
+        self.guard.path().join("latest")
     }
 }
 
@@ -946,13 +890,17 @@ fn commit_loop(
         let staged = t.complete_staged(&staging).map_err(|e| e.to_string())?;
         // Wait until the daemon shows the inflight instant in timeline/, i.e. it has taken
         // the snapshot with it, then let it settle.
-        let inflight = mnt.mnt.join("timeline").join(timeline::instant_file_name(
-            &instant,
-            None,
-            action,
-            State::Inflight,
-            layout,
-        ));
+        let inflight = mnt
+            .guard
+            .path()
+            .join("timeline")
+            .join(timeline::instant_file_name(
+                &instant,
+                None,
+                action,
+                State::Inflight,
+                layout,
+            ));
         let wait = Instant::now();
         while !inflight.exists() {
             if wait.elapsed() > Duration::from_secs(120) {

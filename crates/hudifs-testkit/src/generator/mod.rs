@@ -28,8 +28,8 @@
 //! writer does not track the rows of those groups.
 //!
 //! ```no_run
-//! # use hudifs::generator::*; use hudifs::table::TableType; use hudifs::timeline::Action;
-//! # fn main() -> hudifs::error::Result<()> {
+//! # use hudifs_testkit::generator::*; use hudifs_core::table::TableType; use hudifs_core::timeline::Action;
+//! # fn main() -> hudifs_core::error::Result<()> {
 //! let spec = TableSpec::new("t", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
 //! let mut w = TableWriter::create("/tmp/t".as_ref(), spec, 1_767_225_600_000)?;
 //! let mut txn = w.begin(Action::DeltaCommit)?;
@@ -59,10 +59,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value as Json};
 
 use self::parquet::StoredRow;
-use crate::error::{Error, Result};
-use crate::listing::{self, PARTITION_METAFILE};
-use crate::table::TableType;
-use crate::timeline::{self, Action, State};
+use hudifs_core::error::{Error, Result};
+use hudifs_core::listing::{self, PARTITION_METAFILE};
+use hudifs_core::table::TableType;
+use hudifs_core::timeline::{self, Action, State};
 
 pub use self::demo::{build_demo, DEMO_CLOCK_START_MS};
 pub use self::expect::ExpectedFile;

@@ -3,9 +3,9 @@
 use std::path::Path;
 
 use super::{rows, rows_with_ids, TableSpec, TableWriter};
-use crate::error::Result;
-use crate::table::TableType;
-use crate::timeline::Action;
+use hudifs_core::error::Result;
+use hudifs_core::table::TableType;
+use hudifs_core::timeline::Action;
 
 /// 2026-01-01T00:00:00Z.
 pub const DEMO_CLOCK_START_MS: i64 = 1_767_225_600_000;

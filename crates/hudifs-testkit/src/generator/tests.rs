@@ -8,10 +8,10 @@ use ::parquet::file::reader::{FileReader, SerializedFileReader};
 use serde_json::Value as Json;
 
 use super::*;
-use crate::listing::{list_table, parse_data_name, DataName};
-use crate::metadata::{self, CommitMetadata};
-use crate::table::TableConfig;
-use crate::timeline::{Instant, Timeline};
+use hudifs_core::listing::{list_table, parse_data_name, DataName};
+use hudifs_core::metadata::{self, CommitMetadata};
+use hudifs_core::table::TableConfig;
+use hudifs_core::timeline::{Instant, Timeline};
 
 const START: i64 = DEMO_CLOCK_START_MS;
 
@@ -75,7 +75,7 @@ fn check_table(root: &Path, spec: &TableSpec) -> (TableConfig, Timeline) {
             );
         }
         let meta = std::fs::read_to_string(dir.join(PARTITION_METAFILE)).unwrap();
-        let props = crate::table::parse_properties(&meta);
+        let props = hudifs_core::table::parse_properties(&meta);
         let depth = if p.is_empty() {
             0
         } else {
@@ -668,9 +668,15 @@ fn bulk_inserts_read_back() {
         assert_eq!(listing.files().count(), 6);
         let sized = listing.files().find(|f| f.file_id() == big).unwrap();
         assert!(sized.size >= 200_000, "{}", sized.size);
-        let ctx = crate::fsview::Context::new(std::sync::Arc::new(cfg), std::sync::Arc::new(tl));
-        let view =
-            crate::fsview::resolve(&ctx, &listing, &crate::fsview::ViewKey::Latest, false).unwrap();
+        let ctx =
+            hudifs_core::fsview::Context::new(std::sync::Arc::new(cfg), std::sync::Arc::new(tl));
+        let view = hudifs_core::fsview::resolve(
+            &ctx,
+            &listing,
+            &hudifs_core::fsview::ViewKey::Latest,
+            false,
+        )
+        .unwrap();
         assert_eq!(view.files.len(), 6);
         assert_eq!(view.instant.as_deref(), Some(t1.as_str()));
         // Bulk-inserted groups are not tracked: no update, no compaction.

@@ -1,7 +1,7 @@
-//! The one error type of hudifs and its mapping to errno.
+//! The one error type of hudifs.
 //!
 //! Every failure a caller can see is an [`Error`]: it names the table file or the input that is
-//! wrong and why. The FUSE adapter turns it into an errno with [`Error::errno`]; the CLI prints it.
+//! wrong and why. The FUSE adapter turns it into an errno; the CLI prints it.
 
 use std::path::PathBuf;
 
@@ -58,25 +58,6 @@ impl Error {
         Error::Io {
             path: path.into(),
             source,
-        }
-    }
-
-    /// The errno a FUSE caller gets for this error.
-    pub fn errno(&self) -> i32 {
-        match self {
-            Error::NotFound(_) => libc::ENOENT,
-            // A time that is not a time: the name is invalid, not merely absent.
-            Error::BadTime(_) => libc::EINVAL,
-            // The snapshot asked for cannot be served (cleaned, unreadable, ...): as far as the
-            // caller is concerned it does not exist; the log line says why.
-            Error::Refused(_) => libc::ENOENT,
-            Error::ReadOnly => libc::EROFS,
-            Error::Usage(_) => libc::EINVAL,
-            Error::Mount(_) => libc::EIO,
-            Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
-            Error::NotATable(_) | Error::BadTableConfig { .. } | Error::BadMetadata { .. } => {
-                libc::EIO
-            }
         }
     }
 

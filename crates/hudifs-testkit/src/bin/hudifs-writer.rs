@@ -5,15 +5,15 @@
 //! in flight, crashed writes, rollbacks, cleans, insert-overwrite replacecommits, compactions
 //! (merge-on-read) and savepoints — following the requested → inflight → completed protocol,
 //! with wall-clock instants. The same seed gives the same sequence of operations and the same
-//! data; `--log` records every event as JSON lines (see `hudifs::generator::sim`).
+//! data; `--log` records every event as JSON lines (see `hudifs_testkit::generator::sim`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use hudifs::generator::sim::{Sim, SimOptions};
-use hudifs::table::TableType;
+use hudifs_core::table::TableType;
+use hudifs_testkit::generator::sim::{Sim, SimOptions};
 
 #[derive(Parser)]
 #[command(
@@ -107,7 +107,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("hudifs-writer: {e}");
-            ExitCode::from(if matches!(e, hudifs::error::Error::Usage(_)) {
+            ExitCode::from(if matches!(e, hudifs_core::error::Error::Usage(_)) {
                 2
             } else {
                 1

@@ -1,0 +1,160 @@
+//! The storage seam of hudifs: the few things hudifs needs of a table's storage, behind one small
+//! synchronous trait, so that the table format, the visibility rules and the file system above
+//! them never touch `std::fs` or a path themselves.
+//!
+//! - [`Storage`]: list a directory (names, kinds, sizes, times), stat, read a whole file, read a
+//!   range, open a file for reading (a handle pinned to what was opened). Every location is a
+//!   [`TablePath`], relative to the table root.
+//! - [`StorageWrite`]: what the project's own table writer needs (tests, demos, benchmarks).
+//! - [`LocalStore`]: a table on a local (or mounted network) file system, with what only such
+//!   a file system has: a file descriptor for kernel passthrough and `fadvise`, inotify, whether
+//!   other machines' writes can be seen.
+//! - [`MemStore`]: a table in memory, for fast tests of the logic above.
+//! - [`FaultyStore`]: a wrapper that injects failures and latency.
+
+mod faulty;
+mod local;
+mod memory;
+mod path;
+
+use std::io;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+pub use faulty::{Fault, FaultyStore, Op, Rule};
+pub use local::{network_file_system, FsStats, LocalStore, Watch, WatchEvents};
+pub use memory::MemStore;
+pub use path::{InvalidPath, TablePath};
+
+/// What a directory entry is. Symbolic links and special files are [`Kind::Other`]: hudifs
+/// neither shows nor follows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    File,
+    Dir,
+    Other,
+}
+
+/// What the storage says about a file or directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    pub kind: Kind,
+    /// Size in bytes (0 for directories).
+    pub size: u64,
+    /// Last modification, where the storage keeps one (object stores have none for
+    /// directories, which do not exist there).
+    pub mtime: Option<SystemTime>,
+    /// Permission bits.
+    pub mode: u32,
+    /// An identity of this version of the file where the storage has one (an ETag or object
+    /// version): a handle opened on it never reads another version's bytes.
+    pub version: Option<String>,
+}
+
+impl Meta {
+    pub fn is_file(&self) -> bool {
+        self.kind == Kind::File
+    }
+    pub fn is_dir(&self) -> bool {
+        self.kind == Kind::Dir
+    }
+}
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The name inside the directory (one path component, valid UTF-8: other names are left
+    /// out of listings, as no Hudi table writes them).
+    pub name: String,
+    pub meta: Meta,
+}
+
+/// A file opened for reading. Reads see the file as it was when opened: a local file keeps
+/// its descriptor (so it reads to its end even after the cleaner deletes it), an object store
+/// pins the version it opened.
+pub trait OpenFile: Send + Sync {
+    /// The size of what was opened.
+    fn size(&self) -> u64;
+    /// Read up to `buf.len()` bytes at `offset`; fewer only at the end of the file.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// The local file behind the handle, for kernel passthrough.
+    fn as_file(&self) -> Option<&std::fs::File> {
+        None
+    }
+}
+
+/// What hudifs needs of a table's storage.
+pub trait Storage: Send + Sync + std::fmt::Debug {
+    /// How to name `path` in messages and logs: a local path or a URL, never a credential.
+    fn describe(&self, path: &TablePath) -> String;
+
+    /// The entries of directory `dir`, in no particular order. `NotFound` if it does not exist.
+    fn list(&self, dir: &TablePath) -> io::Result<Vec<Entry>>;
+
+    /// The names and kinds of the entries of `dir`: what `list` gives without sizes and times,
+    /// which cost a `stat` per entry on a local disk.
+    fn list_names(&self, dir: &TablePath) -> io::Result<Vec<(String, Kind)>> {
+        Ok(self
+            .list(dir)?
+            .into_iter()
+            .map(|e| (e.name, e.meta.kind))
+            .collect())
+    }
+
+    /// What the storage says about `path` (not following symbolic links).
+    fn stat(&self, path: &TablePath) -> io::Result<Meta>;
+
+    /// The whole content of file `path`.
+    fn read(&self, path: &TablePath) -> io::Result<Vec<u8>>;
+
+    /// Up to `len` bytes of file `path` at `offset` (fewer only at the end of the file).
+    fn read_range(&self, path: &TablePath, offset: u64, len: usize) -> io::Result<Vec<u8>>;
+
+    /// Open file `path` for reading.
+    fn open(&self, path: &TablePath) -> io::Result<Arc<dyn OpenFile>>;
+
+    /// The local file system behind this storage, for what only local disks offer
+    /// (passthrough, inotify, `statfs`).
+    fn local(&self) -> Option<&LocalStore> {
+        None
+    }
+}
+
+/// What the project's own table writer needs of a storage.
+pub trait StorageWrite: Storage {
+    /// Write a whole file, replacing what was there. On a local disk the file is written in
+    /// place (a reader may see it grow, as with Hudi's own writers); on stores whose writes are
+    /// atomic it appears whole.
+    fn put(&self, path: &TablePath, bytes: &[u8]) -> io::Result<()>;
+
+    /// Write a whole file so that readers see either nothing or all of it: on a local disk,
+    /// written under `staging` (a directory on the same file system) and renamed into place.
+    fn put_atomic(&self, path: &TablePath, bytes: &[u8], staging: &TablePath) -> io::Result<()>;
+
+    /// Rename a file (atomic on a local disk and in memory).
+    fn rename(&self, from: &TablePath, to: &TablePath) -> io::Result<()>;
+
+    /// Delete a file; `Ok(false)` if it was not there.
+    fn delete(&self, path: &TablePath) -> io::Result<bool>;
+
+    /// Delete a directory and everything below it; `Ok(())` if it was not there.
+    fn delete_dir_all(&self, dir: &TablePath) -> io::Result<()>;
+
+    /// Create a directory and its parents (nothing to do where directories are implicit).
+    fn create_dir_all(&self, dir: &TablePath) -> io::Result<()>;
+
+    /// Cut a file to `len` bytes (a crashed writer's torn file).
+    fn truncate(&self, path: &TablePath, len: u64) -> io::Result<()>;
+
+    /// Make `to` a file with the content of `from`: a hard link where the storage has them
+    /// (benchmark tables of a million files), else a copy.
+    fn link_or_copy(&self, from: &TablePath, to: &TablePath) -> io::Result<()> {
+        let bytes = self.read(from)?;
+        self.put(to, &bytes)
+    }
+}
+
+/// An `io::Error` of kind `NotFound` naming what is missing.
+pub fn not_found(what: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, format!("{what}: not found"))
+}

@@ -1,0 +1,6 @@
+//! hudifs's test kit: the project's own table writer (`generator`: real Parquet, log and
+//! timeline files for table versions 6, 8 and 9), the live writer simulation behind
+//! `hudifs-writer`, and what tests and benchmarks share.
+
+pub mod generator;
+pub mod mount;
