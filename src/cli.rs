@@ -1,18 +1,22 @@
 //! The command line: `hudifs mount | umount | ls | timeline` (PRODUCT.md §3).
 //!
-//! `ls` and `timeline` print the same views as the mount from the same code (`fsview`), so the
-//! shell and the mount can never disagree. Exit codes: 0 success, 1 runtime error, 2 usage.
+//! `ls` and `timeline` print the same views as the mount from the same code (`hudifs-core`'s
+//! rules through a `Snapshot`), so the shell and the mount can never disagree. Exit codes: 0
+//! success, 1 runtime error, 2 usage.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
-use hudifs_core::error::{Error, Result};
-use hudifs_core::fsview::{self, View, ViewKey};
+use crate::error::{Error, Result};
+use hudifs_core::rules::{self, View};
+use hudifs_core::snapshot::Snapshot;
 use hudifs_core::timefmt::TimelineZone;
-use hudifs_core::viewkey;
+use hudifs_core::viewkey::{self, ViewKey};
+use hudifs_storage::LocalStore;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -79,21 +83,32 @@ pub fn zone(option: Option<&str>, table: Option<&TimelineZone>) -> Result<Timeli
     }
 }
 
+/// The table at `table`, read.
+fn open(table: &Path) -> Result<Snapshot> {
+    let store = match LocalStore::new(table) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::Table(hudifs_core::error::Error::NotATable(format!(
+                "{} (no such directory)",
+                table.display()
+            ))))
+        }
+        Err(e) => return Err(Error::io(table.display().to_string(), e)),
+    };
+    Ok(Snapshot::open(Arc::new(store))?)
+}
+
 pub fn run_ls(args: &LsArgs, out: &mut dyn Write) -> Result<()> {
-    let table = hudifs_core::snapshot::TableSnapshot::open(&args.table)?;
+    let table = open(&args.table)?;
     let zone = zone(args.timezone.as_deref(), table.cfg.timeline_zone.as_ref())?;
-    let ctx = table.context();
     let key = if let Some(ts) = &args.as_of {
         viewkey::parse_as_of(ts, &zone)?
     } else if let Some(w) = &args.incremental {
-        let latest = fsview::incremental_windows(&ctx)
-            .last()
-            .map(|w| w.1.clone());
-        viewkey::parse_window(w, &zone, latest.as_deref())?
+        table.parse_window(w, &zone)?
     } else {
         ViewKey::Latest
     };
-    let view = fsview::resolve(&ctx, &table.listing, &key, args.read_optimized)?;
+    let view = table.resolve(&key, args.read_optimized)?;
     let w = |e: std::io::Error| Error::io("<stdout>", e);
     if args.json {
         let v = view_json(&key, &view, args.read_optimized);
@@ -146,12 +161,11 @@ pub fn view_json(key: &ViewKey, view: &View, read_optimized: bool) -> serde_json
 }
 
 pub fn run_timeline(args: &TimelineArgs, out: &mut dyn Write) -> Result<()> {
-    let table = hudifs_core::snapshot::TableSnapshot::open(&args.table)?;
-    let ctx = table.context();
+    let table = open(&args.table)?;
     let w = |e: std::io::Error| Error::io("<stdout>", e);
     if args.json {
         let instants: Vec<_> = table
-            .timeline
+            .timeline()
             .instants()
             .map(|i| {
                 json!({
@@ -165,13 +179,13 @@ pub fn run_timeline(args: &TimelineArgs, out: &mut dyn Write) -> Result<()> {
             })
             .collect();
         let v = json!({
-            "table": table.cfg.root.display().to_string(),
+            "table": table.store.describe(&Default::default()),
             "name": table.cfg.name,
             "table_type": table.cfg.table_type,
             "table_version": table.cfg.version,
-            "layout": table.cfg.layout,
+            "layout": table.cfg.layout.number(),
             "instants": instants,
-            "model": fsview::model(&ctx),
+            "model": rules::model(&table.ctx, &table.meta),
         });
         serde_json::to_writer_pretty(&mut *out, &v).map_err(|e| w(e.into()))?;
         writeln!(out).map_err(w)?;
@@ -182,12 +196,8 @@ pub fn run_timeline(args: &TimelineArgs, out: &mut dyn Write) -> Result<()> {
             "requested", "completed", "action", "state"
         )
         .map_err(w)?;
-        for i in table.timeline.instants() {
-            let state = match i.state {
-                hudifs_core::timeline::State::Requested => "requested",
-                hudifs_core::timeline::State::Inflight => "inflight",
-                hudifs_core::timeline::State::Completed => "completed",
-            };
+        for i in table.timeline().instants() {
+            let state = i.state.name();
             writeln!(
                 out,
                 "{:<17}  {:<17}  {:<13}  {:<9}  {}",

@@ -11,12 +11,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fuser::{Config, MountOption, SessionACL};
+use hudifs_storage::{LocalStore, Storage};
 
 use crate::cli::MountArgs;
+use crate::error::{Error, Result};
+use crate::follow::Follower;
 use crate::fs::{FsOptions, HudiFs};
-use crate::fuse::FuseAdapter;
-use hudifs_core::error::{Error, Result};
+use crate::fuse::{MountConfig, MountFailure};
 
 /// Environment variable through which a background launch tells the daemon which fd to report
 /// readiness on.
@@ -84,7 +85,7 @@ fn check_mountpoint(mp: &Path) -> Result<()> {
             mp.display(),
             mp.display()
         )),
-        _ => Error::io(mp, e),
+        _ => Error::io(mp.display().to_string(), e),
     })?;
     if !md.is_dir() {
         return Err(Error::Mount(format!(
@@ -98,7 +99,7 @@ fn check_mountpoint(mp: &Path) -> Result<()> {
             mp.display()
         )));
     }
-    let mut entries = std::fs::read_dir(mp).map_err(|e| Error::io(mp, e))?;
+    let mut entries = std::fs::read_dir(mp).map_err(|e| Error::io(mp.display().to_string(), e))?;
     if entries.next().is_some() {
         return Err(Error::Mount(format!(
             "mount point {} is not empty: mount on an empty directory",
@@ -117,7 +118,7 @@ pub fn mount(args: &MountArgs) -> Result<()> {
         crate::cli::zone(Some(z), None)?;
     }
     // Refuse a directory that is not a table before touching the mount point.
-    hudifs_core::table::TableConfig::load(&args.table)?;
+    hudifs_core::table::TableConfig::load(&*open_store(&args.table)?)?;
     check_mountpoint(&args.mountpoint)?;
     if args.foreground {
         run_foreground(args)
@@ -126,49 +127,33 @@ pub fn mount(args: &MountArgs) -> Result<()> {
     }
 }
 
-fn config(args: &MountArgs, table: &Path) -> Result<Config> {
-    let mut opts = vec![
-        MountOption::RO,
-        MountOption::NoDev,
-        MountOption::NoSuid,
-        MountOption::FSName(format!("hudifs:{}", table.display())),
-        MountOption::Subtype("hudifs".into()),
-    ];
-    for group in &args.options {
-        for o in group.split(',').map(str::trim).filter(|o| !o.is_empty()) {
-            let opt = match o {
-                "rw" => {
-                    return Err(Error::Usage(
-                        "-o rw: hudifs mounts are always read-only".into(),
-                    ))
-                }
-                "ro" => MountOption::RO,
-                "allow_other" => continue,
-                o => match o.split_once('=') {
-                    Some(("fsname", v)) => MountOption::FSName(v.to_string()),
-                    _ => MountOption::CUSTOM(o.to_string()),
-                },
-            };
-            if !opts.contains(&opt) {
-                opts.push(opt);
-            }
+/// The storage of the table at `table`.
+fn open_store(table: &Path) -> Result<Arc<dyn Storage>> {
+    match LocalStore::new(table) {
+        Ok(s) => Ok(Arc::new(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(Error::Table(hudifs_core::error::Error::NotATable(format!(
+                "{} (no such directory)",
+                table.display()
+            ))))
         }
+        Err(e) => Err(Error::io(table.display().to_string(), e)),
     }
+}
+
+fn mount_config(args: &MountArgs, table: &str) -> MountConfig {
     let allow_other = args.allow_other
         || args
             .options
             .iter()
             .any(|g| g.split(',').any(|o| o.trim() == "allow_other"));
-    let mut cfg = Config::default();
-    cfg.mount_options = opts;
-    cfg.acl = if allow_other {
-        SessionACL::All
-    } else {
-        SessionACL::Owner
-    };
-    cfg.n_threads = Some(args.threads);
-    cfg.clone_fd = true;
-    Ok(cfg)
+    MountConfig {
+        fsname: format!("hudifs:{table}"),
+        options: args.options.clone(),
+        allow_other,
+        threads: args.threads,
+        passthrough: !args.no_passthrough,
+    }
 }
 
 fn block_signals() -> libc::sigset_t {
@@ -188,8 +173,8 @@ fn block_signals() -> libc::sigset_t {
 fn run_foreground(args: &MountArgs) -> Result<()> {
     // Signals are handled by one thread; every thread started from here inherits the mask.
     let sigset = block_signals();
-    let fs = Arc::new(HudiFs::new(
-        &args.table,
+    let fs = Arc::new(HudiFs::with_store(
+        open_store(&args.table)?,
         FsOptions {
             read_optimized: args.read_optimized,
             zone: match &args.timezone {
@@ -198,31 +183,27 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
             },
         },
     )?);
-    let cfg = config(args, fs.root())?;
-    let notifier_cell = Arc::new(std::sync::OnceLock::new());
+    let table = fs.store().describe(&Default::default());
     // Resolved before the mount: once it is live, a stat of it from here would wait for this
     // very daemon to answer.
     let mount_path = args.mountpoint.canonicalize().ok();
-    let mut session = fuser::Session::new(
-        FuseAdapter::new(fs.clone(), !args.no_passthrough, notifier_cell.clone()),
-        &args.mountpoint,
-        &cfg,
-    )
-    .map_err(|e| mount_error(&args.mountpoint, e))?;
-    let _ = notifier_cell.set(session.notifier());
-    if let Some(mp) = &mount_path {
-        match_read_ahead(fs.root(), mp);
+    let mut session = crate::fuse::mount(fs.clone(), &args.mountpoint, &mount_config(args, &table))
+        .map_err(|e| match e {
+            MountFailure::Usage(m) => Error::Usage(m),
+            MountFailure::Kernel(m) => Error::Mount(m),
+        })?;
+    if let (Some(mp), Some(local)) = (&mount_path, fs.store().local()) {
+        match_read_ahead(local.root(), mp);
     }
     log::info!(
-        "mounted {} at {} (latest instant {})",
-        fs.root().display(),
+        "mounted {table} at {} (latest instant {})",
         args.mountpoint.display(),
         fs.latest_instant().unwrap_or_else(|| "none".into())
     );
     report_ready();
 
     let stop = Arc::new(AtomicBool::new(false));
-    let mut unmounter = session.unmount_callable();
+    let mut unmounter = session.unmounter();
     let mp = args.mountpoint.clone();
     let stop_sig = stop.clone();
     std::thread::Builder::new()
@@ -245,7 +226,7 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
     let notifier = session.notifier();
     std::thread::Builder::new()
         .name("hudifs-follow".into())
-        .spawn(move || crate::live::follow(fs_follow, Some(notifier), poll, stop_follow))
+        .spawn(move || Follower::new().run(fs_follow, Some(notifier), poll, stop_follow))
         .map_err(|e| Error::io("follow thread", e))?;
 
     let result = session.run();
@@ -256,7 +237,7 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
     {
         let _ = std::fs::remove_file(&log);
     }
-    result.map_err(|e| Error::io(&args.mountpoint, e))
+    result.map_err(|e| Error::io(args.mountpoint.display().to_string(), e))
 }
 
 /// The kernel reads ahead only 128 KiB on a new FUSE mount (its INIT offers no more), while the
@@ -305,19 +286,6 @@ fn match_read_ahead(table: &Path, mountpoint: &Path) {
     }
 }
 
-fn mount_error(mp: &Path, e: std::io::Error) -> Error {
-    let hint = match e.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) => {
-            " (mounting needs root, or fusermount3 from the fuse3 package)"
-        }
-        Some(libc::ENOENT) if !Path::new("/dev/fuse").exists() => {
-            " (/dev/fuse is missing: load the fuse module with `modprobe fuse`)"
-        }
-        _ => "",
-    };
-    Error::Mount(format!("cannot mount at {}: {e}{hint}", mp.display()))
-}
-
 /// Tell a waiting background launcher that the mount is live.
 fn report_ready() {
     let Some(fd) = std::env::var(READY_FD_ENV)
@@ -355,9 +323,10 @@ fn launch_background(args: &MountArgs) -> Result<()> {
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     let log_path = log_path(&args.mountpoint);
     if let Some(dir) = log_path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
     }
-    let log = std::fs::File::create(&log_path).map_err(|e| Error::io(&log_path, e))?;
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| Error::io(log_path.display().to_string(), e))?;
 
     let mut child_args: Vec<OsString> = vec!["mount".into(), "-f".into()];
     child_args.push(args.table.clone().into());
@@ -445,7 +414,7 @@ pub fn umount(mountpoint: &Path) -> Result<()> {
     let err = std::io::Error::last_os_error();
     match err.raw_os_error() {
         Some(libc::EBUSY) => Err(Error::io(
-            &abs,
+            abs.display().to_string(),
             std::io::Error::new(
                 err.kind(),
                 "busy: a process still uses the mount (see `fuser -m`), close it and retry",
@@ -458,7 +427,7 @@ pub fn umount(mountpoint: &Path) -> Result<()> {
             if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
                 Ok(())
             } else {
-                Err(Error::io(&abs, err))
+                Err(Error::io(abs.display().to_string(), err))
             }
         }
     }

@@ -1,7 +1,8 @@
-//! The FUSE adapter: the only `impl fuser::Filesystem`. Each method calls the plain logic in
-//! `fs.rs`, turns `Ok` into a reply and `Err` into an errno, and logs the error once (lookups of
-//! missing names at debug level, everything else as a warning). No file-system decision is made
-//! here.
+//! The FUSE adapter, and the only module that knows `fuser`: the `impl fuser::Filesystem`
+//! (each method calls the plain logic in `fs`, turns `Ok` into a reply and `Err` into an errno,
+//! and logs the error once: lookups of missing names at debug level, everything else as a
+//! warning), the errno of each error, the mount options in FUSE terms, and the session with its
+//! notifier ([`mount`]). No file-system decision is made here.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -17,8 +18,9 @@ use fuser::{
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
     Request, TimeOrNow, WriteFlags,
 };
+use fuser::{MountOption, SessionACL};
 
-use crate::fs::{Attr, DirCache, HudiFs, Kind};
+use crate::fs::{Attr, DirCache, HudiFs, KernelNotifier, Kind};
 use hudifs_core::error::Error;
 
 pub struct FuseAdapter {
@@ -108,9 +110,7 @@ pub fn errno_of(e: &Error) -> i32 {
         // The snapshot asked for cannot be served (cleaned, unreadable, ...): as far as the
         // caller is concerned it does not exist; the log line says why.
         Error::Refused(_) => libc::ENOENT,
-        Error::ReadOnly => libc::EROFS,
-        Error::Usage(_) => libc::EINVAL,
-        Error::Mount(_) => libc::EIO,
+        Error::Usage(_) | Error::Invalid(_) => libc::EINVAL,
         Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
         Error::NotATable(_) | Error::BadTableConfig { .. } | Error::BadMetadata { .. } => libc::EIO,
     }
@@ -197,7 +197,7 @@ impl Filesystem for FuseAdapter {
                 } else {
                     FopenFlags::empty()
                 };
-                match &o.backing {
+                match o.backing.as_ref().and_then(|b| b.as_file()) {
                     // The kernel refuses FOPEN_KEEP_CACHE with passthrough (the open fails with
                     // EIO): page caching is the backing file's business then.
                     Some(file) if self.uses_passthrough() => {
@@ -347,23 +347,11 @@ impl Filesystem for FuseAdapter {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        let path = std::ffi::CString::new(self.fs.root().as_os_str().as_encoded_bytes())
-            .unwrap_or_default();
-        // SAFETY: `path` is a valid C string and `st` a valid out-pointer.
-        if unsafe { libc::statvfs(path.as_ptr(), &mut st) } == 0 {
-            reply.statfs(
-                st.f_blocks,
-                st.f_bfree,
-                st.f_bavail,
-                st.f_files,
-                st.f_ffree,
-                st.f_bsize as u32,
-                255,
-                st.f_frsize as u32,
-            );
-        } else {
-            reply.statfs(0, 0, 0, 0, 0, 4096, 255, 4096);
+        match self.fs.store().local().and_then(|l| l.statvfs()) {
+            Some(st) => reply.statfs(
+                st.blocks, st.bfree, st.bavail, st.files, st.ffree, st.bsize, 255, st.frsize,
+            ),
+            None => reply.statfs(0, 0, 0, 0, 0, 4096, 255, 4096),
         }
     }
 
@@ -578,4 +566,144 @@ impl Filesystem for FuseAdapter {
     ) {
         reply.error(Errno::EROFS);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The session.
+
+/// A mount's options, in the daemon's terms.
+#[derive(Debug, Clone)]
+pub struct MountConfig {
+    /// What `mount` shows as the source (`hudifs:<table>` unless `-o fsname=` says otherwise).
+    pub fsname: String,
+    /// `-o` options as given (comma-separated groups).
+    pub options: Vec<String>,
+    pub allow_other: bool,
+    /// FUSE worker threads.
+    pub threads: usize,
+    /// Ask the kernel for passthrough of table files.
+    pub passthrough: bool,
+}
+
+impl MountConfig {
+    /// The kernel's mount options and the session's configuration.
+    fn fuser_config(&self) -> Result<fuser::Config, String> {
+        let mut opts = vec![
+            MountOption::RO,
+            MountOption::NoDev,
+            MountOption::NoSuid,
+            MountOption::FSName(self.fsname.clone()),
+            MountOption::Subtype("hudifs".into()),
+        ];
+        let mut allow_other = self.allow_other;
+        for group in &self.options {
+            for o in group.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+                let opt = match o {
+                    "rw" => return Err("-o rw: hudifs mounts are always read-only".into()),
+                    "ro" => MountOption::RO,
+                    "allow_other" => {
+                        allow_other = true;
+                        continue;
+                    }
+                    o => match o.split_once('=') {
+                        Some(("fsname", v)) => MountOption::FSName(v.to_string()),
+                        _ => MountOption::CUSTOM(o.to_string()),
+                    },
+                };
+                if !opts.contains(&opt) {
+                    opts.push(opt);
+                }
+            }
+        }
+        let mut cfg = fuser::Config::default();
+        cfg.mount_options = opts;
+        cfg.acl = if allow_other {
+            SessionACL::All
+        } else {
+            SessionACL::Owner
+        };
+        cfg.n_threads = Some(self.threads);
+        cfg.clone_fd = true;
+        Ok(cfg)
+    }
+}
+
+/// Why a mount failed: bad options, or the kernel said no.
+#[derive(Debug)]
+pub enum MountFailure {
+    Usage(String),
+    Kernel(String),
+}
+
+/// A live FUSE session: serve it with [`Mounted::run`].
+pub struct Mounted {
+    session: fuser::Session<FuseAdapter>,
+}
+
+/// Unmounts a live session from another thread (a signal handler).
+pub struct Unmounter(fuser::SessionUnmounter);
+
+impl Unmounter {
+    pub fn unmount(&mut self) -> std::io::Result<()> {
+        self.0.unmount()
+    }
+}
+
+/// The session's notifier as the file system's sink for invalidations.
+struct Notifier(fuser::Notifier);
+
+impl KernelNotifier for Notifier {
+    fn inval_entry(&self, parent: u64, name: &str) {
+        let _ = self.0.inval_entry(INodeNo(parent), OsStr::new(name));
+    }
+    fn inval_inode(&self, ino: u64) {
+        let _ = self.0.inval_inode(INodeNo(ino), 0, 0);
+    }
+}
+
+/// Mount `fs` at `mountpoint`.
+pub fn mount(
+    fs: Arc<HudiFs>,
+    mountpoint: &Path,
+    cfg: &MountConfig,
+) -> Result<Mounted, MountFailure> {
+    let config = cfg.fuser_config().map_err(MountFailure::Usage)?;
+    let notifier = Arc::new(OnceLock::new());
+    let session = fuser::Session::new(
+        FuseAdapter::new(fs, cfg.passthrough, notifier.clone()),
+        mountpoint,
+        &config,
+    )
+    .map_err(|e| MountFailure::Kernel(mount_error(mountpoint, e)))?;
+    let _ = notifier.set(session.notifier());
+    Ok(Mounted { session })
+}
+
+impl Mounted {
+    /// Where the file system sends invalidations of the kernel's caches.
+    pub fn notifier(&self) -> Arc<dyn KernelNotifier> {
+        Arc::new(Notifier(self.session.notifier()))
+    }
+
+    pub fn unmounter(&mut self) -> Unmounter {
+        Unmounter(self.session.unmount_callable())
+    }
+
+    /// Serve requests until unmounted.
+    pub fn run(self) -> std::io::Result<()> {
+        self.session.run()
+    }
+}
+
+fn mount_error(mp: &Path, e: std::io::Error) -> String {
+    let hint = match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            " (mounting needs root, or fusermount3 from the fuse3 package)"
+        }
+        Some(libc::ENOENT) if !Path::new("/dev/fuse").exists() => {
+            " (/dev/fuse is missing: load the fuse module with `modprobe fuse`)"
+        }
+        _ => "",
+    };
+    format!("cannot mount at {}: {e}{hint}", mp.display())
 }

@@ -1,13 +1,17 @@
 //! hudifs: mount an Apache Hudi table read-only and see exactly the files its timeline makes
-//! visible. The table format and the visibility rules are in `hudifs-core`; this crate is the
-//! file system on top of them (`fs`), following writers (`live`), the FUSE adapter (`fuse`),
-//! the daemon and the command line.
+//! visible. The table format and the visibility rules are in `hudifs-core`, the storage seam in
+//! `hudifs-storage`; this crate is what sits on top:
+//!
+//! - `fs`: the file system as plain logic (views, inodes, kernel-cache policy, `timeline/`,
+//!   xattrs), tested without a kernel;
+//! - `follow`: following writers (inotify or polling) and installing new snapshots;
+//! - `fuse`: the FUSE adapter, the only module that knows `fuser`;
+//! - `daemon`: mount and umount, background launch, signals;
+//! - `cli`: the command line; `error`: its errors and exit codes.
 
 pub mod cli;
 pub mod daemon;
+pub mod error;
+pub mod follow;
 pub mod fs;
 pub mod fuse;
-pub mod inode;
-pub mod kernel_cache;
-pub mod live;
-pub mod partitions;

@@ -1,6 +1,5 @@
 use clap::Parser;
 use hudifs::cli::{Cli, Command};
-use hudifs_core::error::Error;
 
 fn main() {
     env_logger::Builder::from_env(
@@ -17,6 +16,6 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("hudifs: {e}");
-        std::process::exit(if matches!(e, Error::Usage(_)) { 2 } else { 1 });
+        std::process::exit(e.exit_code());
     }
 }

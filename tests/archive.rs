@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use hudifs_core::archive::{self, Archive, ArchivedInstant};
 use hudifs_core::metadata::{self, CommitMetadata};
-use hudifs_core::table::{TableConfig, TableType};
-use hudifs_core::timeline::{Action, Timeline};
+use hudifs_core::table::TableType;
+use hudifs_core::timeline::Action;
 use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
 
 const START: i64 = 1_767_225_600_000;
@@ -25,7 +25,7 @@ fn table(kind: TableType, version: u32) -> (tempfile::TempDir, TableWriter) {
 }
 
 fn load(root: &Path) -> Archive {
-    archive::load_archive(&TableConfig::load(root).unwrap()).unwrap()
+    archive::load_archive(&*common::store(root), &common::config(root)).unwrap()
 }
 
 /// What the active timeline says of a completed instant, to compare with its archived form.
@@ -58,20 +58,24 @@ fn facts_of_json(
             .then(|| CommitMetadata::from_json(v).unwrap()),
         earliest_to_retain: (action == Action::Clean)
             .then(|| metadata::clean_earliest_to_retain(v))
-            .flatten(),
-        rollback_files: metadata::rollback_files(v),
+            .flatten()
+            .map(String::from),
+        rollback_files: metadata::rollback_files(v)
+            .into_iter()
+            .map(|f| (f.partition, f.name))
+            .collect(),
     }
 }
 
 /// Completed instants of the active timeline up to `up_to`, as facts and raw JSON.
 fn active_facts(root: &Path, up_to: &str) -> Vec<(Facts, serde_json::Value)> {
-    let cfg = TableConfig::load(root).unwrap();
-    let tl = Timeline::load(&cfg).unwrap();
+    let snap = common::snapshot(root);
+    let tl = snap.timeline();
     tl.instants()
         .filter(|i| i.is_completed() && i.requested.as_str() <= up_to)
         .filter(|i| i.action != Action::Savepoint)
         .map(|i| {
-            let v = i.json().unwrap();
+            let v = snap.meta.json(i).unwrap();
             let f = facts_of_json(
                 &i.requested,
                 i.completion.as_deref().unwrap(),
@@ -145,9 +149,8 @@ fn round_trip(kind: TableType, version: u32) {
     let root = w.root().to_path_buf();
     let before = active_facts(&root, &bound);
     let kept: Vec<String> = {
-        let cfg = TableConfig::load(&root).unwrap();
-        Timeline::load(&cfg)
-            .unwrap()
+        let snap = common::snapshot(&root);
+        snap.timeline()
             .instants()
             .filter(|i| i.requested > bound)
             .map(|i| i.files.iter().map(|f| f.name.clone()).collect::<Vec<_>>())
@@ -174,8 +177,8 @@ fn round_trip(kind: TableType, version: u32) {
     }
 
     // The active timeline lost them (every state file) and kept the rest.
-    let cfg = TableConfig::load(&root).unwrap();
-    let tl = Timeline::load(&cfg).unwrap();
+    let snap = common::snapshot(&root);
+    let tl = snap.timeline();
     assert!(
         tl.instants().all(|i| i.requested > bound),
         "v{version}: {:?}",
@@ -296,7 +299,7 @@ fn names(dir: &Path) -> Vec<String> {
 fn lsm_levels_compaction_and_cleaning() {
     let (_d, mut w) = table(TableType::CopyOnWrite, 9);
     let cs = commits(&mut w, 13);
-    let history = w.archive_dir();
+    let history = w.local_path(&w.archive_dir());
     for c in &cs[..12] {
         assert_eq!(w.archive(c).unwrap().len(), 1);
     }
@@ -327,7 +330,7 @@ fn lsm_levels_compaction_and_cleaning() {
     assert_eq!(
         a.instants
             .iter()
-            .map(|i| i.requested.clone())
+            .map(|i| i.requested.to_string())
             .collect::<Vec<_>>(),
         cs[..12].to_vec()
     );
@@ -352,11 +355,13 @@ fn lsm_levels_compaction_and_cleaning() {
 
     // `_version_` naming a manifest that is gone: nothing can be trusted.
     std::fs::write(history.join("_version_"), b"14").unwrap();
-    let err = archive::load_archive(&TableConfig::load(w.root()).unwrap()).unwrap_err();
+    let err =
+        archive::load_archive(&*common::store(w.root()), &common::config(w.root())).unwrap_err();
     assert!(err.to_string().contains("manifest_14"), "{err}");
     std::fs::write(history.join("_version_"), b"13").unwrap();
     std::fs::write(history.join("manifest_13"), b"{\"files\": [").unwrap();
-    let err = archive::load_archive(&TableConfig::load(w.root()).unwrap()).unwrap_err();
+    let err =
+        archive::load_archive(&*common::store(w.root()), &common::config(w.root())).unwrap_err();
     assert!(err.to_string().contains("manifest_13"), "{err}");
 }
 
@@ -368,7 +373,7 @@ fn lsm_damaged_files() {
     let cs = commits(&mut w, 3);
     w.archive(&cs[0]).unwrap();
     w.archive(&cs[2]).unwrap();
-    let history = w.archive_dir();
+    let history = w.local_path(&w.archive_dir());
     let first = history.join(format!("{}_{}_0.parquet", cs[0], cs[0]));
     let second = history.join(format!("{}_{}_0.parquet", cs[1], cs[2]));
     let bytes = std::fs::read(&second).unwrap();
@@ -413,14 +418,14 @@ fn v6_archive(
 #[test]
 fn v6_damaged_archive_logs() {
     let (_d, w, cs) = v6_archive(9, &[3, 8]);
-    let dir = w.archive_dir();
+    let dir = w.local_path(&w.archive_dir());
     assert_eq!(
         names(&dir),
         vec![".commits_.archive.1_1-0-1", ".commits_.archive.2_1-0-1"]
     );
     let second = dir.join(".commits_.archive.2_1-0-1");
     let bytes = std::fs::read(&second).unwrap();
-    let (blocks, problems) = archive::scan_log_blocks(&bytes);
+    let (blocks, problems) = hudifs_core::logblock::scan_log_blocks(&bytes);
     assert!(problems.is_empty());
     // 5 commits × 3 records = 15 records: blocks of 10 and 5.
     assert_eq!(blocks.len(), 2);
@@ -428,7 +433,7 @@ fn v6_damaged_archive_logs() {
     let full: Vec<String> = load(w.root())
         .instants
         .iter()
-        .map(|i| i.requested.clone())
+        .map(|i| i.requested.to_string())
         .collect();
     assert_eq!(full, cs);
 
@@ -443,7 +448,7 @@ fn v6_damaged_archive_logs() {
     for cut in cuts {
         std::fs::write(&second, &bytes[..cut]).unwrap();
         let a = load(w.root());
-        let got: Vec<String> = a.instants.iter().map(|i| i.requested.clone()).collect();
+        let got: Vec<String> = a.instants.iter().map(|i| i.requested.to_string()).collect();
         assert!(
             got.len() >= 4 && got.iter().all(|t| cs.contains(t)),
             "cut {cut}"
@@ -560,10 +565,12 @@ fn fixture_archives_are_empty() {
     let mut seen = BTreeMap::new();
     for f in common::fixtures(&dir) {
         let root = common::unzip(&f.zip, &tmp.path().join(f.name.replace('/', "_")));
-        let cfg = TableConfig::load(&root).unwrap();
-        let a = archive::load_archive(&cfg).unwrap();
+        let cfg = common::config(&root);
+        let a = archive::load_archive(&*common::store(&root), &cfg).unwrap();
         assert_eq!(a, Archive::default(), "{}", f.name);
-        *seen.entry(cfg.archive_dir.is_dir()).or_insert(0) += 1;
+        *seen
+            .entry(root.join(cfg.archive_dir.as_str()).is_dir())
+            .or_insert(0) += 1;
     }
     assert!(seen.get(&true).copied().unwrap_or(0) > 40, "{seen:?}");
 }
@@ -573,7 +580,7 @@ fn fixture_archives_are_empty() {
 fn absent_archives_are_empty() {
     for version in [6, 9] {
         let (_d, w) = table(TableType::CopyOnWrite, version);
-        let dir: PathBuf = w.archive_dir();
+        let dir: PathBuf = w.local_path(&w.archive_dir());
         std::fs::write(dir.join("README"), b"x").unwrap();
         std::fs::write(dir.join(".hidden.crc"), b"x").unwrap();
         assert_eq!(load(w.root()), Archive::default());

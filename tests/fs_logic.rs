@@ -7,6 +7,7 @@ mod common;
 use std::ffi::OsStr;
 use std::path::Path;
 
+use hudifs::follow::Follower;
 use hudifs::fs::{DirCache, FsOptions, HudiFs, Kind, ROOT, TTL_FRESH};
 
 const TABLE: &str = "sample_table/cow/v6_simplekeygen_nonhivestyle_overwritetable";
@@ -140,13 +141,20 @@ fn latest_switches_atomically_and_open_handles_keep_their_snapshot() {
     std::fs::remove_file(root.join(format!(".hoodie/{R3}.replacecommit"))).unwrap();
     let on_disk = std::fs::read(root.join("30").join(&fname)).unwrap();
     std::fs::remove_file(root.join("30").join(&fname)).unwrap();
-    let change = hudifs::live::poll_once(&fs, std::time::Duration::ZERO)
+    let mut follower = Follower::new();
+    let inv = follower
+        .poll_once(&fs, std::time::Duration::ZERO)
         .unwrap()
         .expect("a changed timeline is a new snapshot");
-    assert!(!fs.refresh().unwrap(), "an unchanged one is not");
+    assert!(
+        follower
+            .poll_once(&fs, std::time::Duration::ZERO)
+            .unwrap()
+            .is_none(),
+        "an unchanged one is not"
+    );
     // The kernel's cached listing of latest/ is not reused while the switch is applied, nor
     // while a handle of the old snapshot is open; that handle drops the cache on release.
-    let inv = fs.latest_invalidations(&change);
     assert!(inv.inodes.contains(&latest), "{inv:?}");
     let during = fs.opendir(latest).unwrap();
     assert_eq!(during.cache, DirCache::Fill);

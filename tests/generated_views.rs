@@ -3,21 +3,26 @@
 //! rolled-back writes, cleaning and savepoints, hollow commits, duplicate base files, archived
 //! history, log-only groups, pending replacecommits.
 
+mod common;
+
 use std::path::Path;
 
 use hudifs_core::error::Result;
-use hudifs_core::fsview::{self, ViewKey};
-use hudifs_core::snapshot::TableSnapshot;
+use hudifs_core::instant_time::InstantTime;
+use hudifs_core::rules::{self, View};
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
+use hudifs_core::viewkey::ViewKey;
 use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
 
 const START: i64 = 1_767_225_600_000;
 
 fn view(root: &Path, key: ViewKey, ro: bool) -> Result<Vec<String>> {
-    let snap = TableSnapshot::open(root)?;
-    let ctx = snap.context();
-    Ok(fsview::resolve(&ctx, &snap.listing, &key, ro)?.paths())
+    Ok(common::snapshot(root).resolve(&key, ro)?.paths())
+}
+
+fn t(s: &str) -> InstantTime {
+    InstantTime::parse(s).unwrap()
 }
 
 fn latest(root: &Path) -> Vec<String> {
@@ -25,26 +30,26 @@ fn latest(root: &Path) -> Vec<String> {
 }
 
 fn as_of(root: &Path, t: &str) -> Result<Vec<String>> {
-    view(root, ViewKey::AsOf(t.to_string()), false)
+    view(root, ViewKey::AsOf(self::t(t)), false)
 }
 
-fn window(root: &Path, start: Option<&str>, end: Option<&str>) -> Result<fsview::View> {
-    let snap = TableSnapshot::open(root)?;
-    let ctx = snap.context();
-    fsview::resolve(
-        &ctx,
-        &snap.listing,
+fn window(root: &Path, start: Option<&str>, end: Option<&str>) -> Result<View> {
+    common::snapshot(root).resolve(
         &ViewKey::Incremental {
-            start: start.map(str::to_string),
-            end: end.map(str::to_string),
+            start: start.map(t),
+            end: end.map(t),
         },
         false,
     )
 }
 
 fn completion(root: &Path, t: &str) -> String {
-    let snap = TableSnapshot::open(root).unwrap();
-    snap.timeline.completed[t].completion.clone().unwrap()
+    let snap = common::snapshot(root);
+    snap.timeline().completed[t]
+        .completion
+        .clone()
+        .unwrap()
+        .to_string()
 }
 
 fn name(path: &str) -> &str {
@@ -240,8 +245,8 @@ fn clean_guard_and_savepoints() {
     let v = window(&root, Some(&done(&c4)), None).unwrap();
     assert!(v.selected.is_empty() && v.files.is_empty(), "empty window");
     // The model says so.
-    let snap = TableSnapshot::open(&root).unwrap();
-    let m = fsview::model(&snap.context());
+    let snap = common::snapshot(&root);
+    let m = rules::model(&snap.ctx, &snap.meta);
     assert_eq!(m["retention_bound"], c3.as_str());
     assert_eq!(m["savepoints"][0], c2.as_str());
 }
@@ -269,14 +274,14 @@ fn a_clean_in_flight_bounds_time_travel_by_its_plan() {
             .map(|f| f.name)
             .find(|n| n.starts_with(&k) && n.ends_with(".clean"))
             .unwrap();
-        std::fs::remove_file(w.timeline_dir().join(&completed)).unwrap();
-        let snap = TableSnapshot::open(&root).unwrap();
-        assert!(snap.timeline.pending().any(|i| i.requested == k));
+        std::fs::remove_file(w.local_path(w.timeline_dir()).join(&completed)).unwrap();
+        let snap = common::snapshot(&root);
+        assert!(snap.timeline().pending().any(|i| i.requested == k));
         let err = as_of(&root, &c1).unwrap_err();
         assert!(err.to_string().contains("cleaner"), "v{version}: {err}");
         assert_eq!(as_of(&root, &c2).unwrap().len(), 1, "v{version}");
         assert_eq!(
-            fsview::model(&snap.context())["retention_bound"],
+            rules::model(&snap.ctx, &snap.meta)["retention_bound"],
             c2.as_str(),
             "v{version}"
         );
@@ -464,10 +469,13 @@ fn views_into_archived_history_answer_as_before_archiving() {
         w.clean(&times[2], &replaced).unwrap();
         let root = w.root().to_path_buf();
 
-        let snap = TableSnapshot::open(&root).unwrap();
+        let snap = common::snapshot(&root);
         let sel = |r: &str| -> String {
-            let i = &snap.timeline.completed[r];
-            i.completion.clone().unwrap_or_else(|| r.to_string())
+            let i = &snap.timeline().completed[r];
+            i.completion
+                .as_ref()
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| r.to_string())
         };
         let windows: Vec<(Option<String>, Option<String>)> = vec![
             (None, Some(sel(&times[1]))),
@@ -487,12 +495,12 @@ fn views_into_archived_history_answer_as_before_archiving() {
 
         let archived = w.archive(&times[2]).unwrap();
         assert!(archived.len() >= 3, "v{version}: {archived:?}");
-        let snap = TableSnapshot::open(&root).unwrap();
+        let snap = common::snapshot(&root);
         assert_eq!(
-            snap.timeline.active_start.as_deref(),
+            snap.timeline().active_start.as_deref(),
             Some(times[3].as_str())
         );
-        assert!(snap.timeline.archive_nonempty);
+        assert!(snap.timeline().archive_nonempty);
 
         assert_eq!(
             latest(&root),
@@ -511,7 +519,7 @@ fn views_into_archived_history_answer_as_before_archiving() {
         );
 
         // A damaged archive: history before the active timeline is refused, latest is not.
-        let arch = snap.cfg.archive_dir.clone();
+        let arch = root.join(snap.cfg.archive_dir.as_str());
         for e in walk(&arch) {
             if e.extension().is_some_and(|x| x == "parquet")
                 || e.to_string_lossy().contains(".archive.")

@@ -9,6 +9,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use hudifs::follow::Follower;
 use hudifs::fs::{FsOptions, HudiFs, Kind, ROOT};
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
@@ -79,8 +80,17 @@ fn everything(fs: &HudiFs) -> BTreeMap<String, Vec<String>> {
     out
 }
 
+/// Apply what changed in the table's timeline, as a poll of the follower does.
+fn refresh(fs: &HudiFs) -> bool {
+    let inv = Follower::new().poll_once(fs, Duration::ZERO).unwrap();
+    if let Some(inv) = &inv {
+        fs.switched(inv);
+    }
+    inv.is_some()
+}
+
 fn check_same(live: &HudiFs, root: &Path, step: &str) {
-    assert!(live.refresh().is_ok(), "{step}: refresh");
+    refresh(live);
     check_same_as_fresh(live, root, step);
 }
 
@@ -103,8 +113,13 @@ fn check_same_as_fresh(live: &HudiFs, root: &Path, step: &str) {
 /// Overwrite a completed instant file in place (as a writer that is not atomic would) and
 /// apply it as the watcher does on close-write.
 fn rewrite_instant(live: &HudiFs, w: &TableWriter, name: &str, bytes: &[u8]) {
-    std::fs::write(w.timeline_dir().join(name), bytes).unwrap();
-    hudifs::live::apply(live, [name.to_string()].into(), Default::default()).unwrap();
+    std::fs::write(w.local_path(w.timeline_dir()).join(name), bytes).unwrap();
+    let inv = Follower::new()
+        .apply(live, [name.to_string()].into(), Default::default())
+        .unwrap();
+    if let Some(inv) = &inv {
+        live.switched(inv);
+    }
 }
 
 #[test]
@@ -167,7 +182,7 @@ fn incremental_snapshots_equal_fresh_reads() {
             .map(|p| p.name)
             .rfind(|n| n.starts_with(&r) && n.ends_with(".replacecommit"))
             .unwrap();
-        let good = std::fs::read(w.timeline_dir().join(&name)).unwrap();
+        let good = std::fs::read(w.local_path(w.timeline_dir()).join(&name)).unwrap();
         rewrite_instant(&live, &w, &name, b"{ not metadata");
         check_same_as_fresh(&live, &root, &format!("{tag}: unreadable replacecommit"));
         rewrite_instant(&live, &w, &name, &good);
@@ -225,7 +240,7 @@ fn mounting_decodes_only_the_metadata_views_need() {
         .timeline
         .completed
         .values()
-        .map(|i| (i.requested.clone(), i.metadata_decoded()))
+        .map(|i| (i.requested.to_string(), i.metadata_decoded()))
         .collect();
     for (t, d) in &decoded {
         assert_eq!(*d, *t == r, "{t}: {decoded:?}");
@@ -242,17 +257,14 @@ fn idle_polls_read_the_timeline_only_when_its_mtime_moves() {
     t.insert(&a, &rows(1, 2)).unwrap();
     t.complete().unwrap();
     let fs = HudiFs::new(w.root(), opts()).unwrap();
-    let poll = || {
-        hudifs::live::poll_once(&fs, Duration::ZERO)
-            .unwrap()
-            .is_some()
-    };
+    let mut follower = Follower::new();
+    let mut poll = || follower.poll_once(&fs, Duration::ZERO).unwrap().is_some();
     assert!(!poll());
     std::thread::sleep(Duration::from_millis(1100));
     assert!(!poll(), "this listing is trusted");
     // A commit whose renames leave the directory's mtime where it was (set back by hand) is
     // not seen: the poll did not read the directory.
-    let timeline = w.timeline_dir().to_path_buf();
+    let timeline = w.local_path(w.timeline_dir());
     let mtime = std::fs::metadata(&timeline).unwrap().modified().unwrap();
     let mut t = w.begin(Action::Commit).unwrap();
     t.insert(&a, &rows(2, 2)).unwrap();
@@ -274,7 +286,7 @@ fn idle_polls_read_the_timeline_only_when_its_mtime_moves() {
 #[test]
 fn tables_on_network_or_fuse_file_systems_are_polled() {
     let dir = tempfile::tempdir().unwrap();
-    assert_eq!(hudifs::live::shared_file_system(dir.path()), None);
+    assert_eq!(hudifs_storage::network_file_system(dir.path()), None);
     if !common::fuse_available() {
         return;
     }
@@ -285,7 +297,7 @@ fn tables_on_network_or_fuse_file_systems_are_polled() {
     t.complete().unwrap();
     let m = common::MountGuard::mount(w.root(), &[]);
     assert_eq!(
-        hudifs::live::shared_file_system(&m.path().join("latest")),
+        hudifs_storage::network_file_system(&m.path().join("latest")),
         Some("a FUSE file system")
     );
 }
@@ -367,14 +379,14 @@ fn invalidations_name_what_left_latest() {
     let mut t = w.begin(Action::Commit).unwrap();
     t.update(&a, &f, &rows_with_ids(3, &[1000])).unwrap();
     t.complete().unwrap();
-    let change = hudifs::live::poll_once(&fs, Duration::ZERO)
+    let inv = Follower::new()
+        .poll_once(&fs, Duration::ZERO)
         .unwrap()
         .unwrap();
     assert_eq!(
-        change.touched.as_ref().unwrap().iter().collect::<Vec<_>>(),
+        inv.touched.as_ref().unwrap().iter().collect::<Vec<_>>(),
         [&a]
     );
-    let inv = fs.latest_invalidations(&change);
     assert!(
         inv.inodes.contains(&latest) && inv.inodes.contains(&part),
         "{inv:?}"

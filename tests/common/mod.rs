@@ -4,6 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
+use hudifs_core::snapshot::Snapshot;
+use hudifs_core::table::TableConfig;
+use hudifs_storage::{LocalStore, Storage};
 use serde_json::Value;
 
 /// `../shared/fixtures`, or `None` (with the reason printed) when it is missing. With
@@ -233,4 +238,19 @@ where
         String::from_utf8_lossy(&out.stdout).to_string(),
         String::from_utf8_lossy(&out.stderr).to_string(),
     )
+}
+
+/// The storage of the table at `root` (a local directory).
+pub fn store(root: &Path) -> Arc<dyn Storage> {
+    Arc::new(LocalStore::new(root).unwrap())
+}
+
+/// The configuration of the table at `root`.
+pub fn config(root: &Path) -> TableConfig {
+    TableConfig::load(&*store(root)).unwrap()
+}
+
+/// The table at `root`, read.
+pub fn snapshot(root: &Path) -> Snapshot {
+    Snapshot::open(store(root)).unwrap()
 }

@@ -1,19 +1,19 @@
-//! The one error type of hudifs.
+//! The one error type of hudifs's table logic.
 //!
 //! Every failure a caller can see is an [`Error`]: it names the table file or the input that is
 //! wrong and why. The FUSE adapter turns it into an errno; the CLI prints it.
 
-use std::path::PathBuf;
+use crate::metadata::MetadataError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The directory is not a Hudi table (no `.hoodie/hoodie.properties`).
+    /// The location is not a Hudi table (no `.hoodie/hoodie.properties`).
     #[error("{0} is not a Hudi table: no .hoodie/hoodie.properties (nor hoodie.properties.backup) under it")]
-    NotATable(PathBuf),
+    NotATable(String),
 
     /// `hoodie.properties` says something hudifs does not understand.
     #[error("{path}: {reason}")]
-    BadTableConfig { path: PathBuf, reason: String },
+    BadTableConfig { path: String, reason: String },
 
     /// A view that does not exist (unknown partition, unknown file, nothing at that name).
     #[error("not found: {0}")]
@@ -29,24 +29,20 @@ pub enum Error {
     Refused(String),
 
     /// Instant metadata that cannot be decoded.
-    #[error("{path}: unreadable instant metadata: {reason}")]
-    BadMetadata { path: PathBuf, reason: String },
+    #[error("unreadable instant metadata: {0}")]
+    BadMetadata(#[from] MetadataError),
 
-    /// Anything the file system underneath reported.
+    /// Anything the storage underneath reported; `path` names the file as the storage does.
     #[error("{path}: {source}")]
     Io {
-        path: PathBuf,
+        path: String,
         #[source]
         source: std::io::Error,
     },
 
-    /// The table is read-only through hudifs.
-    #[error("read-only file system")]
-    ReadOnly,
-
-    /// Mounting or unmounting failed (mount point missing, not empty, already mounted, ...).
+    /// The operation does not apply to this node (a directory opened as a file, ...).
     #[error("{0}")]
-    Mount(String),
+    Invalid(String),
 
     /// Bad command-line usage.
     #[error("{0}")]
@@ -54,7 +50,7 @@ pub enum Error {
 }
 
 impl Error {
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub fn io(path: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
             source,

@@ -1,16 +1,26 @@
-//! hudifs-core: the Hudi table format as hudifs reads it, and the visibility rules.
+//! hudifs-core: the Hudi table format as hudifs reads it, and the visibility rules. Every read
+//! goes through the storage seam (`hudifs_storage::Storage`); nothing here knows FUSE.
 //!
-//! Data flows top to bottom through these modules: `table` (hoodie.properties) → `timeline`
-//! (instants, derived sets; `metadata` decodes instant files) → `listing` (partitions and
-//! data-file names) → `fsview` (the visibility rules: a view is a function of a timeline, a
-//! listing and a view key) → `timefmt` and `viewkey` (time spellings and view names).
-//! `archive` reads the archived timeline (instants older than the active one).
+//! Data flows top to bottom through these modules:
+//!
+//! - `table` (with `properties`): `hoodie.properties` → `TableConfig`;
+//! - `timeline`: instant file names → `Instant`s and the derived sets;
+//! - `metadata`: instant files → JSON (0.x JSON, 1.x Avro) → the facts the rules use;
+//! - `archive` (with `logblock`): the archived timeline;
+//! - `listing`: partitions and data-file names → `DataFile`;
+//! - `rules`: the visibility rules, pure: a view is a function of a timeline snapshot, the
+//!   archived facts, a listing and a view key;
+//! - `timefmt`, `viewkey`: time spellings and view names;
+//! - `snapshot`: one state of the table read through the storage, and the I/O around the rules.
 
 pub mod archive;
 pub mod error;
-pub mod fsview;
+pub mod instant_time;
 pub mod listing;
+pub mod logblock;
 pub mod metadata;
+pub mod properties;
+pub mod rules;
 pub mod snapshot;
 pub mod table;
 pub mod timefmt;

@@ -1,36 +1,324 @@
-//! A table snapshot: its configuration, active timeline and data-file listing, read together.
+//! [`Snapshot`]: one state of a table, read through the storage — configuration, active
+//! timeline, derived facts, partitions — and the I/O around the pure rules: reading the
+//! archived timeline when a view needs it, listing partitions, applying timeline changes.
 //! Views are resolved against one snapshot, so one answer never mixes two states of the table.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, OnceLock};
 
+use hudifs_storage::Storage;
+
+use crate::archive;
 use crate::error::Result;
-use crate::fsview::Context;
-use crate::listing::{self, Listing};
+use crate::instant_time::InstantTime;
+use crate::listing::{self, DataFile};
+use crate::metadata::{self, InstantMetadata};
+use crate::rules::{
+    self, Archived, ArchivedFacts, Context, InstantInterner, PartitionChoice, Plan, View,
+    VisibleFile,
+};
 use crate::table::TableConfig;
-use crate::timeline::Timeline;
+use crate::timeline::{self, Action, InstantFile, State, Timeline, TimelineDelta};
+use crate::viewkey::{self, ViewKey};
 
-pub struct TableSnapshot {
+/// One state of a table.
+pub struct Snapshot {
+    /// Counts the snapshots of one mount (1 for the first).
+    pub generation: u64,
+    pub store: Arc<dyn Storage>,
     pub cfg: Arc<TableConfig>,
-    pub timeline: Arc<Timeline>,
-    pub listing: Listing,
+    pub meta: InstantMetadata,
+    pub ctx: Arc<Context>,
+    /// Every partition path, sorted.
+    pub partitions: Arc<Vec<Arc<str>>>,
+    /// The archived timeline's facts, read the first time a view reaches before the active
+    /// timeline (and kept by the next snapshot while nothing is archived).
+    archive: Arc<OnceLock<Archived>>,
 }
 
-impl TableSnapshot {
-    /// Read the table at `root`. The timeline is read before the listing, so every data file a
-    /// completed instant names is already on disk when it is listed.
-    pub fn open(root: &Path) -> Result<TableSnapshot> {
-        let cfg = TableConfig::load(root)?;
-        let timeline = Timeline::load(&cfg)?;
-        let listing = listing::list_table(&cfg)?;
-        Ok(TableSnapshot {
-            cfg: Arc::new(cfg),
-            timeline: Arc::new(timeline),
-            listing,
+/// What applying a timeline change did to the partitions: those whose visible files may have
+/// changed; `None` when possibly all (the active timeline's start moved, or metadata that would
+/// tell is unreadable).
+pub type Touched = Option<BTreeSet<String>>;
+
+impl Snapshot {
+    /// Read the table in `store`. The timeline is read before the partitions, so every data
+    /// file a completed instant names is already there when a partition is listed.
+    pub fn open(store: Arc<dyn Storage>) -> Result<Snapshot> {
+        let cfg = Arc::new(TableConfig::load(&*store)?);
+        let timeline = Arc::new(Timeline::load(&*store, &cfg)?);
+        let meta = InstantMetadata::new(store.clone(), cfg.timeline_dir.clone());
+        let ctx = Arc::new(Context::new(cfg.clone(), timeline, &meta));
+        let partitions = listing::discover_partitions(&*store)?
+            .into_iter()
+            .map(|p| Arc::from(p.as_str()))
+            .collect();
+        Ok(Snapshot {
+            generation: 1,
+            store,
+            cfg,
+            meta,
+            ctx,
+            partitions: Arc::new(partitions),
+            archive: Arc::new(OnceLock::new()),
         })
     }
 
-    pub fn context(&self) -> Context {
-        Context::new(self.cfg.clone(), self.timeline.clone())
+    pub fn timeline(&self) -> &Timeline {
+        &self.ctx.timeline
     }
+
+    /// The archived timeline's facts, read on first use.
+    fn archived(&self) -> Archived {
+        self.archive
+            .get_or_init(|| {
+                // The archive is untrusted input read by a third-party Avro/Parquet decoder: a
+                // panic in there is one more way for it to be unreadable.
+                let store = &*self.store;
+                let cfg = &self.cfg;
+                let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    archive::load_archive(store, cfg)
+                }))
+                .map_err(|_| "the archived timeline could not be decoded".to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()))
+                .and_then(|a| ArchivedFacts::from_archive(&a));
+                match read {
+                    Ok(f) => Archived::Read(Arc::new(f)),
+                    Err(e) => {
+                        log::warn!("{}: {e}", store.describe(&cfg.archive_dir));
+                        Archived::Damaged(e)
+                    }
+                }
+            })
+            .clone()
+    }
+
+    /// Decide a view (reading the archived timeline first if the view reaches into it).
+    pub fn plan(&self, key: &ViewKey, read_optimized: bool) -> Result<Plan> {
+        let archived = if rules::needs_archive(&self.ctx, key) {
+            self.archived()
+        } else {
+            Archived::NotNeeded
+        };
+        rules::plan(&self.ctx, &self.meta, &archived, key, read_optimized)
+    }
+
+    /// Choose the files of one partition's listing for a planned view.
+    pub fn resolve_partition<F: std::borrow::Borrow<DataFile>>(
+        &self,
+        plan: &Plan,
+        files: &[F],
+        interner: &InstantInterner,
+    ) -> PartitionChoice {
+        rules::resolve_partition(&self.ctx, &self.meta, plan, files, interner)
+    }
+
+    /// The data files of a partition, as the storage lists them now.
+    pub fn list_partition(&self, partition: &str) -> Result<Vec<DataFile>> {
+        listing::list_partition(&*self.store, &self.cfg, partition)
+    }
+
+    /// Resolve a whole view at once, listing every partition it may have files in (for
+    /// `hudifs ls` and tests; the mount resolves partitions lazily).
+    pub fn resolve(&self, key: &ViewKey, read_optimized: bool) -> Result<View> {
+        let plan = self.plan(key, read_optimized)?;
+        let interner = InstantInterner::default();
+        let mut files = Vec::new();
+        for p in self.partitions.iter().filter(|p| plan.may_list(p)) {
+            let pfiles = self.list_partition(p)?;
+            let choice = self.resolve_partition(&plan, &pfiles, &interner);
+            for c in &choice.files {
+                files.push(VisibleFile {
+                    file: pfiles[c.index as usize].clone(),
+                    writer: choice.writer(c).cloned(),
+                    slice: choice.slice(c).to_string(),
+                });
+            }
+        }
+        files.sort_by_key(|f| f.rel_path());
+        Ok(View {
+            files,
+            instant: plan.instant,
+            selected: plan.selected,
+            effective_end: plan.effective_end,
+        })
+    }
+
+    /// The view key an `incremental/` name or `--incremental` option stands for.
+    pub fn parse_window(&self, s: &str, zone: &crate::timefmt::TimelineZone) -> Result<ViewKey> {
+        viewkey::parse_window(s, zone, self.timeline().latest_completion())
+    }
+
+    /// `as_of/` listing: completed write instants and savepoints.
+    pub fn as_of_names(&self) -> Vec<InstantTime> {
+        let mut as_of: BTreeSet<InstantTime> = self.timeline().completed.keys().cloned().collect();
+        as_of.extend(self.ctx.savepoints().iter().cloned());
+        as_of.into_iter().collect()
+    }
+
+    /// `incremental/` listing: one window per completed write instant.
+    pub fn window_names(&self) -> Vec<String> {
+        rules::incremental_windows(&self.ctx)
+            .iter()
+            .map(|(a, b)| viewkey::window_name(Some(a), Some(b)))
+            .collect()
+    }
+
+    /// `timeline/` listing: every instant file, sorted.
+    pub fn timeline_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.timeline().file_names().map(str::to_string).collect();
+        names.sort();
+        names
+    }
+
+    /// Whether no pending or future instant can change a planned view: it shows the same files
+    /// for as long as the cleaner keeps them (SEMANTICS.md §6.3).
+    pub fn is_final(&self, plan: &Plan) -> bool {
+        let tl = self.timeline();
+        let before_pending = |t: &str| tl.oldest_pending().is_none_or(|p| t < p.as_str());
+        match &plan.key {
+            ViewKey::Latest => false,
+            ViewKey::AsOf(t) => tl.latest_completed().is_some_and(|l| t <= l) && before_pending(t),
+            ViewKey::Incremental { end: Some(e), .. } => {
+                let end = plan.effective_end.as_ref().unwrap_or(e);
+                tl.latest_completion().is_some_and(|l| end <= l) && before_pending(end)
+            }
+            ViewKey::Incremental { end: None, .. } => false,
+        }
+    }
+
+    /// Index range of the partitions whose path starts with `dir` (callers keep those equal to
+    /// it or below it: `dir/...`). Paths with a common prefix are contiguous when sorted.
+    pub fn partitions_under(&self, dir: &str) -> std::ops::Range<usize> {
+        let start = self.partitions.partition_point(|p| &**p < dir);
+        let len = self.partitions[start..]
+            .iter()
+            .take_while(|p| p.starts_with(dir))
+            .count();
+        start..start + len
+    }
+
+    /// The snapshot after timeline files appeared or changed (`added`) and vanished
+    /// (`removed`, by name), and the partitions that may have changed; `None` if nothing did.
+    /// Only the new or changed instant files are parsed and decoded; partitions are discovered
+    /// again only when the change can touch any of them.
+    pub fn apply(
+        &self,
+        added: Vec<InstantFile>,
+        removed: &BTreeSet<String>,
+    ) -> Result<Option<(Snapshot, Touched)>> {
+        let tl = self.timeline();
+        let gone: BTreeSet<String> = removed.iter().filter(|n| tl.has_file(n)).cloned().collect();
+        if added.is_empty() && gone.is_empty() {
+            return Ok(None);
+        }
+        let archive_nonempty = timeline::archive_has_files(&*self.store, &self.cfg);
+        let (timeline, delta) = tl.apply(added, &gone, archive_nonempty);
+        let ctx = Arc::new(self.ctx.apply(Arc::new(timeline), &delta, &self.meta));
+        let archive_moved = ctx.timeline.active_start != tl.active_start
+            || ctx.timeline.archive_nonempty != tl.archive_nonempty;
+        let touched = if archive_moved {
+            None
+        } else {
+            touched_partitions(&ctx, &self.meta, &delta)
+        };
+        let partitions = match &touched {
+            None => Arc::new(
+                listing::discover_partitions(&*self.store)?
+                    .into_iter()
+                    .map(|p| Arc::from(p.as_str()))
+                    .collect(),
+            ),
+            Some(t) => self.with_new_partitions(t),
+        };
+        let next = Snapshot {
+            generation: self.generation + 1,
+            store: self.store.clone(),
+            cfg: self.cfg.clone(),
+            meta: self.meta.clone(),
+            ctx,
+            partitions,
+            // Nothing was archived: the archive read for this snapshot still holds.
+            archive: if archive_moved {
+                Arc::new(OnceLock::new())
+            } else {
+                self.archive.clone()
+            },
+        };
+        Ok(Some((next, touched)))
+    }
+
+    /// The partition list with the touched partitions that are new partition directories.
+    fn with_new_partitions(&self, touched: &BTreeSet<String>) -> Arc<Vec<Arc<str>>> {
+        let current = &self.partitions;
+        let new: Vec<&String> = touched
+            .iter()
+            .filter(|p| current.binary_search_by(|c| (**c).cmp(p.as_str())).is_err())
+            .filter(|p| listing::is_partition_dir(&*self.store, p))
+            .collect();
+        if new.is_empty() {
+            return current.clone();
+        }
+        let mut all: Vec<Arc<str>> = current.iter().cloned().collect();
+        all.extend(new.into_iter().map(|p| Arc::from(p.as_str())));
+        all.sort();
+        all.dedup();
+        Arc::new(all)
+    }
+
+    /// The same snapshot under another generation number.
+    pub fn with_generation(mut self, generation: u64) -> Snapshot {
+        self.generation = generation;
+        self
+    }
+}
+
+/// Partitions whose visible files a change of the timeline can change; `None` when that cannot
+/// be told (unreadable metadata). The instants that came or changed count, and of those that
+/// left or changed, completed writes and pending compactions (a compaction rolled back stops
+/// merging its groups). Other instants that vanished changed nothing visible, and completed
+/// writes that were archived move the active timeline's start, which the caller handles.
+fn touched_partitions(
+    ctx: &Context,
+    meta: &InstantMetadata,
+    delta: &TimelineDelta,
+) -> Option<BTreeSet<String>> {
+    let v6_mor = ctx.cfg.has_v6_logs();
+    let mut out = BTreeSet::new();
+    let left = delta.removed.iter().filter(|i| {
+        i.is_completed_write()
+            || (!i.is_completed() && matches!(i.action, Action::Compaction | Action::LogCompaction))
+    });
+    for inst in delta.added.iter().chain(left) {
+        match (inst.state, inst.action.completes_as()) {
+            (State::Completed, Action::Commit | Action::DeltaCommit | Action::ReplaceCommit) => {
+                let m = meta.commit(inst).ok()?;
+                out.extend(m.write_stats.iter().map(|s| s.partition.clone()));
+                out.extend(m.replaced.iter().map(|g| g.partition.clone()));
+            }
+            (State::Completed, Action::Clean | Action::Rollback | Action::Restore) => {
+                let v = meta.json(inst).ok()?;
+                if let Some(parts) = v.get("partitionMetadata").and_then(|p| p.as_object()) {
+                    out.extend(parts.keys().cloned());
+                }
+            }
+            (State::Completed, _) => {}
+            // A pending compaction merges slices of the groups its plan covers.
+            (_, _) if matches!(inst.action, Action::Compaction | Action::LogCompaction) => {
+                let v = meta.plan(inst).ok()?;
+                let groups = metadata::compaction_plan_groups(&v).ok()?;
+                out.extend(groups.into_iter().map(|g| g.partition));
+            }
+            // A pending v6 deltacommit can hide logs of archived writers in the groups it
+            // targets.
+            (_, Action::DeltaCommit) if v6_mor => match meta.commit(inst) {
+                Ok(m) if !m.write_stats.is_empty() => {
+                    out.extend(m.write_stats.iter().map(|s| s.partition.clone()))
+                }
+                _ => return None,
+            },
+            _ => {}
+        }
+    }
+    Some(out)
 }

@@ -220,9 +220,13 @@ impl StorageWrite for LocalStore {
     fn put_atomic(&self, path: &TablePath, bytes: &[u8], staging: &TablePath) -> io::Result<()> {
         let dir = self.path(staging);
         std::fs::create_dir_all(&dir)?;
+        let target = self.path(path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
         let tmp = dir.join(format!(".{}.{}.tmp", path.name(), std::process::id()));
         std::fs::write(&tmp, bytes)?;
-        std::fs::rename(&tmp, self.path(path))
+        std::fs::rename(&tmp, target)
     }
 
     fn rename(&self, from: &TablePath, to: &TablePath) -> io::Result<()> {

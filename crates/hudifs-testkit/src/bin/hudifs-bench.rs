@@ -870,9 +870,9 @@ fn commit_loop(
     jitter_ms: u64,
 ) -> Res<CommitRun> {
     let hudifs = hudifs_bin(c);
-    let root = w.root().canonicalize().map_err(|e| e.to_string())?;
-    let staging = root.join(".hoodie").join(".temp").join("bench-staging");
-    std::fs::create_dir_all(&staging).map_err(|e| e.to_string())?;
+    let root = PathBuf::from(w.describe_root());
+    let staging =
+        hudifs_storage::TablePath::new(".hoodie/.temp/bench-staging").map_err(|e| e.to_string())?;
     let mnt = Mount::with_env(&hudifs, &root, &c.mnt, extra, env)?;
     let latest = mnt.latest();
     // Warm the view once.
@@ -934,7 +934,7 @@ fn commit_loop(
         cpus.push((cpu_seconds(mnt.pid) - cpu0) * 1000.0);
     }
     let loop_cpu = (cpu_seconds(mnt.pid) - cpu_start) * 1000.0 / commits.max(1) as f64;
-    let _ = std::fs::remove_dir(&staging);
+    let _ = std::fs::remove_dir(root.join(staging.as_str()));
     Ok(CommitRun {
         delays_ms: delays,
         cpu_ms: cpus,

@@ -62,13 +62,13 @@ fn summary(w: &TableWriter) {
     println!(
         "wrote {} at {} (table version {}, {}, timeline layout {})",
         spec.name,
-        w.root().display(),
+        w.describe_root(),
         spec.version,
         match spec.table_type {
             TableType::CopyOnWrite => "COPY_ON_WRITE",
             TableType::MergeOnRead => "MERGE_ON_READ",
         },
-        w.layout()
+        w.layout().number()
     );
     for e in w.events() {
         let mut line = format!(
@@ -77,7 +77,7 @@ fn summary(w: &TableWriter) {
             e.action.name(),
             state_name(e.state)
         );
-        if let (Some(c), 2) = (&e.completion, w.layout()) {
+        if let (Some(c), true) = (&e.completion, w.layout().has_completion_times()) {
             line.push_str(&format!(" at {c}"));
         }
         if let Some(r) = &e.rolled_back_by {

@@ -6,12 +6,12 @@ use serde_json::{json, Value as Json};
 
 use super::parquet::{self, BaseFile, StoredRow};
 use super::{
-    avro, logfile, rel_path, remove_file, write_file, Compaction, CompactionOp, Event, LogEntry,
-    Slice, Stat, TableWriter, BASE_EXT, CLOCK_STEP_MS,
+    avro, data_path, logfile, rel_path, Compaction, CompactionOp, Event, LogEntry, Slice, Stat,
+    TableWriter, BASE_EXT, CLOCK_STEP_MS,
 };
 use hudifs_core::error::{Error, Result};
 use hudifs_core::listing;
-use hudifs_core::timeline::{Action, State};
+use hudifs_core::timeline::{Action, Layout, State};
 
 impl TableWriter {
     /// Schedule a compaction of the given file groups `(partition, fileId)` of a merge-on-read
@@ -58,7 +58,7 @@ impl TableWriter {
             let deltas: Vec<&LogEntry> = slice
                 .logs
                 .iter()
-                .filter(|l| self.layout == 1 || l.committed)
+                .filter(|l| self.layout == Layout::V1 || l.committed)
                 .collect();
             ops.push(CompactionOp {
                 partition: key.0.clone(),
@@ -153,9 +153,10 @@ impl TableWriter {
                     let token = self.write_token(task as u32, stage);
                     let name = listing::base_file_name(&op.file_id, &token, instant, BASE_EXT);
                     let rows: Vec<StoredRow> = op.rows.values().cloned().collect();
-                    let path = listing::partition_dir(&self.root, &op.partition).join(&name);
+                    let path = data_path(&op.partition, &name)?;
                     let partition_values = self.partition_values(&op.partition);
                     let size = parquet::write_base_file(
+                        self,
                         &BaseFile {
                             path: &path,
                             file_name: &name,
@@ -232,7 +233,7 @@ impl TableWriter {
             let layout = self.layout;
             if let Some(e) = self.event_mut(instant, Action::Compaction) {
                 e.state = State::Completed;
-                e.completion = Some(if layout == 2 {
+                e.completion = Some(if layout == Layout::V2 {
                     completion
                 } else {
                     instant.to_string()
@@ -299,10 +300,9 @@ impl TableWriter {
         let mut deleted = Vec::new();
         let mut total = 0;
         for (p, names) in &by_partition {
-            let dir = listing::partition_dir(&self.root, p);
             let (mut ok, mut failed) = (Vec::new(), Vec::new());
             for n in names {
-                if remove_file(&dir.join(n))? {
+                if self.delete(&data_path(p, n)?)? {
                     ok.push(rel_path(p, n));
                     deleted.push(rel_path(p, n));
                     total += 1;
@@ -335,7 +335,7 @@ impl TableWriter {
             instant: instant.clone(),
             action: Action::Clean,
             state: State::Completed,
-            completion: Some(if self.layout == 2 {
+            completion: Some(if self.layout == Layout::V2 {
                 completion
             } else {
                 instant.clone()
@@ -390,7 +390,7 @@ impl TableWriter {
             let to_delete: Vec<String> = failed
                 .files
                 .iter()
-                .filter(|f| f.partition == *p && (!f.is_log || layout == 2))
+                .filter(|f| f.partition == *p && (!f.is_log || layout == Layout::V2))
                 .map(|f| rel_path(&f.partition, &f.name))
                 .collect();
             if !to_delete.is_empty() {
@@ -400,7 +400,7 @@ impl TableWriter {
                 );
             }
         }
-        if layout == 1 {
+        if layout == Layout::V1 {
             for f in failed.files.iter().filter(|f| f.is_log) {
                 let base = logfile_base_instant(&f.name);
                 requests.push(json!({"partitionPath": f.partition, "fileId": f.file_id,
@@ -431,8 +431,8 @@ impl TableWriter {
         for f in &failed.files {
             let r = results.entry(f.partition.clone()).or_default();
             let rel = rel_path(&f.partition, &f.name);
-            let path = listing::partition_dir(&self.root, &f.partition).join(&f.name);
-            if f.is_log && layout == 1 {
+            let path = data_path(&f.partition, &f.name)?;
+            if f.is_log && layout == Layout::V1 {
                 // The log may hold blocks of committed writes too (on storage that appends),
                 // so Hudi 0.x never deletes it: a command block tells readers to skip the
                 // failed instant's blocks.
@@ -453,8 +453,10 @@ impl TableWriter {
                     logfile::UNKNOWN_WRITE_TOKEN,
                 );
                 let bytes = logfile::rollback_command_block(&rollback, instant);
-                let lpath = listing::partition_dir(&self.root, &f.partition).join(&name);
-                write_file(&lpath, &bytes)?;
+                let lpath = data_path(&f.partition, &name)?;
+                self.store
+                    .put(&lpath, &bytes)
+                    .map_err(|e| Error::io(self.store.describe(&lpath), e))?;
                 let size = bytes.len() as u64;
                 slice.logs.push(LogEntry {
                     name: name.clone(),
@@ -468,14 +470,14 @@ impl TableWriter {
                     .insert(rel_path(&f.partition, &name), bytes.len() as u64);
                 written.push(rel_path(&f.partition, &name));
                 self.record_written(&f.partition, &name, &rollback, 0, size);
-            } else if remove_file(&path)? {
+            } else if self.delete(&path)? {
                 r.ok.push(rel.clone());
                 deleted.push(rel);
             } else {
                 r.failed.push(rel);
             }
         }
-        if layout == 2 {
+        if layout == Layout::V2 {
             for f in failed.files.iter().filter(|f| f.is_log) {
                 if let Some(g) = self
                     .groups
@@ -489,7 +491,7 @@ impl TableWriter {
         }
         // The failed instant disappears from the timeline.
         for state in [State::Requested, State::Inflight] {
-            remove_file(&self.instant_path(instant, None, failed.action, state))?;
+            self.delete(&self.instant_path(instant, None, failed.action, state))?;
         }
         let total: usize = results.values().map(|r| r.ok.len()).sum();
         let partition_meta: serde_json::Map<String, Json> = results
@@ -526,7 +528,7 @@ impl TableWriter {
             instant: rollback.clone(),
             action: Action::Rollback,
             state: State::Completed,
-            completion: Some(if layout == 2 {
+            completion: Some(if layout == Layout::V2 {
                 completion
             } else {
                 rollback.clone()
@@ -599,7 +601,7 @@ impl TableWriter {
             instant: instant.to_string(),
             action: Action::Savepoint,
             state: State::Completed,
-            completion: Some(if self.layout == 2 {
+            completion: Some(if self.layout == Layout::V2 {
                 completion
             } else {
                 instant.to_string()

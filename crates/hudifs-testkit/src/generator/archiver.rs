@@ -23,8 +23,9 @@
 //! first, completed files last in ascending order (HUDI-7207).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use hudifs_storage::{StorageWrite, TablePath};
 
 use ::parquet::basic::{Compression, GzipLevel};
 use ::parquet::data_type::{ByteArray, ByteArrayType, Int32Type};
@@ -34,11 +35,11 @@ use ::parquet::file::writer::SerializedFileWriter;
 use ::parquet::schema::parser::parse_message_type;
 use serde_json::{json, Value as Json};
 
-use super::{avro, encode_err, logfile, remove_file, write_file, TableWriter};
+use super::{avro, encode_err, join, logfile, TableWriter};
 use hudifs_core::archive::{self as reader, LsmRow};
 use hudifs_core::error::{Error, Result};
 use hudifs_core::metadata;
-use hudifs_core::timeline::{self, Action, InstantFile, State};
+use hudifs_core::timeline::{self, Action, InstantFile, Layout, State};
 
 /// Records per Avro data block of a layout-1 archive file (`hoodie.commits.archival.batch`).
 const ARCHIVAL_BATCH: usize = 10;
@@ -69,30 +70,38 @@ impl Group {
     }
 }
 
-fn io_err(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |e| Error::io(path, e)
+fn io_err<'a>(
+    store: &'a dyn StorageWrite,
+    path: &'a TablePath,
+) -> impl Fn(std::io::Error) -> Error + 'a {
+    move |e| Error::io(store.describe(path), e)
 }
 
-fn pq_err(path: &Path) -> impl Fn(::parquet::errors::ParquetError) -> Error + '_ {
-    move |e| Error::io(path, std::io::Error::other(format!("Parquet: {e}")))
+fn pq_err(path: &TablePath) -> impl Fn(::parquet::errors::ParquetError) -> Error + '_ {
+    move |e| {
+        Error::io(
+            path.as_str(),
+            std::io::Error::other(format!("Parquet: {e}")),
+        )
+    }
 }
 
-/// File names in a directory (empty when it does not exist).
-fn file_names(dir: &Path) -> Result<Vec<String>> {
-    let entries = match std::fs::read_dir(dir) {
+fn bad_file(store: &dyn StorageWrite, path: &TablePath, reason: impl std::fmt::Display) -> Error {
+    Error::Invalid(format!("{}: {reason}", store.describe(path)))
+}
+
+/// File names in a directory, sorted (empty when it does not exist).
+fn file_names(store: &dyn StorageWrite, dir: &TablePath) -> Result<Vec<String>> {
+    let entries = match store.list_names(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(dir, e)),
+        Err(e) => return Err(Error::io(store.describe(dir), e)),
     };
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(io_err(dir))?;
-        if entry.file_type().map_err(io_err(dir))?.is_file() {
-            if let Some(n) = entry.file_name().to_str() {
-                names.push(n.to_string());
-            }
-        }
-    }
+    let mut names: Vec<String> = entries
+        .into_iter()
+        .filter(|(_, k)| *k == hudifs_storage::Kind::File)
+        .map(|(n, _)| n)
+        .collect();
     names.sort();
     Ok(names)
 }
@@ -100,12 +109,13 @@ fn file_names(dir: &Path) -> Result<Vec<String>> {
 impl TableWriter {
     /// The archived timeline's directory: `.hoodie/archived` (layout 1) or
     /// `.hoodie/timeline/history` (layout 2).
-    pub fn archive_dir(&self) -> PathBuf {
-        if self.layout == 2 {
-            self.timeline_dir.join("history")
+    pub fn archive_dir(&self) -> TablePath {
+        let dir = if self.layout == Layout::V2 {
+            join(&self.timeline_dir, "history")
         } else {
-            self.root.join(".hoodie").join("archived")
-        }
+            TablePath::new(".hoodie/archived").map_err(|e| Error::Invalid(e.to_string()))
+        };
+        dir.unwrap_or_default()
     }
 
     /// Archive every completed commit, deltacommit, replacecommit (compactions and clusterings
@@ -124,19 +134,19 @@ impl TableWriter {
         if groups.is_empty() {
             return Ok(Vec::new());
         }
-        if self.layout == 2 {
+        if self.layout == Layout::V2 {
             self.write_lsm_archive(&groups)?;
         } else {
             self.write_log_archive(&groups)?;
         }
         for g in &groups {
             for f in g.files.iter().filter(|f| f.state != State::Completed) {
-                remove_file(&self.timeline_dir.join(&f.name))?;
+                self.delete(&join(&self.timeline_dir, &f.name)?)?;
             }
         }
         for g in &groups {
             for f in g.files.iter().filter(|f| f.state == State::Completed) {
-                remove_file(&self.timeline_dir.join(&f.name))?;
+                self.delete(&join(&self.timeline_dir, &f.name)?)?;
             }
         }
         Ok(groups
@@ -148,10 +158,10 @@ impl TableWriter {
     /// The instants `archive(up_to)` moves, read from the active timeline on disk.
     fn archivable(&self, up_to: &str) -> Result<Vec<Group>> {
         let mut by_instant: BTreeMap<(String, Action), Vec<InstantFile>> = BTreeMap::new();
-        for name in file_names(&self.timeline_dir)? {
+        for name in file_names(&*self.store, &self.timeline_dir)? {
             if let Some(f) = timeline::parse_instant_file_name(&name, self.layout) {
                 by_instant
-                    .entry((f.requested.clone(), f.action.completes_as()))
+                    .entry((f.requested.to_string(), f.action.completes_as()))
                     .or_default()
                     .push(f);
             }
@@ -190,7 +200,7 @@ impl TableWriter {
                     out.push(Group {
                         requested,
                         action: c.action,
-                        completion: c.completion.clone(),
+                        completion: c.completion.as_ref().map(|c| c.to_string()),
                         files,
                     });
                 }
@@ -201,8 +211,7 @@ impl TableWriter {
     }
 
     fn read_timeline_file(&self, f: &InstantFile) -> Result<Vec<u8>> {
-        let path = self.timeline_dir.join(&f.name);
-        std::fs::read(&path).map_err(|e| Error::io(&path, e))
+        self.read(&join(&self.timeline_dir, &f.name)?)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -218,7 +227,7 @@ impl TableWriter {
             }
         }
         let dir = self.archive_dir();
-        let next = file_names(&dir)?
+        let next = file_names(&*self.store, &dir)?
             .iter()
             .filter_map(|n| reader::archive_log_version(n))
             .max()
@@ -230,7 +239,7 @@ impl TableWriter {
         for chunk in records.chunks(ARCHIVAL_BATCH) {
             bytes.extend(logfile::archive_data_block(&text, chunk));
         }
-        write_file(&dir.join(name), &bytes)
+        self.put(&join(&dir, &name)?, &bytes)
     }
 
     /// The `HoodieArchivedMetaEntry` of one timeline file (`createMetaWrapper`).
@@ -239,12 +248,13 @@ impl TableWriter {
         let decoded = if bytes.is_empty() {
             None
         } else {
-            Some(
-                metadata::decode(&bytes).map_err(|reason| Error::BadMetadata {
-                    path: self.timeline_dir.join(&f.name),
+            Some(metadata::decode(&bytes).map_err(|reason| {
+                bad_file(
+                    &*self.store,
+                    &join(&self.timeline_dir, &f.name).unwrap_or_default(),
                     reason,
-                })?,
-            )
+                )
+            })?)
         };
         let state = match f.state {
             State::Requested => "REQUESTED",
@@ -327,12 +337,13 @@ impl TableWriter {
             _ => return Ok(()),
         };
         let name = format!("{first}_{last}_0.parquet");
-        let (_, files) = latest_manifest(&dir)?;
+        let store = &*self.store;
+        let (_, files) = latest_manifest(store, &dir)?;
         if !files.iter().any(|(n, _)| *n == name) {
-            write_lsm_file(&dir.join(&name), &rows)?;
-            update_manifest(&dir, &[], &name)?;
+            write_lsm_file(store, &join(&dir, &name)?, &rows)?;
+            update_manifest(store, &dir, &[], &name)?;
         }
-        compact_and_clean(&dir)
+        compact_and_clean(store, &dir)
     }
 
     /// `MetadataConversionUtils.createLSMTimelineInstant`.
@@ -413,10 +424,15 @@ fn convert_commit_metadata(v: Option<Json>, replace: bool) -> Json {
 type ManifestFiles = Vec<(String, u64)>;
 
 /// The current LSM snapshot: its version and entries.
-fn latest_manifest(dir: &Path) -> Result<(Option<u64>, ManifestFiles)> {
-    let names = file_names(dir)?;
-    let version = std::fs::read_to_string(dir.join("_version_"))
+fn latest_manifest(
+    store: &dyn StorageWrite,
+    dir: &TablePath,
+) -> Result<(Option<u64>, ManifestFiles)> {
+    let names = file_names(store, dir)?;
+    let version = store
+        .read(&join(dir, "_version_")?)
         .ok()
+        .and_then(|b| String::from_utf8(b).ok())
         .and_then(|s| s.trim().parse::<u64>().ok())
         .or_else(|| {
             names
@@ -427,16 +443,13 @@ fn latest_manifest(dir: &Path) -> Result<(Option<u64>, ManifestFiles)> {
     let Some(version) = version else {
         return Ok((None, Vec::new()));
     };
-    Ok((Some(version), read_manifest(dir, version)?))
+    Ok((Some(version), read_manifest(store, dir, version)?))
 }
 
-fn read_manifest(dir: &Path, version: u64) -> Result<ManifestFiles> {
-    let path = dir.join(format!("manifest_{version}"));
-    let bytes = std::fs::read(&path).map_err(io_err(&path))?;
-    let bad = |reason: String| Error::BadMetadata {
-        path: path.clone(),
-        reason,
-    };
+fn read_manifest(store: &dyn StorageWrite, dir: &TablePath, version: u64) -> Result<ManifestFiles> {
+    let path = join(dir, &format!("manifest_{version}"))?;
+    let bytes = store.read(&path).map_err(io_err(store, &path))?;
+    let bad = |reason: String| bad_file(store, &path, reason);
     let v: Json = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
     let files = v.get("files").and_then(Json::as_array).cloned();
     files
@@ -472,27 +485,36 @@ fn manifest_text(files: &[(String, u64)]) -> String {
 
 /// `LSMTimelineWriter.updateManifest`: the current snapshot's files minus `remove` plus `add`
 /// as `manifest_<N+1>`, then `_version_` = N+1.
-fn update_manifest(dir: &Path, remove: &[String], add: &str) -> Result<()> {
-    let (version, mut files) = latest_manifest(dir)?;
+fn update_manifest(
+    store: &dyn StorageWrite,
+    dir: &TablePath,
+    remove: &[String],
+    add: &str,
+) -> Result<()> {
+    let (version, mut files) = latest_manifest(store, dir)?;
     files.retain(|(n, _)| !remove.contains(n));
-    let path = dir.join(add);
-    let len = std::fs::metadata(&path).map_err(io_err(&path))?.len();
+    let path = join(dir, add)?;
+    let len = store.stat(&path).map_err(io_err(store, &path))?.size;
     files.push((add.to_string(), len));
     let next = version.map_or(1, |v| v + 1);
-    write_file(
-        &dir.join(format!("manifest_{next}")),
-        manifest_text(&files).as_bytes(),
-    )?;
-    let version_file = dir.join("_version_");
-    remove_file(&version_file)?;
-    write_file(&version_file, next.to_string().as_bytes())
+    let manifest = join(dir, &format!("manifest_{next}"))?;
+    store
+        .put(&manifest, manifest_text(&files).as_bytes())
+        .map_err(io_err(store, &manifest))?;
+    let version_file = join(dir, "_version_")?;
+    store
+        .delete(&version_file)
+        .map_err(io_err(store, &version_file))?;
+    store
+        .put(&version_file, next.to_string().as_bytes())
+        .map_err(io_err(store, &version_file))
 }
 
 /// `LSMTimelineWriter.compactAndClean`.
-fn compact_and_clean(dir: &Path) -> Result<()> {
+fn compact_and_clean(store: &dyn StorageWrite, dir: &TablePath) -> Result<()> {
     let mut layer = 0;
     loop {
-        let (_, files) = latest_manifest(dir)?;
+        let (_, files) = latest_manifest(store, dir)?;
         let mut in_layer: Vec<String> = files
             .into_iter()
             .map(|(n, _)| n)
@@ -522,27 +544,25 @@ fn compact_and_clean(dir: &Path) -> Result<()> {
         let compacted = format!("{min}_{max}_{}.parquet", layer + 1);
         let mut rows = Vec::new();
         for n in &in_layer {
-            let path = dir.join(n);
+            let path = join(dir, n)?;
+            let bytes = store.read(&path).map_err(io_err(store, &path))?;
             let (r, failure) =
-                reader::read_lsm_file(&path).map_err(|reason| Error::BadMetadata {
-                    path: path.clone(),
-                    reason,
-                })?;
+                reader::read_lsm_file(bytes).map_err(|reason| bad_file(store, &path, reason))?;
             if let Some(reason) = failure {
-                return Err(Error::BadMetadata { path, reason });
+                return Err(bad_file(store, &path, reason));
             }
             rows.extend(r);
         }
-        write_lsm_file(&dir.join(&compacted), &rows)?;
-        update_manifest(dir, &in_layer, &compacted)?;
+        write_lsm_file(store, &join(dir, &compacted)?, &rows)?;
+        update_manifest(store, dir, &in_layer, &compacted)?;
         layer += 1;
     }
-    clean_lsm(dir, LSM_RETAINED_VERSIONS + layer as usize)
+    clean_lsm(store, dir, LSM_RETAINED_VERSIONS + layer as usize)
 }
 
 /// `LSMTimelineWriter.clean`: keep the newest `keep` manifests and the data files they list.
-fn clean_lsm(dir: &Path, keep: usize) -> Result<()> {
-    let names = file_names(dir)?;
+fn clean_lsm(store: &dyn StorageWrite, dir: &TablePath, keep: usize) -> Result<()> {
+    let names = file_names(store, dir)?;
     let mut versions: Vec<u64> = names
         .iter()
         .filter_map(|n| reader::manifest_version(n))
@@ -554,16 +574,21 @@ fn clean_lsm(dir: &Path, keep: usize) -> Result<()> {
     let (kept, dropped) = versions.split_at(keep);
     let mut live = BTreeSet::new();
     for v in kept {
-        live.extend(read_manifest(dir, *v)?.into_iter().map(|(n, _)| n));
+        live.extend(read_manifest(store, dir, *v)?.into_iter().map(|(n, _)| n));
     }
+    let delete = |name: &str| -> Result<()> {
+        let path = join(dir, name)?;
+        store.delete(&path).map_err(io_err(store, &path))?;
+        Ok(())
+    };
     for v in dropped {
-        remove_file(&dir.join(format!("manifest_{v}")))?;
+        delete(&format!("manifest_{v}"))?;
     }
     for n in names
         .iter()
         .filter(|n| n.ends_with(".parquet") && !live.contains(*n))
     {
-        remove_file(&dir.join(n))?;
+        delete(n)?;
     }
     Ok(())
 }
@@ -572,7 +597,7 @@ fn clean_lsm(dir: &Path, keep: usize) -> Result<()> {
 /// translation (`string` → `binary (STRING)`, `bytes` → `binary`, unions with null → optional),
 /// the Avro schema in the footer, GZIP compression (`hoodie.parquet.compression.codec`'s
 /// default).
-fn write_lsm_file(path: &Path, rows: &[LsmRow]) -> Result<()> {
+fn write_lsm_file(store: &dyn StorageWrite, path: &TablePath, rows: &[LsmRow]) -> Result<()> {
     let message = "message org.apache.hudi.avro.model.HoodieLSMTimelineInstant {\n  \
                    optional binary instantTime (STRING);\n  \
                    optional binary completionTime (STRING);\n  \
@@ -594,11 +619,7 @@ fn write_lsm_file(path: &Path, rows: &[LsmRow]) -> Result<()> {
             .set_key_value_metadata(Some(kv))
             .build(),
     );
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(io_err(parent))?;
-    }
-    let file = std::fs::File::create(path).map_err(io_err(path))?;
-    let mut writer = SerializedFileWriter::new(file, schema, props).map_err(pq_err(path))?;
+    let mut writer = SerializedFileWriter::new(Vec::new(), schema, props).map_err(pq_err(path))?;
     let mut rg = writer.next_row_group().map_err(pq_err(path))?;
     let optional = |get: &dyn Fn(&LsmRow) -> Option<Vec<u8>>| -> (Vec<ByteArray>, Vec<i16>) {
         let mut values = Vec::new();
@@ -636,8 +657,8 @@ fn write_lsm_file(path: &Path, rows: &[LsmRow]) -> Result<()> {
         index += 1;
     }
     rg.close().map_err(pq_err(path))?;
-    writer.close().map_err(pq_err(path))?;
-    Ok(())
+    let bytes = writer.into_inner().map_err(pq_err(path))?;
+    store.put(path, &bytes).map_err(io_err(store, path))
 }
 
 #[cfg(test)]

@@ -161,10 +161,10 @@ impl ReadBlock {
 }
 
 /// Parse the blocks of a log file strictly: any truncated or inconsistent block is an error.
-/// The parsing itself is the reader's (`archive::scan_log_blocks`), so writer and reader agree
+/// The parsing itself is the reader's (`logblock::scan_log_blocks`), so writer and reader agree
 /// on the format by construction.
-pub fn read_blocks(bytes: &[u8]) -> Result<Vec<ReadBlock>, String> {
-    let (blocks, problems) = hudifs_core::archive::scan_log_blocks(bytes);
+pub fn read_blocks(bytes: &[u8]) -> Result<Vec<ReadBlock>, hudifs_core::logblock::Skipped> {
+    let (blocks, problems) = hudifs_core::logblock::scan_log_blocks(bytes);
     if let Some(p) = problems.into_iter().next() {
         return Err(p);
     }

@@ -54,15 +54,18 @@ mod tests;
 mod txn;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
+
+use hudifs_storage::{LocalStore, StorageWrite, TablePath};
 
 use serde_json::{json, Value as Json};
 
 use self::parquet::StoredRow;
 use hudifs_core::error::{Error, Result};
-use hudifs_core::listing::{self, PARTITION_METAFILE};
+use hudifs_core::listing::PARTITION_METAFILE;
 use hudifs_core::table::TableType;
-use hudifs_core::timeline::{self, Action, State};
+use hudifs_core::timeline::{self, Action, Layout, State};
 
 pub use self::demo::{build_demo, DEMO_CLOCK_START_MS};
 pub use self::expect::ExpectedFile;
@@ -249,41 +252,20 @@ fn rel_path(partition: &str, name: &str) -> String {
     }
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-    }
-    std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
-}
-
-/// Write `bytes` to `tmp_dir` and rename the file to `path` (same file system), so that readers
-/// see either no file or the whole file. Returns the wall-clock times around the rename.
-fn write_file_atomic(path: &Path, tmp_dir: &Path, bytes: &[u8]) -> Result<(i64, i64)> {
-    std::fs::create_dir_all(tmp_dir).map_err(|e| Error::io(tmp_dir, e))?;
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| Error::Usage(format!("{} has no file name", path.display())))?;
-    let tmp = tmp_dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
-    let before = now_ms();
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
-    Ok((before, now_ms()))
-}
-
-fn remove_file(path: &Path) -> Result<bool> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(Error::io(path, e)),
-    }
-}
-
 fn encode_err(what: &str) -> impl Fn(String) -> Error + '_ {
-    move |reason| Error::BadMetadata {
-        path: PathBuf::from(what),
-        reason: format!("cannot encode: {reason}"),
-    }
+    move |reason| Error::Invalid(format!("{what}: cannot encode: {reason}"))
+}
+
+/// `dir/name` as a table path (names the generator makes are always valid components).
+fn join(dir: &TablePath, name: &str) -> Result<TablePath> {
+    dir.child(name)
+        .map_err(|e| Error::Invalid(format!("generator: {e}")))
+}
+
+/// `partition/name` as a table path.
+fn data_path(partition: &str, name: &str) -> Result<TablePath> {
+    let dir = TablePath::new(partition).map_err(|e| Error::Invalid(format!("generator: {e}")))?;
+    join(&dir, name)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -394,7 +376,7 @@ struct Stat {
 }
 
 impl Stat {
-    fn to_json(&self, layout: u32) -> Json {
+    fn to_json(&self, layout: Layout) -> Json {
         let mut o = serde_json::Map::new();
         o.insert("fileId".into(), json!(self.file_id));
         o.insert("path".into(), json!(self.path));
@@ -422,7 +404,7 @@ impl Stat {
             o.insert("logFiles".into(), json!(log_files));
         }
         // `prevBaseFile` exists in Hudi 1.x's model only.
-        if layout == 2 {
+        if layout == Layout::V2 {
             if let Some(p) = &self.prev_base_file {
                 o.insert("prevBaseFile".into(), json!(p));
             }
@@ -434,10 +416,10 @@ impl Stat {
 /// The generator: creates a table and writes its history one action at a time.
 #[derive(Debug)]
 pub struct TableWriter {
-    root: PathBuf,
+    store: Arc<dyn StorageWrite>,
     spec: TableSpec,
-    layout: u32,
-    timeline_dir: PathBuf,
+    layout: Layout,
+    timeline_dir: TablePath,
     clock_ms: i64,
     rng_state: u64,
     stage: u32,
@@ -458,13 +440,14 @@ pub struct TableWriter {
     written: BTreeMap<String, WrittenFile>,
     /// Template base files of [`Txn::insert_linked`] by partition: path, size and links made
     /// to it.
-    templates: BTreeMap<String, (PathBuf, u64, u32)>,
+    templates: BTreeMap<String, (TablePath, u64, u32)>,
     template_count: u32,
 }
 
 impl TableWriter {
-    /// Create a new table at `root` (which must not hold a table yet): `hoodie.properties` and
-    /// the timeline directories. The logical clock starts at `clock_start_epoch_ms`.
+    /// Create a new table in directory `root` of this machine (created if missing; it must
+    /// not hold a table yet): `hoodie.properties` and the timeline directories. The logical
+    /// clock starts at `clock_start_epoch_ms`.
     pub fn create(root: &Path, spec: TableSpec, clock_start_epoch_ms: i64) -> Result<TableWriter> {
         TableWriter::create_with(
             root,
@@ -475,8 +458,19 @@ impl TableWriter {
         )
     }
 
-    /// Create a new table at `root` with the given clock (see [`Clock`]).
+    /// Create a new table in directory `root` with the given clock (see [`Clock`]).
     pub fn create_with(root: &Path, spec: TableSpec, clock: Clock) -> Result<TableWriter> {
+        std::fs::create_dir_all(root).map_err(|e| Error::io(root.display().to_string(), e))?;
+        let store = LocalStore::new(root).map_err(|e| Error::io(root.display().to_string(), e))?;
+        TableWriter::create_in(Arc::new(store), spec, clock)
+    }
+
+    /// Create a new table in `store` (which must not hold a table yet) with the given clock.
+    pub fn create_in(
+        store: Arc<dyn StorageWrite>,
+        spec: TableSpec,
+        clock: Clock,
+    ) -> Result<TableWriter> {
         let (clock_start_epoch_ms, wall_clock, seed_part) = match clock {
             Clock::Logical { start_ms } => (start_ms, false, start_ms as u64),
             Clock::Wall { seed } => (now_ms(), true, seed),
@@ -493,36 +487,40 @@ impl TableWriter {
             ));
         }
         instant_time(clock_start_epoch_ms)?;
-        let hoodie = root.join(".hoodie");
-        if hoodie.exists() {
+        let hoodie = TablePath::new(".hoodie").unwrap_or_default();
+        if store.stat(&hoodie).is_ok() {
             return Err(Error::Usage(format!(
                 "{} already holds a Hudi table",
-                root.display()
+                store.describe(&TablePath::root())
             )));
         }
-        let layout = if spec.version >= 8 { 2 } else { 1 };
-        let timeline_dir = if layout == 2 {
-            hoodie.join("timeline")
+        let layout = if spec.version >= 8 {
+            Layout::V2
         } else {
-            hoodie.clone()
+            Layout::V1
+        };
+        let timeline_dir = match layout {
+            Layout::V2 => join(&hoodie, "timeline")?,
+            Layout::V1 => hoodie.clone(),
         };
         let mut dirs = vec![
             timeline_dir.clone(),
-            hoodie.join(".aux"),
-            hoodie.join(".temp"),
-            hoodie.join(".schema"),
+            join(&hoodie, ".aux")?,
+            join(&hoodie, ".temp")?,
+            join(&hoodie, ".schema")?,
         ];
-        dirs.push(if layout == 2 {
-            timeline_dir.join("history")
-        } else {
-            hoodie.join("archived")
+        dirs.push(match layout {
+            Layout::V2 => join(&timeline_dir, "history")?,
+            Layout::V1 => join(&hoodie, "archived")?,
         });
         for d in &dirs {
-            std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+            store
+                .create_dir_all(d)
+                .map_err(|e| Error::io(store.describe(d), e))?;
         }
         let seed = fnv1a(spec.name.as_bytes()) ^ seed_part;
         let w = TableWriter {
-            root: root.to_path_buf(),
+            store,
             layout,
             timeline_dir,
             clock_ms: clock_start_epoch_ms,
@@ -544,11 +542,7 @@ impl TableWriter {
             spec,
         };
         let props = w.properties_text()?;
-        write_file_atomic(
-            &hoodie.join("hoodie.properties"),
-            &w.tmp_dir(),
-            props.as_bytes(),
-        )?;
+        w.put_atomic(&join(&hoodie, "hoodie.properties")?, props.as_bytes())?;
         Ok(w)
     }
 
@@ -565,7 +559,10 @@ impl TableWriter {
                 .to_string(),
             ),
             ("hoodie.table.version", s.version.to_string()),
-            ("hoodie.timeline.layout.version", self.layout.to_string()),
+            (
+                "hoodie.timeline.layout.version",
+                self.layout.number().to_string(),
+            ),
             ("hoodie.table.base.file.format", "PARQUET".into()),
             ("hoodie.table.recordkey.fields", "id".into()),
         ];
@@ -580,7 +577,7 @@ impl TableWriter {
             1 => ("SimpleKeyGenerator", "SIMPLE"),
             _ => ("ComplexKeyGenerator", "COMPLEX"),
         };
-        if self.layout == 2 {
+        if self.layout == Layout::V2 {
             p.push(("hoodie.table.keygenerator.type", kind.into()));
         } else {
             p.push((
@@ -607,7 +604,7 @@ impl TableWriter {
         } else {
             p.push(("hoodie.table.precombine.field", "ts".into()));
         }
-        if self.layout == 2 {
+        if self.layout == Layout::V2 {
             p.push(("hoodie.record.merge.mode", "EVENT_TIME_ORDERING".into()));
             p.push(("hoodie.timeline.path", "timeline".into()));
             p.push(("hoodie.timeline.history.path", "history".into()));
@@ -635,8 +632,62 @@ impl TableWriter {
         Ok(text)
     }
 
+    /// The storage the table is written to.
+    pub fn store(&self) -> &Arc<dyn StorageWrite> {
+        &self.store
+    }
+
+    /// The table root, for a table written to this machine's file system (panics otherwise:
+    /// for tests and tools that write local tables).
     pub fn root(&self) -> &Path {
-        &self.root
+        self.store
+            .local()
+            .map(LocalStore::root)
+            .expect("a table on this machine's file system")
+    }
+
+    /// The file-system path of a table path, for a table on this machine's file system.
+    pub fn local_path(&self, p: &TablePath) -> std::path::PathBuf {
+        let root = self.root();
+        if p.is_root() {
+            root.to_path_buf()
+        } else {
+            root.join(p.as_str())
+        }
+    }
+
+    /// How the storage names the table root (a path or a URL).
+    pub fn describe_root(&self) -> String {
+        self.store.describe(&TablePath::root())
+    }
+
+    fn io_err<'p>(&'p self, path: &'p TablePath) -> impl Fn(std::io::Error) -> Error + 'p {
+        move |e| Error::io(self.store.describe(path), e)
+    }
+
+    /// Write a whole file (in place on a local disk).
+    pub(crate) fn put(&self, path: &TablePath, bytes: &[u8]) -> Result<()> {
+        self.store.put(path, bytes).map_err(self.io_err(path))
+    }
+
+    /// Write a whole file so that readers see nothing or all of it (staged under
+    /// `.hoodie/.temp`); returns the wall-clock times around the moment it appears.
+    pub(crate) fn put_atomic(&self, path: &TablePath, bytes: &[u8]) -> Result<(i64, i64)> {
+        let before = now_ms();
+        self.store
+            .put_atomic(path, bytes, &self.tmp_dir())
+            .map_err(self.io_err(path))?;
+        Ok((before, now_ms()))
+    }
+
+    /// Delete a file; `false` if it was not there.
+    pub(crate) fn delete(&self, path: &TablePath) -> Result<bool> {
+        self.store.delete(path).map_err(self.io_err(path))
+    }
+
+    /// Read a whole file of the table.
+    pub fn read(&self, path: &TablePath) -> Result<Vec<u8>> {
+        self.store.read(path).map_err(self.io_err(path))
     }
 
     /// Seed the file ids with `seed` (and the table name) instead of what the clock gave.
@@ -645,8 +696,8 @@ impl TableWriter {
     }
 
     /// Where timeline files are written before they are renamed into place.
-    fn tmp_dir(&self) -> PathBuf {
-        self.root.join(".hoodie").join(".temp")
+    fn tmp_dir(&self) -> TablePath {
+        TablePath::new(".hoodie/.temp").unwrap_or_default()
     }
 
     /// The timeline files renamed into place since the last call, in order.
@@ -708,12 +759,12 @@ impl TableWriter {
         &self.spec
     }
 
-    /// 1 for table version 6, 2 for 8 and 9.
-    pub fn layout(&self) -> u32 {
+    /// Layout 1 for table version 6, 2 for 8 and 9.
+    pub fn layout(&self) -> Layout {
         self.layout
     }
 
-    pub fn timeline_dir(&self) -> &Path {
+    pub fn timeline_dir(&self) -> &TablePath {
         &self.timeline_dir
     }
 
@@ -845,14 +896,9 @@ impl TableWriter {
         completion: Option<&str>,
         action: Action,
         state: State,
-    ) -> PathBuf {
-        self.timeline_dir.join(timeline::instant_file_name(
-            requested,
-            completion,
-            action,
-            state,
-            self.layout,
-        ))
+    ) -> TablePath {
+        let name = timeline::instant_file_name(requested, completion, action, state, self.layout);
+        join(&self.timeline_dir, &name).unwrap_or_default()
     }
 
     /// Write a timeline file; `content` is JSON metadata (written as JSON in layout 1 when
@@ -860,29 +906,25 @@ impl TableWriter {
     /// written under a temporary name and renamed into place.
     fn write_instant(
         &mut self,
-        path: &Path,
+        path: &TablePath,
         content: Option<(&avro::Schema, &Json, bool)>,
     ) -> Result<()> {
         let bytes = match content {
             None => Vec::new(),
-            Some((_, v, true)) if self.layout == 1 => {
+            Some((_, v, true)) if self.layout == Layout::V1 => {
                 serde_json::to_vec_pretty(v).map_err(|e| encode_err("json")(e.to_string()))?
             }
             Some((schema, v, _)) => {
-                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                let name = path.name();
                 avro::container(schema, std::slice::from_ref(v), name).map_err(encode_err(name))?
             }
         };
-        let (before_ms, after_ms) = write_file_atomic(path, &self.tmp_dir(), &bytes)?;
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default()
-            .to_string();
+        let (before_ms, after_ms) = self.put_atomic(path, &bytes)?;
+        let name = path.name().to_string();
         if let Some(f) = timeline::parse_instant_file_name(&name, self.layout) {
             self.published.push(Published {
                 name,
-                requested: f.requested,
+                requested: f.requested.to_string(),
                 action: f.action,
                 state: f.state,
                 before_ms,
@@ -905,13 +947,7 @@ impl TableWriter {
             "#partition metadata\n#{}\ncommitTime={instant}\npartitionDepth={depth}\n",
             java_date(self.clock_ms)?
         );
-        let dir = listing::partition_dir(&self.root, partition);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        write_file_atomic(
-            &dir.join(PARTITION_METAFILE),
-            &self.tmp_dir(),
-            text.as_bytes(),
-        )?;
+        self.put_atomic(&data_path(partition, PARTITION_METAFILE)?, text.as_bytes())?;
         self.partitions.insert(partition.to_string());
         Ok(())
     }
@@ -1008,8 +1044,8 @@ impl TableWriter {
     }
 
     /// Where [`Txn::insert_linked`] keeps its template files (Hudi's own scratch directory).
-    fn template_dir(&self) -> PathBuf {
-        self.root.join(".hoodie").join(".temp").join("hudifs-gen")
+    fn template_dir(&self) -> TablePath {
+        TablePath::new(".hoodie/.temp/hudifs-gen").unwrap_or_default()
     }
 
     /// Remove the template files of [`Txn::insert_linked`] (the linked base files keep their
@@ -1017,11 +1053,7 @@ impl TableWriter {
     pub fn remove_templates(&mut self) -> Result<()> {
         self.templates.clear();
         let dir = self.template_dir();
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(&dir, e)),
-        }
+        self.store.delete_dir_all(&dir).map_err(self.io_err(&dir))
     }
 }
 

@@ -11,8 +11,7 @@
 //! `hoodie_max_record_key` and the Avro schema as `parquet.avro.schema`, like a file written by
 //! Hudi's parquet-avro writer; the bloom filter Hudi also stores there is not written.
 
-use std::fs::File;
-use std::path::Path;
+use hudifs_storage::TablePath;
 use std::sync::Arc;
 
 use ::parquet::basic::Compression;
@@ -25,6 +24,7 @@ use serde_json::{json, Value as Json};
 
 use super::avro::{self, Field, Record, Schema};
 use super::SplitMix64;
+use super::TableWriter;
 use hudifs_core::error::{Error, Result};
 
 /// One data row.
@@ -180,7 +180,7 @@ pub(crate) fn encode_rows(
 
 /// Where and how to write one base file.
 pub(crate) struct BaseFile<'a> {
-    pub path: &'a Path,
+    pub path: &'a TablePath,
     pub file_name: &'a str,
     pub partition: &'a str,
     pub table: &'a str,
@@ -188,14 +188,17 @@ pub(crate) struct BaseFile<'a> {
     pub partition_values: &'a PartitionValues,
 }
 
-fn pq_err(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::io(path, std::io::Error::other(format!("writing Parquet: {e}")))
+fn pq_err(path: &TablePath, e: impl std::fmt::Display) -> Error {
+    Error::io(
+        path.as_str(),
+        std::io::Error::other(format!("writing Parquet: {e}")),
+    )
 }
 
 /// A Parquet base file being written, one row group per [`BaseWriter::write_group`].
 pub(crate) struct BaseWriter<'a> {
     f: &'a BaseFile<'a>,
-    writer: SerializedFileWriter<File>,
+    writer: SerializedFileWriter<Vec<u8>>,
 }
 
 impl<'a> BaseWriter<'a> {
@@ -231,8 +234,8 @@ impl<'a> BaseWriter<'a> {
                 .set_key_value_metadata(Some(kv))
                 .build(),
         );
-        let file = File::create(path).map_err(|e| Error::io(path, e))?;
-        let writer = SerializedFileWriter::new(file, schema, props).map_err(|e| pq_err(path, e))?;
+        let writer =
+            SerializedFileWriter::new(Vec::new(), schema, props).map_err(|e| pq_err(path, e))?;
         Ok(BaseWriter { f, writer })
     }
 
@@ -304,8 +307,8 @@ impl<'a> BaseWriter<'a> {
     }
 
     /// Write the footer, with Hudi's smallest and largest record key (as strings, in string
-    /// order) when given; returns the file's size in bytes.
-    pub fn close(mut self, key_range: Option<(String, String)>) -> Result<u64> {
+    /// order) when given, and the file to the table; returns the file's size in bytes.
+    pub fn close(mut self, w: &TableWriter, key_range: Option<(String, String)>) -> Result<u64> {
         let path = self.f.path;
         if let Some((min, max)) = key_range {
             self.writer
@@ -313,25 +316,27 @@ impl<'a> BaseWriter<'a> {
             self.writer
                 .append_key_value_metadata(KeyValue::new("hoodie_max_record_key".into(), max));
         }
-        self.writer.close().map_err(|e| pq_err(path, e))?;
-        let size = std::fs::metadata(path)
-            .map_err(|e| Error::io(path, e))?
-            .len();
-        Ok(size)
+        let bytes = self.writer.into_inner().map_err(|e| pq_err(path, e))?;
+        w.put(path, &bytes)?;
+        Ok(bytes.len() as u64)
     }
 }
 
 /// Write `rows` (sorted by record key) as a Parquet file; returns its size in bytes.
-pub(crate) fn write_base_file(f: &BaseFile<'_>, rows: &[StoredRow]) -> Result<u64> {
+pub(crate) fn write_base_file(
+    w: &TableWriter,
+    f: &BaseFile<'_>,
+    rows: &[StoredRow],
+) -> Result<u64> {
     let mut keys: Vec<String> = rows.iter().map(|r| r.row.id.to_string()).collect();
     keys.sort();
     let range = match (keys.first(), keys.last()) {
         (Some(min), Some(max)) => Some((min.clone(), max.clone())),
         _ => None,
     };
-    let mut w = BaseWriter::create(f)?;
-    w.write_group(rows)?;
-    w.close(range)
+    let mut writer = BaseWriter::create(f)?;
+    writer.write_group(rows)?;
+    writer.close(w, range)
 }
 
 #[cfg(test)]

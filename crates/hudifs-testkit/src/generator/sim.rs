@@ -42,6 +42,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
+
+use hudifs_storage::{StorageWrite, TablePath};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value as Json};
@@ -160,8 +163,16 @@ pub struct Sim<L: Write> {
 }
 
 impl<L: Write> Sim<L> {
-    /// Create the table at `root` (which must not hold one) and log `start`.
+    /// Create the table in directory `root` (which must not hold one) and log `start`.
     pub fn create(root: &Path, opts: SimOptions, log: L) -> Result<Sim<L>> {
+        std::fs::create_dir_all(root).map_err(|e| Error::io(root.display().to_string(), e))?;
+        let store = hudifs_storage::LocalStore::new(root)
+            .map_err(|e| Error::io(root.display().to_string(), e))?;
+        Sim::create_in(Arc::new(store), opts, log)
+    }
+
+    /// Create the table in `store` (which must not hold one) and log `start`.
+    pub fn create_in(store: Arc<dyn StorageWrite>, opts: SimOptions, log: L) -> Result<Sim<L>> {
         let spec = TableSpec::new(
             &table_name(opts.version, opts.table_type),
             opts.table_type,
@@ -172,7 +183,7 @@ impl<L: Write> Sim<L> {
             Some(start_ms) => Clock::Logical { start_ms },
             None => Clock::Wall { seed: opts.seed },
         };
-        let mut w = TableWriter::create_with(root, spec, clock)?;
+        let mut w = TableWriter::create_in(store, spec, clock)?;
         // File ids depend on the seed only, whatever the clock.
         w.seed_file_ids(opts.seed);
         let mut sim = Sim {
@@ -190,7 +201,7 @@ impl<L: Write> Sim<L> {
             last_retained: None,
             last_completion_ms: None,
         };
-        let layout = sim.w.layout();
+        let layout = sim.w.layout().number();
         sim.emit(json!({
             "ev": "start",
             "seed": sim.opts.seed,
@@ -200,7 +211,7 @@ impl<L: Write> Sim<L> {
                 TableType::MergeOnRead => "MERGE_ON_READ",
             },
             "layout": layout,
-            "table": root.display().to_string(),
+            "table": sim.w.describe_root(),
         }))?;
         sim.flush_published()?;
         sim.after_op()?;
@@ -441,20 +452,19 @@ impl<L: Write> Sim<L> {
             } else {
                 None
             };
+            let store = self.w.store().clone();
             for path in &written {
-                let full = self.w.root().join(path);
+                let full = TablePath::new(path).map_err(|e| Error::Invalid(e.to_string()))?;
                 let mut truncated = false;
                 if victim.as_ref() == Some(path) {
-                    let len = std::fs::metadata(&full).map(|m| m.len()).unwrap_or(0);
+                    let len = store.stat(&full).map(|m| m.size).unwrap_or(0);
                     let to = if len > 0 { (cut >> 8) % len } else { 0 };
-                    let f = std::fs::OpenOptions::new()
-                        .write(true)
-                        .open(&full)
-                        .map_err(|e| Error::io(&full, e))?;
-                    f.set_len(to).map_err(|e| Error::io(&full, e))?;
+                    store
+                        .truncate(&full, to)
+                        .map_err(|e| Error::io(store.describe(&full), e))?;
                     truncated = true;
                 }
-                let size = std::fs::metadata(&full).map(|m| m.len()).unwrap_or(0);
+                let size = store.stat(&full).map(|m| m.size).unwrap_or(0);
                 files.push(json!({"path": path, "size": size, "truncated": truncated}));
             }
             self.flush_published()?;
@@ -489,8 +499,8 @@ impl<L: Write> Sim<L> {
     fn log_commit(&mut self, instant: &str, action: Action, replaced: &[String]) -> Result<()> {
         let mut files = Vec::new();
         for path in self.event_written(instant, action) {
-            let full = self.w.root().join(&path);
-            let bytes = std::fs::read(&full).map_err(|e| Error::io(&full, e))?;
+            let full = TablePath::new(&path).map_err(|e| Error::Invalid(e.to_string()))?;
+            let bytes = self.w.read(&full)?;
             let info = self.w.written_file(&path).cloned();
             let name = path.rsplit('/').next().unwrap_or_default();
             let file_id = listing::parse_base_name(name, &[super::BASE_EXT.to_string()])

@@ -8,10 +8,37 @@ use ::parquet::file::reader::{FileReader, SerializedFileReader};
 use serde_json::Value as Json;
 
 use super::*;
-use hudifs_core::listing::{list_table, parse_data_name, DataName};
+use hudifs_core::listing::{parse_data_name, DataFile, DataName, FileGroupId, FileRef};
 use hudifs_core::metadata::{self, CommitMetadata};
-use hudifs_core::table::TableConfig;
+use hudifs_core::snapshot::Snapshot;
 use hudifs_core::timeline::{Instant, Timeline};
+use hudifs_storage::{LocalStore, TablePath};
+
+/// The table at `root` read back through the reading half of hudifs.
+fn open(root: &Path) -> Snapshot {
+    Snapshot::open(Arc::new(LocalStore::new(root).unwrap())).unwrap()
+}
+
+/// Every data file of the table, by partition.
+struct Files {
+    partitions: BTreeMap<Arc<str>, Vec<DataFile>>,
+}
+
+impl Files {
+    fn files(&self) -> impl Iterator<Item = &DataFile> {
+        self.partitions.values().flatten()
+    }
+}
+
+fn list_table(snap: &Snapshot) -> Files {
+    Files {
+        partitions: snap
+            .partitions
+            .iter()
+            .map(|p| (p.clone(), snap.list_partition(p).unwrap()))
+            .collect(),
+    }
+}
 
 const START: i64 = DEMO_CLOCK_START_MS;
 
@@ -45,23 +72,24 @@ fn instant<'a>(tl: &'a Timeline, requested: &str, action: Action) -> &'a Instant
 }
 
 /// What every generated table must satisfy when read back.
-fn check_table(root: &Path, spec: &TableSpec) -> (TableConfig, Timeline) {
-    let cfg = TableConfig::load(root).unwrap();
+fn check_table(root: &Path, spec: &TableSpec) -> Snapshot {
+    let snap = open(root);
+    let cfg = &*snap.cfg;
     assert_eq!(cfg.version, spec.version);
-    assert_eq!(cfg.layout, if spec.version >= 8 { 2 } else { 1 });
+    assert_eq!(cfg.layout.number(), if spec.version >= 8 { 2 } else { 1 });
     assert_eq!(cfg.table_type, spec.table_type);
     assert_eq!(cfg.partition_fields, spec.partition_fields);
     assert_eq!(cfg.populate_meta_fields, spec.populate_meta_fields);
     assert_eq!(cfg.name, spec.name);
     assert!(cfg.timeline_zone.is_some());
     assert!(cfg.properties["hoodie.table.create.schema"].contains("\"name\":\"id\""));
-    let tl = Timeline::load(&cfg).unwrap();
+    let tl = snap.timeline();
     assert!(!tl.archive_nonempty);
 
     // Every file in a partition directory is a partition metafile or a parsable data file.
-    let listing = list_table(&cfg).unwrap();
+    let listing = list_table(&snap);
     for p in listing.partitions.keys() {
-        let dir = listing::partition_dir(root, p);
+        let dir = root.join(&**p);
         for e in std::fs::read_dir(&dir).unwrap() {
             let e = e.unwrap();
             let name = e.file_name().into_string().unwrap();
@@ -75,7 +103,7 @@ fn check_table(root: &Path, spec: &TableSpec) -> (TableConfig, Timeline) {
             );
         }
         let meta = std::fs::read_to_string(dir.join(PARTITION_METAFILE)).unwrap();
-        let props = hudifs_core::table::parse_properties(&meta);
+        let props = hudifs_core::properties::parse_properties(&meta);
         let depth = if p.is_empty() {
             0
         } else {
@@ -98,7 +126,7 @@ fn check_table(root: &Path, spec: &TableSpec) -> (TableConfig, Timeline) {
     // Files removed by completed cleans (a real table's old commits point at them too).
     let mut cleaned = BTreeSet::new();
     for clean in tl.completed_of(Action::Clean) {
-        let v = clean.json().unwrap();
+        let v = snap.meta.json(clean).unwrap();
         for pm in v["partitionMetadata"].as_object().unwrap().values() {
             for f in pm["successDeleteFiles"].as_array().unwrap() {
                 cleaned.insert(f.as_str().unwrap().to_string());
@@ -108,10 +136,11 @@ fn check_table(root: &Path, spec: &TableSpec) -> (TableConfig, Timeline) {
 
     // Completed writes: metadata decodes, every path exists and holds numWrites rows.
     for (t, inst) in &tl.completed {
-        let m = inst
-            .commit_metadata()
+        let m = snap
+            .meta
+            .commit(inst)
             .unwrap_or_else(|e| panic!("{t}: {e}"));
-        let raw = inst.json().unwrap();
+        let raw = snap.meta.json(inst).unwrap();
         let stats = raw["partitionToWriteStats"].as_object().unwrap();
         let mut n = 0;
         for (partition, list) in stats {
@@ -128,12 +157,12 @@ fn check_table(root: &Path, spec: &TableSpec) -> (TableConfig, Timeline) {
                 let name = path.rsplit('/').next().unwrap();
                 let rows = match parse_data_name(name, &cfg.base_extensions).unwrap() {
                     DataName::Base(b) => {
-                        assert_eq!(b.instant, *t);
+                        assert_eq!(b.instant, t.as_str());
                         parquet_rows(&full).0
                     }
                     DataName::Log(l) => {
-                        if cfg.layout == 2 {
-                            assert_eq!(l.instant, *t);
+                        if cfg.layout == Layout::V2 {
+                            assert_eq!(l.instant, t.as_str());
                         }
                         let blocks = read_blocks(&std::fs::read(&full).unwrap()).unwrap();
                         assert_eq!(blocks[0].instant(), Some(t.as_str()));
@@ -149,7 +178,7 @@ fn check_table(root: &Path, spec: &TableSpec) -> (TableConfig, Timeline) {
         }
         assert_eq!(m.write_stats.len(), n);
         assert!(m.write_stats.iter().all(|s| s.path.is_some()));
-        if cfg.layout == 2 {
+        if cfg.layout == Layout::V2 {
             assert!(inst.completion.as_deref().unwrap() > t.as_str());
             let name = &inst.file(State::Completed).unwrap().name;
             assert!(name.contains('_'), "{name}");
@@ -157,7 +186,8 @@ fn check_table(root: &Path, spec: &TableSpec) -> (TableConfig, Timeline) {
             assert_eq!(inst.completion.as_deref(), Some(t.as_str()));
         }
     }
-    (cfg, tl)
+    drop(listing);
+    snap
 }
 
 /// The timeline file names of an abandoned write: requested and inflight only.
@@ -210,11 +240,15 @@ fn mor_history(version: u32) {
     let log3 = t.update(&a, &fa, &rows_with_ids(5, &[1003])).unwrap();
     let t4 = t.complete().unwrap();
     {
-        let (_, tl) = check_table(root, &spec);
-        assert!(tl.pending_compactions.contains_key(&c));
-        let groups = tl.pending_compaction_groups();
-        assert_eq!(groups[&c], BTreeSet::from([(a.clone(), fa.clone())]));
-        let plan = instant(&tl, &c, Action::Compaction).plan_json().unwrap();
+        let snap = check_table(root, &spec);
+        let tl = snap.timeline();
+        assert!(tl.pending_compactions.contains_key(c.as_str()));
+        let groups = snap.ctx.pending_compaction_groups();
+        assert_eq!(
+            groups[c.as_str()],
+            BTreeSet::from([FileGroupId::new(&a, &fa)])
+        );
+        let plan = snap.meta.plan(instant(tl, &c, Action::Compaction)).unwrap();
         let op = &plan["operations"][0];
         assert_eq!(op["baseInstantTime"], Json::from(t1.as_str()));
         assert_eq!(op["deltaFilePaths"], serde_json::json!([log1, log2]));
@@ -223,9 +257,9 @@ fn mor_history(version: u32) {
             .unwrap()
             .ends_with(&format!("{t1}.parquet")));
     }
-    let l1 = listing::parse_log_name(&log1).unwrap();
-    let l2 = listing::parse_log_name(&log2).unwrap();
-    let l3 = listing::parse_log_name(&log3).unwrap();
+    let l1 = hudifs_core::listing::parse_log_name(&log1).unwrap();
+    let l2 = hudifs_core::listing::parse_log_name(&log2).unwrap();
+    let l3 = hudifs_core::listing::parse_log_name(&log3).unwrap();
     if version == 6 {
         assert_eq!((l1.instant.as_str(), l1.version), (t1.as_str(), 1));
         assert_eq!((l2.instant.as_str(), l2.version), (t1.as_str(), 2));
@@ -251,37 +285,45 @@ fn mor_history(version: u32) {
     t.insert("city=c", &rows(8, 2)).unwrap();
     let failed = t.abandon();
 
-    let (cfg, tl) = check_table(root, &spec);
-    let completed: Vec<&str> = tl.completed.keys().map(String::as_str).collect();
+    let snap = check_table(root, &spec);
+    let (cfg, tl) = (&*snap.cfg, snap.timeline());
+    let _ = (cfg, tl);
+    let completed: Vec<&str> = tl.completed.keys().map(|k| k.as_str()).collect();
     assert_eq!(completed, [&t1, &t2, &t3, &c, &t4, &r]);
-    assert_eq!(tl.completed[&c].action, Action::Commit);
-    assert_eq!(tl.completed[&c].planned, Some(Action::Compaction));
-    let cm = tl.completed[&c].commit_metadata().unwrap();
+    assert_eq!(tl.completed[c.as_str()].action, Action::Commit);
+    assert_eq!(tl.completed[c.as_str()].planned, Some(Action::Compaction));
+    let cm = snap.meta.commit(&tl.completed[c.as_str()]).unwrap();
     assert_eq!(cm.operation_type.as_deref(), Some("COMPACT"));
     assert_eq!(
-        tl.completed[&c].json().unwrap()["compacted"],
+        snap.meta.json(&tl.completed[c.as_str()]).unwrap()["compacted"],
         Json::Bool(true)
     );
-    assert_eq!(tl.completed[&r].action, Action::ReplaceCommit);
-    let rm = tl.completed[&r].commit_metadata().unwrap();
-    assert_eq!(rm.replaced, vec![(b.clone(), fb.clone())]);
+    assert_eq!(tl.completed[r.as_str()].action, Action::ReplaceCommit);
+    let rm = snap.meta.commit(&tl.completed[r.as_str()]).unwrap();
+    assert_eq!(rm.replaced, vec![FileGroupId::new(&b, &fb)]);
     assert_eq!(rm.operation_type.as_deref(), Some("INSERT_OVERWRITE"));
     assert!(!metadata::is_clustering_request(
-        &instant(&tl, &r, Action::ReplaceCommit).plan_json().unwrap()
+        &snap
+            .meta
+            .plan(instant(tl, &r, Action::ReplaceCommit))
+            .unwrap()
     ));
     assert_eq!(
-        tl.pending_compactions.keys().collect::<Vec<_>>(),
-        [&c2],
+        tl.pending_compactions
+            .keys()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>(),
+        [c2.as_str()],
         "the second compaction is pending"
     );
     assert_eq!(tl.latest.as_deref(), Some(c2.as_str()));
-    assert_in_flight(&tl, &failed, Action::DeltaCommit);
+    assert_in_flight(tl, &failed, Action::DeltaCommit);
     // The failed write's files are on disk.
-    let listing = list_table(&cfg).unwrap();
+    let listing = list_table(&snap);
     let names: BTreeSet<String> = listing.files().map(|f| f.rel_path()).collect();
     assert!(names.contains(&format!("{a}/{log4}")));
     assert!(names.iter().any(|n| n.starts_with("city=c/")));
-    let log4_name = listing::parse_log_name(&log4).unwrap();
+    let log4_name = hudifs_core::listing::parse_log_name(&log4).unwrap();
     if version == 6 {
         assert_eq!(
             (log4_name.instant.as_str(), log4_name.version),
@@ -291,13 +333,14 @@ fn mor_history(version: u32) {
         assert_eq!(log4_name.instant, failed);
     }
     // The inflight of the failed write carries its workload profile.
-    let profile = instant(&tl, &failed, Action::DeltaCommit)
-        .commit_metadata()
+    let profile = snap
+        .meta
+        .commit(instant(tl, &failed, Action::DeltaCommit))
         .unwrap();
     assert_eq!(profile.write_stats.len(), 1, "{profile:?}");
     assert_eq!(profile.write_stats[0].file_id, fa);
     // v6 write stats list every log of the slice; v8+ only the new one.
-    let t3_raw = tl.completed[&t3].json().unwrap();
+    let t3_raw = snap.meta.json(&tl.completed[t3.as_str()]).unwrap();
     let stat = &t3_raw["partitionToWriteStats"][&a][0];
     if version == 6 {
         assert_eq!(stat["logFiles"], serde_json::json!([log1, log2]));
@@ -311,7 +354,7 @@ fn mor_history(version: u32) {
         assert_eq!(stat["baseFile"], Json::from(""));
     }
     assert_eq!(stat["numUpdateWrites"], Json::from(1));
-    let t2_raw = tl.completed[&t2].json().unwrap();
+    let t2_raw = snap.meta.json(&tl.completed[t2.as_str()]).unwrap();
     let stat = &t2_raw["partitionToWriteStats"][&a][0];
     assert_eq!(
         (
@@ -323,28 +366,30 @@ fn mor_history(version: u32) {
 
     // Roll the failed write back.
     let rb = w.rollback(&failed).unwrap();
-    let (cfg, tl) = check_table(root, &spec);
-    assert!(instant_files(&tl, &failed).is_empty());
-    let rbi = instant(&tl, &rb, Action::Rollback);
+    let snap = check_table(root, &spec);
+    let (cfg, tl) = (&*snap.cfg, snap.timeline());
+    let _ = (cfg, tl);
+    assert!(instant_files(tl, &failed).is_empty());
+    let rbi = instant(tl, &rb, Action::Rollback);
     assert!(rbi.is_completed());
-    let rbm = rbi.json().unwrap();
+    let rbm = snap.meta.json(rbi).unwrap();
     assert_eq!(rbm["commitsRollback"], serde_json::json!([failed]));
     let touched = metadata::rollback_files(&rbm);
-    let listing = list_table(&cfg).unwrap();
+    let listing = list_table(&snap);
     let names: BTreeSet<String> = listing.files().map(|f| f.rel_path()).collect();
     assert!(!names.iter().any(|n| n.starts_with("city=c/")));
     if version == 6 {
         // The log stays; a command-block log follows it.
         assert!(names.contains(&format!("{a}/{log4}")));
-        let rollback_log = listing::log_file_name(&fa, &c, 3, "1-0-1");
+        let rollback_log = hudifs_core::listing::log_file_name(&fa, &c, 3, "1-0-1");
         assert!(names.contains(&format!("{a}/{rollback_log}")), "{names:?}");
         let blocks =
             read_blocks(&std::fs::read(root.join(&a).join(&rollback_log)).unwrap()).unwrap();
         assert!(blocks[0].is_rollback_command());
         assert_eq!(blocks[0].instant(), Some(rb.as_str()));
         assert_eq!(blocks[0].target_instant(), Some(failed.as_str()));
-        assert!(touched.contains(&(a.clone(), rollback_log)));
-        assert!(touched.contains(&(a.clone(), log4.clone())));
+        assert!(touched.contains(&FileRef::new(&a, &rollback_log)));
+        assert!(touched.contains(&FileRef::new(&a, &log4)));
     } else {
         assert!(!names.contains(&format!("{a}/{log4}")));
         assert!(touched.is_empty());
@@ -401,15 +446,17 @@ fn cow_history(version: u32) {
     t.update(&p, &f2, &rows_with_ids(4, &[3000])).unwrap();
     let failed = t.abandon();
 
-    let (cfg, tl) = check_table(root, &spec);
+    let snap = check_table(root, &spec);
+    let (cfg, tl) = (&*snap.cfg, snap.timeline());
+    let _ = (cfg, tl);
     assert_eq!(
-        tl.completed.keys().map(String::as_str).collect::<Vec<_>>(),
+        tl.completed.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
         [&t1, &t2, &r]
     );
-    let m2 = tl.completed[&t2].commit_metadata().unwrap();
+    let m2 = snap.meta.commit(&tl.completed[t2.as_str()]).unwrap();
     assert_eq!(m2.operation_type.as_deref(), Some("UPSERT"));
     assert_eq!(m2.write_stats[0].file_name(), Some(base2.as_str()));
-    let raw2 = tl.completed[&t2].json().unwrap();
+    let raw2 = snap.meta.json(&tl.completed[t2.as_str()]).unwrap();
     let s = &raw2["partitionToWriteStats"][&p][0];
     assert_eq!(s["prevCommit"], Json::from(t1.as_str()));
     assert_eq!(
@@ -424,32 +471,41 @@ fn cow_history(version: u32) {
             Some(&Json::Null)
         }
     );
-    let rm = tl.completed[&r].commit_metadata().unwrap();
+    let rm = snap.meta.commit(&tl.completed[r.as_str()]).unwrap();
     assert_eq!(rm.operation_type.as_deref(), Some("INSERT_OVERWRITE_TABLE"));
-    assert_eq!(rm.replaced, vec![(p.clone(), f.clone())]);
-    assert_eq!(tl.savepoints(), BTreeSet::from([t2.clone()]));
+    assert_eq!(rm.replaced, vec![FileGroupId::new(&p, &f)]);
+    assert_eq!(
+        tl.savepoints()
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<BTreeSet<_>>(),
+        BTreeSet::from([t2.clone()])
+    );
     // The savepoint shares its requested time with the commit it pins.
-    let sp = instant(&tl, &t2, Action::Savepoint);
-    let spm = sp.json().unwrap();
+    let sp = instant(tl, &t2, Action::Savepoint);
+    let spm = snap.meta.json(sp).unwrap();
     assert_eq!(
         spm["partitionMetadata"][&p]["savepointDataFile"],
         serde_json::json!([base2])
     );
-    assert_eq!(instant_files(&tl, &t2).len(), 3 + 2);
+    assert_eq!(instant_files(tl, &t2).len(), 3 + 2);
     // The clean: its bound, and the file is gone.
-    assert_eq!(tl.retention_bound().as_deref(), Some(t2.as_str()));
-    let clean = instant(&tl, &cl, Action::Clean);
+    assert_eq!(
+        snap.ctx.retention_bound().map(|b| b.as_str()),
+        Some(t2.as_str())
+    );
+    let clean = instant(tl, &cl, Action::Clean);
     assert_eq!(clean.files.len(), 3);
     assert!(!root.join(&p).join(&first_base).exists());
-    assert_in_flight(&tl, &failed, Action::Commit);
+    assert_in_flight(tl, &failed, Action::Commit);
     assert_eq!(
-        instant_files(&tl, &failed),
+        instant_files(tl, &failed),
         BTreeSet::from([
             format!("{failed}.commit.requested"),
             format!("{failed}.inflight")
         ])
     );
-    let listing = list_table(&cfg).unwrap();
+    let listing = list_table(&snap);
     // base2, the base of f2, the failed rewrite of f2 (the first base was cleaned).
     assert_eq!(listing.files().count(), 3);
 }
@@ -478,12 +534,14 @@ fn abandoned_txn_leaves_only_requested_and_inflight() {
             let mut t = w.begin(Action::ReplaceCommit).unwrap();
             t.insert("city=y", &rows(2, 1)).unwrap();
         }
-        let (cfg, tl) = check_table(dir.path(), &spec);
+        let snap = check_table(dir.path(), &spec);
+        let (cfg, tl) = (&*snap.cfg, snap.timeline());
+        let _ = (cfg, tl);
         assert!(tl.completed.is_empty());
         assert_eq!(tl.latest, None);
-        assert_in_flight(&tl, &t1, Action::DeltaCommit);
+        assert_in_flight(tl, &t1, Action::DeltaCommit);
         assert_eq!(tl.pending().count(), 2);
-        let listing = list_table(&cfg).unwrap();
+        let listing = list_table(&snap);
         let files: Vec<_> = listing.files().collect();
         assert_eq!(files.len(), 2);
         assert!(files
@@ -509,7 +567,8 @@ fn non_partitioned_without_meta_fields() {
         let mut t = w.begin(Action::DeltaCommit).unwrap();
         t.update("", &f, &rows_with_ids(2, &[1000])).unwrap();
         t.complete().unwrap();
-        let (cfg, _) = check_table(dir.path(), &spec);
+        let snap = check_table(dir.path(), &spec);
+        let (cfg, _tl) = (&*snap.cfg, snap.timeline());
         assert!(cfg.partition_fields.is_empty());
         assert_eq!(cfg.properties["hoodie.populate.meta.fields"], "false");
         assert!(dir.path().join(PARTITION_METAFILE).exists());
@@ -594,7 +653,9 @@ fn demo_tables_read_back() {
         for tt in [TableType::MergeOnRead, TableType::CopyOnWrite] {
             let dir = tempfile::tempdir().unwrap();
             let w = build_demo(dir.path(), version, tt, START).unwrap();
-            let (cfg, tl) = check_table(dir.path(), w.spec());
+            let snap = check_table(dir.path(), w.spec());
+            let (cfg, tl) = (&*snap.cfg, snap.timeline());
+            let _ = (cfg, tl);
             let mor = tt == TableType::MergeOnRead;
             // 3 inserts, 2 updates, (compaction), 1 replacecommit complete; 1 write in flight.
             assert_eq!(tl.completed.len(), if mor { 7 } else { 6 });
@@ -615,7 +676,7 @@ fn demo_tables_read_back() {
                     .count(),
                 1
             );
-            let listing = list_table(&cfg).unwrap();
+            let listing = list_table(&snap);
             let parts: Vec<&str> = listing.partitions.keys().map(|p| &**p).collect();
             assert_eq!(parts, ["city=amsterdam", "city=chennai", "city=sao_paulo"]);
             let logs = listing.files().filter(|f| !f.is_base()).count();
@@ -663,20 +724,16 @@ fn bulk_inserts_read_back() {
         assert!(root.join(".hoodie/.temp/hudifs-gen").is_dir());
         w.remove_templates().unwrap();
         assert!(!root.join(".hoodie/.temp/hudifs-gen").exists());
-        let (cfg, tl) = check_table(root, &spec);
-        let listing = list_table(&cfg).unwrap();
+        let snap = check_table(root, &spec);
+        let (cfg, tl) = (&*snap.cfg, snap.timeline());
+        let _ = (cfg, tl);
+        let listing = list_table(&snap);
         assert_eq!(listing.files().count(), 6);
         let sized = listing.files().find(|f| f.file_id() == big).unwrap();
         assert!(sized.size >= 200_000, "{}", sized.size);
-        let ctx =
-            hudifs_core::fsview::Context::new(std::sync::Arc::new(cfg), std::sync::Arc::new(tl));
-        let view = hudifs_core::fsview::resolve(
-            &ctx,
-            &listing,
-            &hudifs_core::fsview::ViewKey::Latest,
-            false,
-        )
-        .unwrap();
+        let view = snap
+            .resolve(&hudifs_core::viewkey::ViewKey::Latest, false)
+            .unwrap();
         assert_eq!(view.files.len(), 6);
         assert_eq!(view.instant.as_deref(), Some(t1.as_str()));
         // Bulk-inserted groups are not tracked: no update, no compaction.
@@ -693,14 +750,19 @@ fn staged_completion_completes_on_publish() {
     let mut w = TableWriter::create(root, spec.clone(), START).unwrap();
     let mut t = w.begin(Action::Commit).unwrap();
     t.insert("a", &rows(1, 2)).unwrap();
-    let staging = root.join(".hoodie/.temp/staging");
+    let staging = TablePath::new(".hoodie/.temp/staging").unwrap();
     let staged = t.complete_staged(&staging).unwrap();
-    let cfg = TableConfig::load(root).unwrap();
-    let tl = Timeline::load(&cfg).unwrap();
-    assert!(!tl.completed.contains_key(&staged.instant));
-    assert!(staged.staged.exists());
+    let snap = open(root);
+    assert!(!snap
+        .timeline()
+        .completed
+        .contains_key(staged.instant.as_str()));
+    assert!(root.join(staged.staged.as_str()).exists());
     staged.publish().unwrap();
-    let (_, tl) = check_table(root, &spec);
-    assert!(tl.completed.contains_key(&staged.instant));
-    assert!(!staged.staged.exists());
+    let snap = check_table(root, &spec);
+    assert!(snap
+        .timeline()
+        .completed
+        .contains_key(staged.instant.as_str()));
+    assert!(!root.join(staged.staged.as_str()).exists());
 }

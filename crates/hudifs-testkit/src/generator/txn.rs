@@ -1,17 +1,20 @@
 //! Writes: a [`Txn`] begun with [`TableWriter::begin`](super::TableWriter::begin).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use hudifs_storage::{StorageWrite, TablePath};
 
 use serde_json::{json, Value as Json};
 
 use super::parquet::{self, BaseFile, StoredRow};
 use super::{
-    avro, encode_err, logfile, rel_path, write_file, Event, Group, LogEntry, PendingFile,
+    avro, data_path, encode_err, join, logfile, rel_path, Event, Group, LogEntry, PendingFile,
     PendingWrite, Row, Slice, Stat, TableWriter, BASE_EXT,
 };
 use hudifs_core::error::{Error, Result};
 use hudifs_core::listing;
-use hudifs_core::timeline::{Action, State};
+use hudifs_core::timeline::{Action, Layout, State};
 
 impl TableWriter {
     /// Start a write: `commit`, `deltacommit` or `replacecommit`. Writes `.requested` and
@@ -96,19 +99,31 @@ struct Op {
 
 /// A write completed by [`Txn::complete_staged`]: its completed instant file waits in the
 /// staging directory until renamed to `timeline_path`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StagedCompletion {
     /// The requested time of the write.
     pub instant: String,
-    pub staged: std::path::PathBuf,
-    pub timeline_path: std::path::PathBuf,
+    pub staged: TablePath,
+    pub timeline_path: TablePath,
+    store: Arc<dyn StorageWrite>,
+}
+
+impl std::fmt::Debug for StagedCompletion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "StagedCompletion({} → {})",
+            self.staged, self.timeline_path
+        )
+    }
 }
 
 impl StagedCompletion {
     /// Rename the completed instant file into the timeline: the write is now complete.
     pub fn publish(&self) -> Result<()> {
-        std::fs::rename(&self.staged, &self.timeline_path)
-            .map_err(|e| Error::io(&self.timeline_path, e))
+        self.store
+            .rename(&self.staged, &self.timeline_path)
+            .map_err(|e| Error::io(self.store.describe(&self.timeline_path), e))
     }
 }
 
@@ -238,9 +253,10 @@ impl Txn<'_> {
         let task = self.task;
         let token = self.w.write_token(task, self.stage);
         let name = listing::base_file_name(file_id, &token, &self.instant, BASE_EXT);
-        let path = listing::partition_dir(&self.w.root, partition).join(&name);
+        let path = data_path(partition, &name)?;
         let partition_values = self.w.partition_values(partition);
         let size = parquet::write_base_file(
+            self.w,
             &BaseFile {
                 path: &path,
                 file_name: &name,
@@ -344,7 +360,7 @@ impl Txn<'_> {
 
         if self.w.spec.is_mor() {
             let layout = self.w.layout;
-            let (name_instant, version) = if layout == 1 {
+            let (name_instant, version) = if layout == Layout::V1 {
                 let v = slice.logs.iter().map(|l| l.version).max().unwrap_or(0) + 1;
                 (slice_base.clone(), v)
             } else {
@@ -379,8 +395,8 @@ impl Txn<'_> {
             )
             .map_err(encode_err(&name))?;
             let bytes = logfile::avro_data_block(&self.instant, &schema.to_text(), &records);
-            let path = listing::partition_dir(&self.w.root, partition).join(&name);
-            write_file(&path, &bytes)?;
+            let path = data_path(partition, &name)?;
+            self.w.put(&path, &bytes)?;
             let size = bytes.len() as u64;
             if let Some(s) = self
                 .w
@@ -404,7 +420,7 @@ impl Txn<'_> {
             // slice's base instant as prevCommit; Hudi 1.x lists only the new log, leaves
             // `baseFile` empty and records the writing instant as prevCommit (as observed in
             // Spark-written v9 tables).
-            let (prev_commit, base_file, log_files) = if layout == 1 {
+            let (prev_commit, base_file, log_files) = if layout == Layout::V1 {
                 slice_logs.push(name.clone());
                 slice_logs.sort();
                 (slice_base, slice_base_file.unwrap_or_default(), slice_logs)
@@ -502,7 +518,8 @@ impl Txn<'_> {
     /// model counts the write as complete already. For measuring how fast a reader sees a
     /// commit: the completed instant file appears atomically, as with Hudi's own rename on
     /// storage that supports it.
-    pub fn complete_staged(self, staging: &std::path::Path) -> Result<StagedCompletion> {
+    pub fn complete_staged(self, staging: &TablePath) -> Result<StagedCompletion> {
+        let store = self.w.store.clone();
         let (instant, paths) = self.finish(Some(staging))?;
         let (staged, timeline_path) = paths
             .ok_or_else(|| Error::Usage("a staged completion gives a staged file".to_string()))?;
@@ -510,14 +527,15 @@ impl Txn<'_> {
             instant,
             staged,
             timeline_path,
+            store,
         })
     }
 
     #[allow(clippy::type_complexity)]
     fn finish(
         self,
-        staging: Option<&std::path::Path>,
-    ) -> Result<(String, Option<(std::path::PathBuf, std::path::PathBuf)>)> {
+        staging: Option<&TablePath>,
+    ) -> Result<(String, Option<(TablePath, TablePath)>)> {
         let operation = self.operation();
         let w = self.w;
         let completion = w.next_time()?;
@@ -541,9 +559,7 @@ impl Txn<'_> {
                 None
             }
             Some(dir) => {
-                std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-                let name = path.file_name().unwrap_or_default();
-                let staged = dir.join(name);
+                let staged = join(dir, path.name())?;
                 w.write_instant(&staged, Some((&schema, &meta, true)))?;
                 Some((staged, path))
             }
@@ -600,7 +616,7 @@ impl Txn<'_> {
         if let Some(e) = w.event_mut(&self.instant, self.action) {
             e.replaced = replaced;
             e.state = State::Completed;
-            e.completion = Some(if layout == 2 {
+            e.completion = Some(if layout == Layout::V2 {
                 completion
             } else {
                 self.instant.clone()
@@ -651,14 +667,16 @@ impl Txn<'_> {
         let mut file_ids = Vec::with_capacity(total);
         for (partition, count) in groups {
             self.w.ensure_partition(partition, &self.instant)?;
-            let dir = listing::partition_dir(&self.w.root, partition);
             for _ in 0..*count {
                 let file_id = self.w.new_file_id();
                 let (template, size) = self.template(partition)?;
                 let token = self.w.write_token(self.task, self.stage);
                 let name = listing::base_file_name(&file_id, &token, &self.instant, BASE_EXT);
-                let path = dir.join(&name);
-                std::fs::hard_link(&template, &path).map_err(|e| Error::io(&path, e))?;
+                let path = data_path(partition, &name)?;
+                self.w
+                    .store
+                    .link_or_copy(&template, &path)
+                    .map_err(self.w.io_err(&path))?;
                 self.record_pending(partition, &file_id, &name, false, size);
                 self.task += 1;
                 self.ops.push(Op {
@@ -683,7 +701,7 @@ impl Txn<'_> {
     }
 
     /// The template of `partition` to link next (path, size), written when missing or full.
-    fn template(&mut self, partition: &str) -> Result<(std::path::PathBuf, u64)> {
+    fn template(&mut self, partition: &str) -> Result<(TablePath, u64)> {
         if let Some((path, size, links)) = self.w.templates.get_mut(partition) {
             if *links < LINKS_PER_TEMPLATE {
                 *links += 1;
@@ -692,13 +710,11 @@ impl Txn<'_> {
         }
         self.w.template_count += 1;
         let name = format!("template-{}.parquet", self.w.template_count);
-        let path = self.w.template_dir().join(&name);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-        }
+        let path = join(&self.w.template_dir(), &name)?;
         let rows = self.stamp(&super::rows(0, 1), 0);
         let partition_values = self.w.partition_values(partition);
         let size = parquet::write_base_file(
+            self.w,
             &BaseFile {
                 path: &path,
                 file_name: &name,
@@ -727,7 +743,7 @@ impl Txn<'_> {
         self.w.ensure_partition(partition, &self.instant)?;
         let token = self.w.write_token(self.task, self.stage);
         let name = listing::base_file_name(&file_id, &token, &self.instant, BASE_EXT);
-        let path = listing::partition_dir(&self.w.root, partition).join(&name);
+        let path = data_path(partition, &name)?;
         let partition_values = self.w.partition_values(partition);
         let target = BaseFile {
             path: &path,
@@ -763,7 +779,7 @@ impl Txn<'_> {
                 (SIZED_KEY_BASE + written as i64 - 1).to_string(),
             )
         });
-        let size = writer.close(range)?;
+        let size = writer.close(self.w, range)?;
         self.record_pending(partition, &file_id, &name, false, size);
         self.task += 1;
         self.ops.push(Op {

@@ -2,19 +2,20 @@
 //! kept across snapshots while the directory does not change, and registered so that every table
 //! file has a stable id (the item of its inode number).
 //!
-//! A listing is re-read when its directory's mtime changed, when the timeline says an instant
-//! touched the partition ([`PartitionCache::invalidate`]), or when it was taken within
-//! [`RACY_WINDOW`] of the directory's last change (directory mtimes come from a coarse clock, so a
-//! file created in the same tick as the listing could otherwise go unseen).
+//! A listing is re-read when the timeline says an instant touched the partition
+//! ([`PartitionCache::invalidate`]); where the storage keeps directory modification times (local
+//! disks), also when its directory's mtime changed, or when it was taken within [`RACY_WINDOW`]
+//! of the directory's last change (directory mtimes come from a coarse clock, so a file created
+//! in the same tick as the listing could otherwise go unseen). Where it has none (object
+//! stores) a listing stays good until an instant touches its partition.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 use hudifs_core::error::{Error, Result};
-use hudifs_core::listing::{self, DataFile};
-use hudifs_core::table::TableConfig;
+use hudifs_core::listing::{partition_dir, DataFile};
+use hudifs_core::snapshot::Snapshot;
 
 /// How close to a directory's last change a listing must not trust the directory's mtime.
 pub const RACY_WINDOW: Duration = Duration::from_secs(2);
@@ -37,14 +38,18 @@ impl FileRegistry {
         files.extend(new);
         start..files.len() as u64
     }
+}
 
-    pub fn len(&self) -> usize {
-        self.files.read().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
+/// What keeps a listing good after the snapshot it was taken for.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Trust {
+    /// Nothing: list again.
+    #[default]
+    None,
+    /// The directory's mtime, while it has not moved.
+    Mtime(SystemTime),
+    /// The storage keeps no directory times: good until an instant touches the partition.
+    UntilTouched,
 }
 
 /// The data files of one partition, sorted by name, with their registry ids.
@@ -52,8 +57,8 @@ impl FileRegistry {
 pub struct PartitionListing {
     pub files: Vec<Arc<DataFile>>,
     pub ids: Vec<u64>,
-    /// The directory's mtime when listed, unless the listing was racy.
-    trusted_mtime: Option<SystemTime>,
+    /// Why the listing can be reused for a later snapshot without reading the directory.
+    trust: Trust,
     /// The snapshot generation this listing is known good for.
     checked: u64,
 }
@@ -73,35 +78,40 @@ pub struct PartitionCache {
 }
 
 impl PartitionCache {
-    /// The listing of `partition`, good for snapshot `generation`.
-    pub fn listing(
-        &self,
-        cfg: &TableConfig,
-        partition: &Arc<str>,
-        generation: u64,
-    ) -> Result<Arc<PartitionListing>> {
+    /// The listing of `partition`, good for snapshot `snap`.
+    pub fn listing(&self, snap: &Snapshot, partition: &Arc<str>) -> Result<Arc<PartitionListing>> {
+        let generation = snap.generation;
+        let store = &*snap.store;
         let cached = self.lock().get(partition).cloned();
-        let dir = listing::partition_dir(&cfg.root, partition);
+        let dir = partition_dir(partition)?;
+        let dir_mtime = || match store.stat(&dir) {
+            Ok(m) => Ok(m.mtime),
+            // A partition deleted since discovery is empty.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(store.describe(&dir), e)),
+        };
         if let Some(c) = &cached {
             if c.checked >= generation {
                 return Ok(c.clone());
             }
-            let mtime = std::fs::metadata(&dir).and_then(|m| m.modified()).ok();
-            if c.trusted_mtime.is_some() && c.trusted_mtime == mtime {
+            let still_good = match c.trust {
+                Trust::None => false,
+                Trust::UntilTouched => true,
+                Trust::Mtime(t) => dir_mtime().ok().flatten() == Some(t),
+            };
+            if still_good {
                 let fresh = Arc::new(PartitionListing {
                     files: c.files.clone(),
                     ids: c.ids.clone(),
-                    trusted_mtime: c.trusted_mtime,
+                    trust: c.trust,
                     checked: generation,
                 });
                 self.lock().insert(partition.clone(), fresh.clone());
                 return Ok(fresh);
             }
         }
-        let before = std::fs::metadata(&dir)
-            .and_then(|m| m.modified())
-            .map_err(|e| Error::io(&dir, e))?;
-        let files = match listing::list_partition(cfg, partition) {
+        let before = dir_mtime()?;
+        let files = match snap.list_partition(partition) {
             Ok(f) => f,
             // A partition deleted since discovery is empty.
             Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
@@ -109,13 +119,23 @@ impl PartitionCache {
             }
             Err(e) => return Err(e),
         };
-        let racy = SystemTime::now()
-            .duration_since(before)
-            .map(|d| d < RACY_WINDOW)
-            .unwrap_or(true);
+        let trust = match before {
+            None => Trust::UntilTouched,
+            Some(t) => {
+                let racy = SystemTime::now()
+                    .duration_since(t)
+                    .map(|d| d < RACY_WINDOW)
+                    .unwrap_or(true);
+                if racy {
+                    Trust::None
+                } else {
+                    Trust::Mtime(t)
+                }
+            }
+        };
         let listing = self.register(files, cached.as_deref());
         let listing = Arc::new(PartitionListing {
-            trusted_mtime: (!racy).then_some(before),
+            trust,
             checked: generation,
             ..listing
         });
@@ -129,7 +149,7 @@ impl PartitionCache {
             *v = Arc::new(PartitionListing {
                 files: v.files.clone(),
                 ids: v.ids.clone(),
-                trusted_mtime: None,
+                trust: Trust::None,
                 checked: 0,
             });
         }
@@ -183,18 +203,4 @@ impl PartitionCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<PartitionListing>>> {
         self.listings.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-/// Whether `path` is a partition directory (holds a partition metafile).
-pub fn is_partition_dir(root: &Path, partition: &str) -> bool {
-    let dir = listing::partition_dir(root, partition);
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return false;
-    };
-    entries.flatten().any(|e| {
-        e.file_name()
-            .to_str()
-            .is_some_and(|n| n.starts_with(listing::PARTITION_METAFILE))
-            && e.file_type().is_ok_and(|t| t.is_file())
-    })
 }

@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use hudifs_core::fsview::ViewKey;
+use hudifs_core::viewkey::ViewKey;
 
 pub const ROOT_INO: u64 = 1;
 pub const AS_OF_INO: u64 = 2;
@@ -141,14 +141,6 @@ impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.1.get(id as usize).cloned()
     }
-
-    pub fn len(&self) -> usize {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).1.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// The interners behind inode numbers: view keys, directory paths inside views, timeline names.
@@ -216,14 +208,17 @@ mod tests {
         let t = InodeTable::new();
         let a = t
             .views
-            .id(&Arc::new(ViewKey::AsOf("20240101000000000".into())))
+            .id(&Arc::new(ViewKey::AsOf(
+                hudifs_core::instant_time::InstantTime::parse("20240101000000000").unwrap(),
+            )))
             .unwrap();
         let l = t.views.id(&Arc::new(ViewKey::Latest)).unwrap();
         assert_eq!(l, 0);
         assert_eq!(a, 1);
         assert_eq!(
-            t.views
-                .id(&Arc::new(ViewKey::AsOf("20240101000000000".into()))),
+            t.views.id(&Arc::new(ViewKey::AsOf(
+                hudifs_core::instant_time::InstantTime::parse("20240101000000000").unwrap()
+            ))),
             Some(a)
         );
         assert_eq!(t.dirs.id(&Arc::from("")), Some(0));

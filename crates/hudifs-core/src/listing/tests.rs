@@ -1,0 +1,112 @@
+//! Tests of the name grammars and of the compact data file.
+
+use super::*;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+fn exts() -> Vec<String> {
+    vec!["parquet".to_string()]
+}
+
+#[test]
+fn base_names() {
+    let b = parse_base_name(
+        "0712b9f9-d2d5-4cae-bcf4-8fd7146af503-0_0-13-23_20250126040823628.parquet",
+        &exts(),
+    )
+    .unwrap();
+    assert_eq!(b.file_id, "0712b9f9-d2d5-4cae-bcf4-8fd7146af503-0");
+    assert_eq!(b.write_token, "0-13-23");
+    assert_eq!(b.instant, "20250126040823628");
+    assert_eq!(
+        base_file_name(&b.file_id, &b.write_token, &b.instant, &b.ext),
+        "0712b9f9-d2d5-4cae-bcf4-8fd7146af503-0_0-13-23_20250126040823628.parquet"
+    );
+    for bad in [
+        "part-00000-abc.snappy.parquet",
+        "a_b_c_d.parquet",
+        "f_0-1-2_2024x.parquet",
+        "f_0-1_20240101000000000.parquet",
+        ".f_0-1-2_20240101000000000.parquet",
+        "f_0-1-2_20240101000000000.orc",
+        "_0-1-2_20240101000000000.parquet",
+    ] {
+        assert_eq!(parse_base_name(bad, &exts()), None, "{bad}");
+    }
+}
+
+#[test]
+fn log_names() {
+    let l = parse_log_name(".8aa68f7e-ab-0_20251220210125441.log.1_0-1047-3000").unwrap();
+    assert_eq!(l.file_id, "8aa68f7e-ab-0");
+    assert_eq!(l.instant, "20251220210125441");
+    assert_eq!(l.version, 1);
+    assert_eq!(l.write_token, "0-1047-3000");
+    assert_eq!(
+        log_file_name(&l.file_id, &l.instant, l.version, &l.write_token),
+        ".8aa68f7e-ab-0_20251220210125441.log.1_0-1047-3000"
+    );
+    for bad in [
+        ".f_20240101000000000.log.1_0-1-2-cdc",
+        ".f_20240101000000000.log.1_0-1-2.cdc",
+        ".commits_.archive.1_1-0-1",
+        ".f_20240101000000000.log.x_0-1-2",
+        "f_20240101000000000.log.1_0-1-2",
+        ".hoodie_partition_metadata",
+    ] {
+        assert_eq!(parse_log_name(bad), None, "{bad}");
+    }
+    assert!(parse_data_name(".abc_0-1-2_20240101000000000.parquet.crc", &exts()).is_none());
+}
+
+#[test]
+fn compact_data_files() {
+    let p: Arc<str> = Arc::from("city=x");
+    let t = SystemTime::UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 123);
+    let b = DataFile::new(
+        p.clone(),
+        "f-1_0-1-2_20240101000000000.parquet",
+        &exts(),
+        10,
+        t,
+        0o644,
+    )
+    .unwrap();
+    assert_eq!(
+        (b.file_id(), b.write_token(), b.instant()),
+        ("f-1", "0-1-2", "20240101000000000")
+    );
+    assert!(b.is_base());
+    assert_eq!(b.mtime(), t);
+    assert_eq!(b.rel_path(), "city=x/f-1_0-1-2_20240101000000000.parquet");
+    let l = DataFile::new(
+        p,
+        ".f-1_20240101000000000.log.3_1-2-3",
+        &exts(),
+        10,
+        t,
+        0o644,
+    )
+    .unwrap();
+    assert_eq!(
+        (l.file_id(), l.write_token(), l.instant(), l.log_version()),
+        ("f-1", "1-2-3", "20240101000000000", 3)
+    );
+    assert!(!l.is_base());
+    // A file id that also occurs as the token's digits is still located by position.
+    let odd = DataFile::new(
+        Arc::from(""),
+        "0-1-2_0-1-2_20240101000000000.parquet",
+        &exts(),
+        1,
+        t,
+        0,
+    )
+    .unwrap();
+    assert_eq!((odd.file_id(), odd.write_token()), ("0-1-2", "0-1-2"));
+    assert!(
+        std::mem::size_of::<DataFile>() <= 64,
+        "{}",
+        std::mem::size_of::<DataFile>()
+    );
+}

@@ -1,0 +1,101 @@
+//! Partition discovery and partition listings, through the storage (SEMANTICS.md §1.8): a
+//! directory is a partition iff it directly holds a partition metafile; names starting with `.`
+//! are never entered; symbolic links are never followed.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use hudifs_storage::{Kind, Storage, TablePath};
+
+use super::{parse_data_name, DataFile, PARTITION_METAFILE};
+use crate::error::{Error, Result};
+use crate::table::TableConfig;
+
+/// How deep partition discovery descends (timestamp key generators write four levels; this is
+/// generous and bounds a walk of a pathological tree).
+const MAX_PARTITION_DEPTH: usize = 16;
+
+/// The directory of a partition (`""` is the table root).
+pub fn partition_dir(partition: &str) -> Result<TablePath> {
+    TablePath::new(partition).map_err(|e| Error::NotFound(e.to_string()))
+}
+
+/// Every partition of the table, sorted.
+pub fn discover_partitions(store: &dyn Storage) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    walk(store, &TablePath::root(), 0, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+fn walk(store: &dyn Storage, dir: &TablePath, depth: usize, out: &mut Vec<String>) -> Result<()> {
+    let entries = match store.list_names(dir) {
+        Ok(e) => e,
+        Err(e) if depth > 0 => {
+            log::warn!("{}: cannot list, skipped: {e}", store.describe(dir));
+            return Ok(());
+        }
+        Err(e) => return Err(Error::io(store.describe(dir), e)),
+    };
+    let mut is_partition = false;
+    let mut subdirs = Vec::new();
+    for (name, kind) in entries {
+        if kind == Kind::File && name.starts_with(PARTITION_METAFILE) {
+            is_partition = true;
+        } else if kind == Kind::Dir && !name.starts_with('.') && depth < MAX_PARTITION_DEPTH {
+            subdirs.push(name);
+        }
+    }
+    if is_partition {
+        out.push(dir.as_str().to_string());
+    }
+    subdirs.sort();
+    for name in subdirs {
+        if let Ok(child) = dir.child(&name) {
+            walk(store, &child, depth + 1, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether `partition` is a partition directory (holds a partition metafile).
+pub fn is_partition_dir(store: &dyn Storage, partition: &str) -> bool {
+    let Ok(dir) = TablePath::new(partition) else {
+        return false;
+    };
+    store.list_names(&dir).is_ok_and(|entries| {
+        entries
+            .iter()
+            .any(|(n, k)| *k == Kind::File && n.starts_with(PARTITION_METAFILE))
+    })
+}
+
+/// The data files of one partition, sorted by name. Junk, metafiles, CDC logs, directories and
+/// symbolic links are left out.
+pub fn list_partition(
+    store: &dyn Storage,
+    cfg: &TableConfig,
+    partition: &str,
+) -> Result<Vec<DataFile>> {
+    let dir = partition_dir(partition)?;
+    let entries = store
+        .list(&dir)
+        .map_err(|e| Error::io(store.describe(&dir), e))?;
+    let part: Arc<str> = Arc::from(partition);
+    let mut files = Vec::new();
+    for e in entries {
+        if e.meta.kind != Kind::File || parse_data_name(&e.name, &cfg.base_extensions).is_none() {
+            continue;
+        }
+        files.extend(DataFile::new(
+            part.clone(),
+            &e.name,
+            &cfg.base_extensions,
+            e.meta.size,
+            e.meta.mtime.unwrap_or(SystemTime::UNIX_EPOCH),
+            e.meta.mode,
+        ));
+    }
+    files.sort_by(|a, b| a.name().cmp(b.name()));
+    Ok(files)
+}

@@ -1,0 +1,304 @@
+//! Hudi log files (`HoodieLogFormat`): a sequence of blocks, each `#HUDI#`, a 64-bit block
+//! size, the format version, the block type, a header, the content, a footer and the block's
+//! length again. Used by the archived timeline (layout 1 archive logs), by the table generator
+//! and by the merge of log records.
+//!
+//! Parsing never trusts a length it has not checked against the bytes left. A block that is
+//! truncated or inconsistent is reported and skipped, and reading resumes at the next block
+//! magic, as Java's `HoodieLogFileReader` turns such a stretch into a `HoodieCorruptBlock`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The magic every block starts with.
+pub const LOG_MAGIC: &[u8; 6] = b"#HUDI#";
+/// `HoodieLogFormat.CURRENT_VERSION`.
+pub const LOG_FORMAT_VERSION: i32 = 1;
+
+/// `HoodieLogBlockType`, by its number in the file.
+pub mod block_type {
+    pub const COMMAND_BLOCK: i32 = 0;
+    pub const DELETE_BLOCK: i32 = 1;
+    pub const CORRUPT_BLOCK: i32 = 2;
+    pub const AVRO_DATA_BLOCK: i32 = 3;
+    pub const HFILE_DATA_BLOCK: i32 = 4;
+    pub const PARQUET_DATA_BLOCK: i32 = 5;
+    pub const CDC_DATA_BLOCK: i32 = 6;
+}
+
+/// `HeaderMetadataType`, by its number in the file.
+pub mod header {
+    pub const INSTANT_TIME: i32 = 0;
+    pub const TARGET_INSTANT_TIME: i32 = 1;
+    pub const SCHEMA: i32 = 2;
+    pub const COMMAND_BLOCK_TYPE: i32 = 3;
+    pub const COMPACTED_BLOCK_TIMES: i32 = 4;
+    pub const RECORD_POSITIONS: i32 = 5;
+    pub const BLOCK_IDENTIFIER: i32 = 6;
+    pub const IS_PARTIAL: i32 = 7;
+    pub const BASE_FILE_INSTANT_TIME_OF_RECORD_POSITIONS: i32 = 8;
+}
+
+/// One block of a Hudi log file, as found in the bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogBlock<'a> {
+    /// Offset of the block's magic in the file.
+    pub offset: usize,
+    pub block_type: i32,
+    pub header: BTreeMap<i32, String>,
+    pub content: &'a [u8],
+    pub footer: BTreeMap<i32, String>,
+}
+
+/// Why bytes are not a well-formed block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockError {
+    /// The data ends (or the block's stated size ends) before a field.
+    Truncated { at: usize },
+    /// A length field is negative.
+    NegativeLength(i64),
+    /// A header or footer value is not UTF-8.
+    NotUtf8,
+    /// A block size that runs past the end of the file.
+    PastEnd { size: usize, file: usize },
+    /// A format version this reader does not know.
+    Version(i32),
+    /// The stated block size and the fields inside disagree.
+    SizeMismatch { size: usize, fields: usize },
+    /// The trailing length disagrees with the block.
+    TrailerMismatch { trailer: i64, block: usize },
+}
+
+impl fmt::Display for BlockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlockError::Truncated { at } => write!(f, "truncated at byte {at}"),
+            BlockError::NegativeLength(n) => write!(f, "negative length {n}"),
+            BlockError::NotUtf8 => write!(f, "header value is not UTF-8"),
+            BlockError::PastEnd { size, file } => write!(
+                f,
+                "block size {size} runs past the end of the file ({file} bytes)"
+            ),
+            BlockError::Version(v) => write!(
+                f,
+                "log format version {v} is not supported (only {LOG_FORMAT_VERSION})"
+            ),
+            BlockError::SizeMismatch { size, fields } => write!(
+                f,
+                "block size {size} disagrees with its contents ({fields} bytes)"
+            ),
+            BlockError::TrailerMismatch { trailer, block } => write!(
+                f,
+                "trailing block length {trailer} disagrees with the block ({block} bytes)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BlockError {}
+
+/// A stretch of a log file that was skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skipped {
+    /// Bytes `from..to` are not a block (garbage, or a truncated tail when `to` is the end).
+    NotABlock { from: usize, to: usize, tail: bool },
+    /// The block at `at` is corrupt.
+    Corrupt { at: usize, error: BlockError },
+}
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Skipped::NotABlock { from, to, tail } => {
+                write!(f, "bytes {from}..{to} are not a log block")?;
+                if *tail {
+                    write!(f, " (truncated tail?)")?;
+                }
+                write!(f, "; skipped")
+            }
+            Skipped::Corrupt { at, error } => {
+                write!(f, "corrupt block at byte {at}: {error}; skipped")
+            }
+        }
+    }
+}
+
+/// A big-endian cursor over `bytes[pos..end]`.
+pub struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    end: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(bytes: &'a [u8]) -> Cursor<'a> {
+        Cursor {
+            bytes,
+            pos: 0,
+            end: bytes.len(),
+        }
+    }
+
+    /// Where the cursor is.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], BlockError> {
+        let stop = self
+            .pos
+            .checked_add(n)
+            .filter(|&s| s <= self.end)
+            .ok_or(BlockError::Truncated { at: self.pos })?;
+        let s = &self.bytes[self.pos..stop];
+        self.pos = stop;
+        Ok(s)
+    }
+
+    pub fn i32(&mut self) -> Result<i32, BlockError> {
+        let b = self.take(4)?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub fn i64(&mut self) -> Result<i64, BlockError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(i64::from_be_bytes(a))
+    }
+
+    pub fn len32(&mut self) -> Result<usize, BlockError> {
+        let n = self.i32()?;
+        usize::try_from(n).map_err(|_| BlockError::NegativeLength(n.into()))
+    }
+
+    pub fn len64(&mut self) -> Result<usize, BlockError> {
+        let n = self.i64()?;
+        usize::try_from(n).map_err(|_| BlockError::NegativeLength(n))
+    }
+
+    /// A header or footer: i32 count, then (i32 key, i32 length, UTF-8 value) entries. Each
+    /// entry takes at least eight bytes, so a count past the data ends in an error.
+    pub fn metadata(&mut self) -> Result<BTreeMap<i32, String>, BlockError> {
+        let n = self.len32()?;
+        let mut out = BTreeMap::new();
+        for _ in 0..n {
+            let key = self.i32()?;
+            let len = self.len32()?;
+            let value = std::str::from_utf8(self.take(len)?).map_err(|_| BlockError::NotUtf8)?;
+            out.insert(key, value.to_string());
+        }
+        Ok(out)
+    }
+}
+
+/// Parse the block whose magic is at `start`; returns it and the offset after it.
+fn parse_block(bytes: &[u8], start: usize) -> Result<(LogBlock<'_>, usize), BlockError> {
+    let mut c = Cursor {
+        bytes,
+        pos: start + LOG_MAGIC.len(),
+        end: bytes.len(),
+    };
+    let size = c.len64()?;
+    let body_start = c.pos;
+    let body_end = body_start
+        .checked_add(size)
+        .filter(|&e| e <= bytes.len())
+        .ok_or(BlockError::PastEnd {
+            size,
+            file: bytes.len(),
+        })?;
+    c.end = body_end;
+    let version = c.i32()?;
+    if version != LOG_FORMAT_VERSION {
+        return Err(BlockError::Version(version));
+    }
+    let block_type = c.i32()?;
+    let header = c.metadata()?;
+    let content_len = c.len64()?;
+    let content = c.take(content_len)?;
+    let footer = c.metadata()?;
+    let trailing = c.i64()?;
+    if c.pos != body_end {
+        return Err(BlockError::SizeMismatch {
+            size,
+            fields: c.pos - body_start,
+        });
+    }
+    if trailing != (body_end - 8 - start) as i64 {
+        return Err(BlockError::TrailerMismatch {
+            trailer: trailing,
+            block: body_end - 8 - start,
+        });
+    }
+    Ok((
+        LogBlock {
+            offset: start,
+            block_type,
+            header,
+            content,
+            footer,
+        },
+        body_end,
+    ))
+}
+
+fn find_magic(bytes: &[u8], from: usize) -> Option<usize> {
+    bytes
+        .get(from..)?
+        .windows(LOG_MAGIC.len())
+        .position(|w| w == LOG_MAGIC)
+        .map(|p| p + from)
+}
+
+/// The blocks of a Hudi log file, and the stretches that were skipped.
+pub fn scan_log_blocks(bytes: &[u8]) -> (Vec<LogBlock<'_>>, Vec<Skipped>) {
+    let mut blocks = Vec::new();
+    let mut skipped = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        if !bytes[pos..].starts_with(LOG_MAGIC) {
+            let next = find_magic(bytes, pos + 1);
+            skipped.push(Skipped::NotABlock {
+                from: pos,
+                to: next.unwrap_or(bytes.len()),
+                tail: next.is_none(),
+            });
+            pos = next.unwrap_or(bytes.len());
+            continue;
+        }
+        match parse_block(bytes, pos) {
+            Ok((block, next)) => {
+                blocks.push(block);
+                pos = next;
+            }
+            Err(error) => {
+                let next = find_magic(bytes, pos + 1).unwrap_or(bytes.len());
+                skipped.push(Skipped::Corrupt { at: pos, error });
+                pos = next;
+            }
+        }
+    }
+    (blocks, skipped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn garbage_log_bytes_do_not_panic() {
+        for bytes in [
+            &b""[..],
+            b"#HUDI#",
+            b"#HUDI#\x7f\xff\xff\xff\xff\xff\xff\xff",
+            b"#HUDI#\xff\xff\xff\xff\xff\xff\xff\xff",
+            b"#HUDI#\0\0\0\0\0\0\0\x04\0\0\0\x01",
+            b"xx#HUDI##HUDI#",
+        ] {
+            let (blocks, skipped) = scan_log_blocks(bytes);
+            assert!(blocks.is_empty());
+            assert_eq!(skipped.is_empty(), bytes.is_empty(), "{bytes:?}");
+        }
+    }
+}

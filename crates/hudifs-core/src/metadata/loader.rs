@@ -1,0 +1,104 @@
+//! [`InstantMetadata`]: the one place instant files are read and decoded. It reads through the
+//! storage and keeps what it decoded in the instant's memo cells, so an instant's metadata is
+//! decoded once for every timeline that shares the instant, and only when a view needs it.
+
+use std::sync::Arc;
+
+use hudifs_storage::{Storage, TablePath};
+use serde_json::Value;
+
+use super::{decode, CommitMetadata, DecodeError, MetadataError};
+use crate::timeline::{Decoded, Instant, State};
+
+/// Reads and decodes the files of instants of one table's active timeline.
+#[derive(Clone)]
+pub struct InstantMetadata {
+    store: Arc<dyn Storage>,
+    timeline_dir: TablePath,
+}
+
+impl std::fmt::Debug for InstantMetadata {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "InstantMetadata({:?})", self.timeline_dir)
+    }
+}
+
+impl InstantMetadata {
+    pub fn new(store: Arc<dyn Storage>, timeline_dir: TablePath) -> InstantMetadata {
+        InstantMetadata {
+            store,
+            timeline_dir,
+        }
+    }
+
+    /// The location of an instant file.
+    pub fn path(&self, name: &str) -> TablePath {
+        self.timeline_dir.child(name).unwrap_or_default()
+    }
+
+    /// How the storage names an instant file.
+    pub fn describe(&self, name: &str) -> String {
+        self.store.describe(&self.path(name))
+    }
+
+    /// The decoded JSON of an instant file, by name.
+    pub fn decode_file(&self, name: &str) -> Result<Value, MetadataError> {
+        let error = |error| MetadataError {
+            file: self.describe(name),
+            error,
+        };
+        let bytes = self
+            .store
+            .read(&self.path(name))
+            .map_err(|e| error(DecodeError::Unreadable(e.to_string())))?;
+        decode(&bytes).map_err(error)
+    }
+
+    fn decode_state(&self, inst: &Instant, state: State) -> Decoded<Value> {
+        let Some(f) = inst.file(state) else {
+            return Err(MetadataError {
+                file: format!("instant {}", inst.requested),
+                error: DecodeError::Missing(state.name()),
+            });
+        };
+        self.decode_file(&f.name).map(Arc::new)
+    }
+
+    /// The decoded JSON of the completed file (or of the most advanced file if pending).
+    pub fn json(&self, inst: &Instant) -> Decoded<Value> {
+        inst.memo
+            .json
+            .get_or_init(|| {
+                let state = inst
+                    .last_file()
+                    .map(|f| f.state)
+                    .unwrap_or(State::Requested);
+                self.decode_state(inst, state)
+            })
+            .clone()
+    }
+
+    /// The decoded plan in the requested file (compaction, clustering and cleaner plans).
+    pub fn plan(&self, inst: &Instant) -> Decoded<Value> {
+        inst.memo
+            .plan
+            .get_or_init(|| self.decode_state(inst, State::Requested))
+            .clone()
+    }
+
+    /// Commit metadata of a completed write instant (or the workload profile of an inflight
+    /// one).
+    pub fn commit(&self, inst: &Instant) -> Decoded<CommitMetadata> {
+        inst.memo
+            .commit
+            .get_or_init(|| {
+                let v = self.json(inst)?;
+                let m = CommitMetadata::from_json(&v).map_err(|error| MetadataError {
+                    file: self.describe(inst.last_file().map(|f| f.name.as_str()).unwrap_or("")),
+                    error,
+                })?;
+                Ok(Arc::new(m))
+            })
+            .clone()
+    }
+}

@@ -1,0 +1,409 @@
+//! Choosing the files of one partition for a planned view (SEMANTICS.md §3): per file group
+//! the newest usable slice at or before the view's time, a pending compaction's slice merged
+//! into the one before it, replaced groups hidden, strict logs, duplicate base files.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::ops::Bound::{Excluded, Included, Unbounded};
+use std::sync::{Arc, Mutex};
+
+use super::{Context, Plan};
+use crate::instant_time::InstantTime;
+use crate::listing::{DataFile, FileGroupId, FileRef};
+use crate::metadata::InstantMetadata;
+
+/// A file a view shows in one partition: its index in the partition's listing, and indexes into
+/// [`PartitionChoice::instants`] for the instant that wrote it and its slice's base instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chosen {
+    pub index: u32,
+    /// `u32::MAX` when the writer is not known (a log of an archived writer).
+    pub writer: u32,
+    pub slice: u32,
+}
+
+/// The files a view shows in one partition, as indexes into the partition's listing.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionChoice {
+    /// Sorted by listing index (the listing is sorted by name).
+    pub files: Vec<Chosen>,
+    pub instants: Vec<InstantTime>,
+}
+
+impl PartitionChoice {
+    pub fn writer(&self, c: &Chosen) -> Option<&InstantTime> {
+        self.instants.get(c.writer as usize)
+    }
+    pub fn slice(&self, c: &Chosen) -> &str {
+        self.instants
+            .get(c.slice as usize)
+            .map(|s| s.as_str())
+            .unwrap_or("")
+    }
+}
+
+/// One allocation per distinct instant for everything that resolves partitions with it: every
+/// partition choice of every snapshot shares it (a partition written by one instant per file
+/// would otherwise hold a copy of each instant per file, about 50 bytes a file). Instants no
+/// choice holds any more are dropped whenever the set has doubled since the last sweep, so it
+/// follows the views, not the history. Owned by the caller (the mount, or one `hudifs ls`).
+#[derive(Default)]
+pub struct InstantInterner {
+    shared: Mutex<Interned>,
+}
+
+#[derive(Default)]
+struct Interned {
+    set: HashSet<InstantTime>,
+    swept_at: usize,
+}
+
+impl InstantInterner {
+    /// The shared copy of `s`.
+    pub fn intern(&self, s: &str) -> InstantTime {
+        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(a) = shared.set.get(s) {
+            return a.clone();
+        }
+        if shared.set.len() >= 2 * shared.swept_at.max(1024) {
+            shared.set.retain(|a| a.is_shared());
+            shared.swept_at = shared.set.len();
+        }
+        let a = InstantTime::parse(s).unwrap_or_else(InstantTime::earliest);
+        shared.set.insert(a.clone());
+        a
+    }
+}
+
+/// Interns instants into a [`PartitionChoice`]'s table while it is built (a partition can hold
+/// one instant per file: a linear search made resolving it quadratic).
+struct ChoiceTable<'i> {
+    interner: &'i InstantInterner,
+    ids: HashMap<String, u32>,
+}
+
+impl ChoiceTable<'_> {
+    fn id(&mut self, out: &mut PartitionChoice, s: &str) -> u32 {
+        if let Some(id) = self.ids.get(s) {
+            return *id;
+        }
+        let id = out.instants.len() as u32;
+        out.instants.push(self.interner.intern(s));
+        self.ids.insert(s.to_string(), id);
+        id
+    }
+}
+
+/// Choose the files of one partition for a planned view. `files` is the partition's listing,
+/// sorted by name.
+pub fn resolve_partition<F: std::borrow::Borrow<DataFile>>(
+    ctx: &Context,
+    meta: &InstantMetadata,
+    plan: &Plan,
+    files: &[F],
+    interner: &InstantInterner,
+) -> PartitionChoice {
+    let mut out = PartitionChoice::default();
+    let Some(t) = plan.t.as_deref() else {
+        return out;
+    };
+    let Some(first) = files.first().map(|f| f.borrow()) else {
+        return out;
+    };
+    if !plan.may_list(&first.partition) {
+        return out;
+    }
+    let partition = first.partition.to_string();
+    let mut groups: BTreeMap<&str, Vec<(u32, &DataFile)>> = BTreeMap::new();
+    for (i, f) in files.iter().enumerate() {
+        let f: &DataFile = f.borrow();
+        groups.entry(f.file_id()).or_default().push((i as u32, f));
+    }
+    let mut chosen: Vec<Picked> = Vec::new();
+    for (fid, gfiles) in groups {
+        let g = FileGroupId::new(&partition, fid);
+        if ctx.replaced_at(&g, t)
+            || plan.archived_replaced.contains(&g)
+            || plan.only.as_ref().is_some_and(|o| !o.contains(&g))
+        {
+            continue;
+        }
+        resolve_group(ctx, meta, plan, &g, &gfiles, t, &mut chosen);
+    }
+    chosen.sort_by_key(|c| c.index);
+    let mut table = ChoiceTable {
+        interner,
+        ids: HashMap::new(),
+    };
+    for c in chosen {
+        let writer = match c.writer {
+            Some(w) => table.id(&mut out, w),
+            None => u32::MAX,
+        };
+        let slice = table.id(&mut out, c.slice);
+        out.files.push(Chosen {
+            index: c.index,
+            writer,
+            slice,
+        });
+    }
+    out
+}
+
+/// A file chosen for the view: listing index, writer (where known), slice base instant.
+struct Picked<'f> {
+    index: u32,
+    writer: Option<&'f str>,
+    slice: &'f str,
+}
+
+#[derive(Default)]
+struct Slice<'f> {
+    base: Option<&'f DataFile>,
+    logs: Vec<&'f DataFile>,
+}
+
+/// A file placed in a slice: the file and the slice's base instant.
+type Placed<'f> = (&'f DataFile, &'f str);
+
+/// The rules for one file group: slices (base files of committed instants, pending
+/// compactions, logs by name instant or completion time), the usable slice picked at `t`, the
+/// pending-compaction merge, strict logs.
+fn resolve_group<'f>(
+    ctx: &'f Context,
+    meta: &InstantMetadata,
+    plan: &'f Plan,
+    g: &FileGroupId,
+    files: &[(u32, &'f DataFile)],
+    t: &'f str,
+    out: &mut Vec<Picked<'f>>,
+) {
+    let tl = &ctx.timeline;
+    let index_of: HashMap<*const DataFile, u32> = files
+        .iter()
+        .map(|(i, f)| (*f as *const DataFile, *i))
+        .collect();
+    let idx = |f: &DataFile| index_of.get(&(f as *const DataFile)).copied().unwrap_or(0);
+    let files: Vec<&'f DataFile> = files.iter().map(|(_, f)| *f).collect();
+    let completion_times = ctx.cfg.has_completion_times();
+    let mut slices: BTreeMap<&'f str, Slice<'f>> = BTreeMap::new();
+
+    // Base files of committed instants; duplicates of one instant resolved by metadata path.
+    let mut bases: BTreeMap<&'f str, Vec<&'f DataFile>> = BTreeMap::new();
+    for f in files.iter().filter(|f| f.is_base()) {
+        if tl.is_committed(f.instant()) {
+            bases.entry(f.instant()).or_default().push(f);
+        }
+    }
+    for (instant, candidates) in bases {
+        let chosen = if candidates.len() == 1 {
+            Some(candidates[0])
+        } else {
+            pick_duplicate(ctx, meta, instant, &candidates)
+        };
+        if let Some(b) = chosen {
+            slices.entry(instant).or_default().base = Some(b);
+        }
+    }
+    // Pending compactions covering this group open an (empty) slice.
+    let pending_here: BTreeSet<&'f str> = ctx
+        .pending_compaction_groups
+        .iter()
+        .filter(|(_, groups)| groups.contains(g))
+        .map(|(c, _)| c.as_str())
+        .collect();
+    for c in &pending_here {
+        slices.entry(c).or_default();
+    }
+    // Log files.
+    let mut logs: Vec<&'f DataFile> = files.iter().filter(|f| !f.is_base()).copied().collect();
+    if completion_times {
+        logs.retain(|l| tl.is_committed(l.instant()));
+        logs.sort_by(|a, b| {
+            let key =
+                |f: &'f DataFile| (tl.completion(f.instant()), f.log_version(), f.write_token());
+            key(a).cmp(&key(b))
+        });
+        for l in logs {
+            let c = tl.completion(l.instant());
+            let slice_key = slices
+                .range::<&str, _>((Unbounded, Included(c)))
+                .next_back()
+                .map(|(k, _)| *k)
+                .unwrap_or_else(|| l.instant());
+            slices.entry(slice_key).or_default().logs.push(l);
+        }
+    } else {
+        for l in logs {
+            slices.entry(l.instant()).or_default().logs.push(l);
+        }
+    }
+
+    // Usable slices and the pick.
+    let Some(latest) = tl.latest.as_deref() else {
+        return;
+    };
+    let usable = |k: &str| {
+        k <= latest
+            && (tl.completed.contains_key(k) || pending_here.contains(k) || tl.is_archived(k))
+    };
+    let Some(picked) = slices
+        .range::<&str, _>((Unbounded, Included(t)))
+        .rev()
+        .map(|(k, _)| *k)
+        .find(|k| usable(k))
+    else {
+        return;
+    };
+    // A still-pending compaction's slice is merged into the previous usable slice.
+    let (base, slice_logs): (Option<Placed>, Vec<Placed>) = if pending_here.contains(picked) {
+        let previous = slices
+            .range::<&str, _>((Unbounded, Excluded(picked)))
+            .rev()
+            .map(|(k, _)| *k)
+            .find(|k| usable(k));
+        let mut logs = Vec::new();
+        let mut base = None;
+        if let Some(p) = previous {
+            base = slices[p].base.map(|b| (b, p));
+            logs.extend(slices[p].logs.iter().map(|l| (*l, p)));
+        }
+        logs.extend(slices[picked].logs.iter().map(|l| (*l, picked)));
+        (base, logs)
+    } else {
+        let s = &slices[picked];
+        (
+            s.base.map(|b| (b, picked)),
+            s.logs.iter().map(|l| (*l, picked)).collect(),
+        )
+    };
+
+    if let Some((b, k)) = base {
+        out.push(Picked {
+            index: idx(b),
+            writer: Some(b.instant()),
+            slice: k,
+        });
+    }
+    if plan.read_optimized {
+        return;
+    }
+    // Strict logs.
+    for (l, k) in slice_logs {
+        let writer = if completion_times {
+            (l.instant() <= t).then_some(Some(l.instant()))
+        } else {
+            v6_log_writer(ctx, plan, l, t)
+        };
+        if let Some(w) = writer {
+            out.push(Picked {
+                index: idx(l),
+                writer: w,
+                slice: k,
+            });
+        }
+    }
+}
+
+/// Two committed base files of one (fileId, instant): keep the one the commit names as `path`;
+/// otherwise hide both (SEMANTICS.md §3.8).
+fn pick_duplicate<'f>(
+    ctx: &Context,
+    meta: &InstantMetadata,
+    instant: &str,
+    candidates: &[&'f DataFile],
+) -> Option<&'f DataFile> {
+    let named: Option<BTreeSet<String>> = ctx
+        .timeline
+        .completed
+        .get(instant)
+        .and_then(|i| meta.commit(i).ok())
+        .map(|m| {
+            m.write_stats
+                .iter()
+                .filter_map(|s| s.file_name().map(str::to_string))
+                .collect()
+        });
+    let hit: Vec<&&DataFile> = match &named {
+        Some(n) => candidates.iter().filter(|c| n.contains(c.name())).collect(),
+        None => Vec::new(),
+    };
+    if hit.len() == 1 {
+        return Some(*hit[0]);
+    }
+    log::warn!(
+        "partition {:?}: {} base files of file group {} at instant {instant} and the commit \
+         metadata does not tell which one it wrote; all hidden",
+        &*candidates[0].partition,
+        candidates.len(),
+        candidates[0].file_id(),
+    );
+    None
+}
+
+/// The v6 strict log rule (SEMANTICS.md §3.7): the instant that wrote log `l`, if it is
+/// committed and at or before `t`; `Some(None)` for a log of an archived (hence committed)
+/// writer the active timeline cannot name; `None` to hide the log.
+fn v6_log_writer<'f>(
+    ctx: &'f Context,
+    plan: &'f Plan,
+    l: &DataFile,
+    t: &str,
+) -> Option<Option<&'f str>> {
+    let key = FileRef::new(&l.partition, l.name());
+    // (a) attributed by a completed write's `path` (an archived one when `t` is archived).
+    if let Some(writers) = ctx.log_writers.get(&key) {
+        return writers
+            .iter()
+            .find(|w| w.as_str() <= t)
+            .map(|w| Some(w.as_str()));
+    }
+    if ctx.needs_archive(t) {
+        let a: &Arc<_> = plan.archive.as_ref()?;
+        return a
+            .log_writers
+            .get(&key)?
+            .iter()
+            .find(|w| w.as_str() <= t)
+            .map(|w| Some(w.as_str()));
+    }
+    // (b) an archived writer.
+    let group = FileGroupId::new(&l.partition, l.file_id());
+    let archived_writer_possible = !ctx.rollback_logs.contains_key(&key)
+        && !ctx.pending_delta_unknown
+        && !ctx.pending_delta_groups.contains(&group)
+        && ctx.unreadable_rollbacks.is_empty()
+        && ctx
+            .unreadable_writes
+            .range::<_, str>((Included(l.instant()), Unbounded))
+            .next()
+            .is_none()
+        && ctx.timeline.active_start.as_deref().is_some_and(|s| t >= s)
+        // The writer of an unattributed log must precede the active timeline; its slice does too.
+        && ctx.timeline.is_archived(l.instant());
+    archived_writer_possible.then_some(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instants_are_shared_and_swept_when_no_choice_holds_them() {
+        let i = InstantInterner::default();
+        let a = i.intern("20990101000000000");
+        let b = i.intern("20990101000000000");
+        assert!(a.shares_with(&b));
+        drop((a, b));
+        let kept = i.intern("20970101000000000");
+        // Enough distinct instants, held by no one, to force sweeps.
+        for n in 0..10_000 {
+            drop(i.intern(&format!("2098{n:013}")));
+        }
+        let again = i.intern("20970101000000000");
+        assert!(kept.shares_with(&again), "a held instant survives sweeps");
+        assert!(
+            i.shared.lock().unwrap().set.len() < 5_000,
+            "sweeps drop the unheld"
+        );
+    }
+}

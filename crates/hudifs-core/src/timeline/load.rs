@@ -1,0 +1,98 @@
+//! Reading the timeline directory through the storage.
+
+use hudifs_storage::{Kind, Storage, TablePath};
+
+use super::{looks_like_instant, parse_instant_file_name, InstantFile, Timeline};
+use crate::error::{Error, Result};
+use crate::table::TableConfig;
+
+impl Timeline {
+    /// Read the active timeline of a table.
+    pub fn load(store: &dyn Storage, cfg: &TableConfig) -> Result<Timeline> {
+        let mut files = Vec::new();
+        for name in stable_listing(store, &cfg.timeline_dir)? {
+            if let Some(f) = parse_timeline_name(store, cfg, &name) {
+                files.push(f);
+            }
+        }
+        Ok(Timeline::from_files(
+            cfg.layout,
+            files,
+            archive_has_files(store, cfg),
+        ))
+    }
+}
+
+/// A name found in the timeline directory as an instant file; a name that looks meant as one
+/// but is outside the grammar is logged (and ignored).
+pub fn parse_timeline_name(
+    store: &dyn Storage,
+    cfg: &TableConfig,
+    name: &str,
+) -> Option<InstantFile> {
+    let f = parse_instant_file_name(name, cfg.layout);
+    if f.is_none() && looks_like_instant(name) {
+        log::warn!(
+            "{}: not a timeline file name hudifs understands (layout {}); ignored",
+            store.describe(&cfg.timeline_dir.child(name).unwrap_or_default()),
+            cfg.layout.number()
+        );
+    }
+    f
+}
+
+/// The names of the regular files of a directory, in listing order.
+pub fn list_files(store: &dyn Storage, dir: &TablePath) -> Result<Vec<String>> {
+    Ok(store
+        .list_names(dir)
+        .map_err(|e| Error::io(store.describe(dir), e))?
+        .into_iter()
+        .filter(|(_, kind)| *kind == Kind::File)
+        .map(|(name, _)| name)
+        .collect())
+}
+
+/// The names of the regular files of a directory, sorted, read until two listings in a row
+/// agree: a listing taken while files are renamed in can show a later rename and miss an
+/// earlier one (directory order is hash order), which would show a state of the table that
+/// never existed.
+pub fn stable_listing(store: &dyn Storage, dir: &TablePath) -> Result<Vec<String>> {
+    let mut first = list_files(store, dir)?;
+    first.sort_unstable();
+    stabilize(store, dir, first)
+}
+
+/// Read `dir` again until a listing agrees with the one before, starting from `last` (sorted).
+pub fn stabilize(
+    store: &dyn Storage,
+    dir: &TablePath,
+    mut last: Vec<String>,
+) -> Result<Vec<String>> {
+    for _ in 0..20 {
+        let mut next = list_files(store, dir)?;
+        next.sort_unstable();
+        if next == last {
+            return Ok(next);
+        }
+        last = next;
+    }
+    Ok(last)
+}
+
+/// Whether the archived timeline of a table holds any file.
+pub fn archive_has_files(store: &dyn Storage, cfg: &TableConfig) -> bool {
+    dir_has_files(store, &cfg.archive_dir, 3)
+}
+
+fn dir_has_files(store: &dyn Storage, dir: &TablePath, depth: u32) -> bool {
+    let Ok(entries) = store.list_names(dir) else {
+        return false;
+    };
+    entries.iter().any(|(name, kind)| match kind {
+        Kind::File => !name.ends_with(".crc"),
+        Kind::Dir if depth > 0 => dir
+            .child(name)
+            .is_ok_and(|d| dir_has_files(store, &d, depth - 1)),
+        _ => false,
+    })
+}

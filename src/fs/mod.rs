@@ -1,0 +1,275 @@
+//! The mounted file system as plain logic: lookup, getattr, readdir, open, read, xattrs on inode
+//! numbers, returning plain values and [`Error`]. The FUSE adapter (`fuse.rs`) only maps these to
+//! kernel replies, so everything here is tested without a kernel.
+//!
+//! ```text
+//! /                       latest/  as_of/  incremental/  timeline/
+//! latest/                 the snapshot at the newest completed write (moves with the table)
+//! as_of/<T>/              the snapshot as of T; lists completed write instants and savepoints
+//! incremental/<t1>..<t2>/ merge-ready files of the writes in (t1, t2]
+//! timeline/<instant file> the instant's metadata as pretty JSON
+//! ```
+//!
+//! A view is planned against one table snapshot and its partitions are resolved only when a
+//! caller walks into them (`views`). A directory handle holds the entries it was opened with,
+//! so one `readdir` never mixes two snapshots; an open file holds its storage handle, so it reads
+//! to the end even if the cleaner deletes it (`ops`). What the kernel may cache of `latest/` and
+//! what a switch invalidates is in `kernel_cache` and `switch`; `timeline/` files are rendered in
+//! `timeline_files`, extended attributes in `xattr`, inode numbers in `inode`, partition listings
+//! in `partitions` (SEMANTICS.md §2, §6).
+
+mod inode;
+mod kernel_cache;
+mod ops;
+mod partitions;
+mod switch;
+mod timeline_files;
+mod views;
+mod xattr;
+
+use std::collections::{BTreeSet, HashMap};
+use std::num::NonZeroUsize;
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use hudifs_core::error::{Error, Result};
+use hudifs_core::rules::InstantInterner;
+use hudifs_core::snapshot::{Snapshot, Touched};
+use hudifs_core::timefmt::TimelineZone;
+use hudifs_storage::{LocalStore, OpenFile, Storage, TablePath};
+use lru::LruCache;
+
+pub use inode::{Node, AS_OF_INO, INCREMENTAL_INO, ROOT_INO, TIMELINE_INO};
+pub use kernel_cache::{Deferred, AGAIN};
+pub use ops::{DirCache, DirListing, OpenedDir, StaleDir};
+pub use switch::{Invalidations, KernelNotifier};
+
+use inode::InodeTable;
+use kernel_cache::KernelCache;
+use partitions::PartitionCache;
+use views::{ResolvedPartition, ViewState};
+
+/// How long the kernel may keep names and attributes of views that can no longer change
+/// (`as_of` times and windows older than every pending instant): their files are immutable.
+pub const TTL_FINAL: Duration = Duration::from_secs(24 * 3600);
+/// ... and of everything that can change (`latest/`, the listings of `as_of/`, `incremental/`,
+/// `timeline/`, views a pending instant could still change). Not zero: Linux answers a zero TTL
+/// with a getattr for every entry after each readdir.
+pub const TTL_FRESH: Duration = Duration::from_secs(1);
+
+/// The inode number of the mount root.
+pub const ROOT: u64 = ROOT_INO;
+
+/// Resolved views kept (each holds a few bytes per file it shows).
+const VIEW_CACHE: usize = 32;
+/// Rendered `timeline/` files kept.
+const RENDER_CACHE: usize = 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+}
+
+/// Attributes of a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: u64,
+    pub kind: Kind,
+    pub size: u64,
+    pub mtime: SystemTime,
+    /// Permission bits (never any write bit).
+    pub perm: u16,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// A looked-up node with how long the kernel may cache it.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    pub attr: Attr,
+    pub ttl: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct DirEntry {
+    pub name: Arc<str>,
+    pub entry: Entry,
+}
+
+/// What `open` gives the adapter.
+#[derive(Clone)]
+pub struct Opened {
+    pub fh: u64,
+    /// The content can never change: the kernel may keep its page cache across opens.
+    pub keep_cache: bool,
+    /// The table file behind a data file, for kernel passthrough (local disks only).
+    pub backing: Option<Arc<dyn OpenFile>>,
+}
+
+/// Mount-wide options.
+#[derive(Debug, Clone, Default)]
+pub struct FsOptions {
+    pub read_optimized: bool,
+    /// Zone of naive times in paths; `None`: the table's, else UTC.
+    pub zone: Option<TimelineZone>,
+}
+
+/// An open file: a table file's storage handle, or the bytes of a rendered timeline file.
+enum OpenHandle {
+    Data(Arc<dyn OpenFile>),
+    Bytes(Arc<Vec<u8>>),
+}
+
+/// An open directory handle: the entries it was opened with, and for `latest/` the directory
+/// and snapshot generation (for the kernel's listing cache).
+struct OpenDir {
+    entries: Arc<Vec<DirEntry>>,
+    latest: Option<(u32, u64)>,
+}
+
+/// A timeline file as rendered: its name, length and mtime in the storage.
+type RenderKey = (String, u64, Option<SystemTime>);
+
+/// The file system.
+pub struct HudiFs {
+    store: Arc<dyn Storage>,
+    opts: FsOptions,
+    snapshot: RwLock<Arc<Snapshot>>,
+    partitions: PartitionCache,
+    views: Mutex<LruCache<u32, Arc<ViewState>>>,
+    rendered: Mutex<LruCache<RenderKey, Arc<Vec<u8>>>>,
+    /// One allocation per instant shown, shared by every resolved partition.
+    interner: InstantInterner,
+    inodes: InodeTable,
+    open_files: Mutex<HashMap<u64, Arc<OpenHandle>>>,
+    open_dirs: Mutex<HashMap<u64, OpenDir>>,
+    /// What the kernel holds of `latest/` (names handed out, who may fill its cached listings).
+    kernel: KernelCache<Arc<ResolvedPartition>>,
+    next_fh: AtomicU64,
+    /// Owner and times of synthetic directories: those of the table root.
+    uid: u32,
+    gid: u32,
+    root_mtime: SystemTime,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+impl HudiFs {
+    /// Open the table in directory `root` of this machine.
+    pub fn new(root: &Path, opts: FsOptions) -> Result<HudiFs> {
+        let store = LocalStore::new(root).map_err(|e| Error::io(root.display().to_string(), e))?;
+        HudiFs::with_store(Arc::new(store), opts)
+    }
+
+    /// Open the table in `store`.
+    pub fn with_store(store: Arc<dyn Storage>, opts: FsOptions) -> Result<HudiFs> {
+        let snap = Snapshot::open(store.clone())?;
+        let root = store
+            .stat(&TablePath::root())
+            .map_err(|e| Error::io(store.describe(&TablePath::root()), e))?;
+        // The table root's owner where the storage has owners (a local disk), else the user
+        // serving the mount.
+        let (uid, gid) = match store.local().and_then(|l| std::fs::metadata(l.root()).ok()) {
+            Some(md) => {
+                use std::os::unix::fs::MetadataExt;
+                (md.uid(), md.gid())
+            }
+            // SAFETY: plain getters without preconditions.
+            None => unsafe { (libc::getuid(), libc::getgid()) },
+        };
+        Ok(HudiFs {
+            store,
+            opts,
+            snapshot: RwLock::new(Arc::new(snap)),
+            partitions: PartitionCache::default(),
+            views: Mutex::new(LruCache::new(
+                NonZeroUsize::new(VIEW_CACHE).unwrap_or(NonZeroUsize::MIN),
+            )),
+            rendered: Mutex::new(LruCache::new(
+                NonZeroUsize::new(RENDER_CACHE).unwrap_or(NonZeroUsize::MIN),
+            )),
+            interner: InstantInterner::default(),
+            inodes: InodeTable::new(),
+            open_files: Mutex::new(HashMap::new()),
+            open_dirs: Mutex::new(HashMap::new()),
+            kernel: KernelCache::default(),
+            next_fh: AtomicU64::new(1),
+            uid,
+            gid,
+            root_mtime: root.mtime.unwrap_or(SystemTime::UNIX_EPOCH),
+        })
+    }
+
+    /// The storage the table is read from.
+    pub fn store(&self) -> &Arc<dyn Storage> {
+        &self.store
+    }
+
+    pub fn options(&self) -> &FsOptions {
+        &self.opts
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The zone naive times in paths are read in.
+    fn zone(&self, snap: &Snapshot) -> TimelineZone {
+        self.opts
+            .zone
+            .clone()
+            .or_else(|| snap.cfg.timeline_zone.clone())
+            .unwrap_or(TimelineZone::Utc)
+    }
+
+    /// Make `next` the current snapshot, and say what the kernel must drop of `latest/`. The
+    /// switch is atomic: readers hold either the old snapshot or the new one. Partitions the
+    /// change touched (`None`: possibly all) are listed again on next use. The caller sends the
+    /// returned invalidations to the kernel and then calls [`HudiFs::switched`].
+    pub fn install(&self, next: Snapshot, touched: Touched) -> Invalidations {
+        let previous = self.snapshot();
+        // From here until `switched`, no open of the directories the change touches reuses the
+        // kernel's cached listing (an open between install and invalidation would read the old
+        // one).
+        self.begin_switch(touched.as_ref(), next.generation);
+        match &touched {
+            Some(t) => t.iter().for_each(|p| self.partitions.invalidate(p)),
+            None => self.partitions.invalidate_all(),
+        }
+        *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        self.latest_invalidations(&previous, touched.as_ref())
+    }
+
+    /// The instant `latest/` shows.
+    pub fn latest_instant(&self) -> Option<String> {
+        self.snapshot()
+            .timeline()
+            .latest_completed()
+            .map(|t| t.to_string())
+    }
+
+    /// Number of open file handles (for tests).
+    pub fn open_file_count(&self) -> usize {
+        lock(&self.open_files).len()
+    }
+}
+
+/// Partitions as a set, for callers that pass touched partitions around.
+pub type PartitionSet = BTreeSet<String>;

@@ -1,0 +1,527 @@
+//! The file-system operations: lookup, getattr, readdir (through directory handles), open,
+//! read, release.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hudifs_core::error::{Error, Result};
+use hudifs_core::listing::{partition_dir, DataFile};
+use hudifs_core::viewkey::{self, ViewKey};
+
+use super::inode::{Node, AS_OF_INO};
+use super::views::{ResolvedPartition, ViewState};
+use super::{
+    join, lock, Attr, DirEntry, Entry, HudiFs, Kind, OpenDir, OpenHandle, Opened, TTL_FRESH,
+};
+
+const ROOT_NAMES: [&str; 4] = ["latest", "as_of", "incremental", "timeline"];
+const MAX_NAME: usize = 255;
+
+/// How the kernel may cache the listing of an opened directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirCache {
+    /// Not at all: read it from the daemon every time.
+    Off,
+    /// Cache what this handle reads, dropping what was cached before.
+    Fill,
+    /// Reuse the cached listing (and cache what is read).
+    Reuse,
+}
+
+/// The entries of an open directory handle, as `readdir` hands them out.
+pub struct DirListing {
+    entries: Arc<Vec<DirEntry>>,
+    /// The longest TTL any entry may be given now.
+    ttl_cap: Duration,
+}
+
+impl DirListing {
+    /// The entries with the TTLs to give them now.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Entry)> + '_ {
+        self.entries.iter().map(|e| {
+            let mut entry = e.entry;
+            entry.ttl = entry.ttl.min(self.ttl_cap);
+            (&*e.name, entry)
+        })
+    }
+}
+
+/// What `opendir` gives the adapter.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenedDir {
+    pub fh: u64,
+    pub cache: DirCache,
+}
+
+/// A released handle of a `latest/` directory that outlived a switch: the kernel's cached
+/// listing of `ino` must be dropped, then [`HudiFs::stale_dir_dropped`] called.
+#[derive(Debug, Clone, Copy)]
+pub struct StaleDir {
+    pub ino: u64,
+    dir: u32,
+    generation: u64,
+}
+
+impl HudiFs {
+    fn dir_entry(&self, ino: u64, ttl: Duration) -> Entry {
+        Entry {
+            attr: Attr {
+                ino,
+                kind: Kind::Dir,
+                size: 0,
+                mtime: self.root_mtime,
+                perm: 0o555,
+                uid: self.uid,
+                gid: self.gid,
+            },
+            ttl,
+        }
+    }
+
+    fn file_entry(&self, ino: u64, f: &DataFile, ttl: Duration) -> Entry {
+        Entry {
+            attr: Attr {
+                ino,
+                kind: Kind::File,
+                size: f.size,
+                mtime: f.mtime(),
+                perm: f.mode & 0o555,
+                uid: self.uid,
+                gid: self.gid,
+            },
+            ttl,
+        }
+    }
+
+    /// The node a name at the mount root stands for.
+    fn root_child(&self, name: &str) -> Result<Node> {
+        match name {
+            "latest" => self.view_root(ViewKey::Latest),
+            "as_of" => Ok(Node::AsOfDir),
+            "incremental" => Ok(Node::IncrementalDir),
+            "timeline" => Ok(Node::TimelineDir),
+            _ => Err(Error::NotFound(name.to_string())),
+        }
+    }
+
+    fn node(ino: u64) -> Result<Node> {
+        Node::from_ino(ino).ok_or_else(|| Error::NotFound(format!("inode {ino}")))
+    }
+
+    /// Attributes and TTL of a node.
+    pub fn getattr(&self, ino: u64) -> Result<Entry> {
+        match Self::node(ino)? {
+            Node::Root | Node::AsOfDir | Node::IncrementalDir | Node::TimelineDir => {
+                Ok(self.dir_entry(ino, TTL_FRESH))
+            }
+            Node::ViewDir { view, dir } => {
+                let v = self.view(view)?;
+                let path = self.dir_path(dir)?;
+                if !self.dir_exists(&v, &path)? {
+                    return Err(Error::NotFound(path.to_string()));
+                }
+                Ok(self.dir_entry(ino, v.ttl()))
+            }
+            Node::ViewFile { view, file } => {
+                // Table files never change: their attributes do not depend on the view.
+                let f = self
+                    .partitions
+                    .registry
+                    .get(file)
+                    .ok_or_else(|| Error::NotFound(format!("file {file}")))?;
+                let ttl = self.view(view).map(|v| v.ttl()).unwrap_or(TTL_FRESH);
+                Ok(self.file_entry(ino, &f, ttl))
+            }
+            Node::TimelineFile { name } => {
+                let name = self.timeline_name(name)?;
+                let (bytes, mtime) = self.render_timeline_file(&name)?;
+                let mut e = self.dir_entry(ino, TTL_FRESH);
+                e.attr.kind = Kind::File;
+                e.attr.size = bytes.len() as u64;
+                e.attr.perm = 0o444;
+                e.attr.mtime = mtime.unwrap_or(self.root_mtime);
+                Ok(e)
+            }
+        }
+    }
+
+    /// Look `name` up in directory `parent`.
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry> {
+        let name = name
+            .to_str()
+            .filter(|n| !n.is_empty() && n.len() <= MAX_NAME && *n != "." && *n != "..")
+            .ok_or_else(|| Error::NotFound(format!("{name:?}")))?;
+        let node = match Self::node(parent)? {
+            Node::Root => self.root_child(name)?,
+            Node::AsOfDir => {
+                let snap = self.snapshot();
+                self.view_root(viewkey::parse_as_of(name, &self.zone(&snap))?)?
+            }
+            Node::IncrementalDir => {
+                let snap = self.snapshot();
+                self.view_root(snap.parse_window(name, &self.zone(&snap))?)?
+            }
+            Node::TimelineDir => {
+                let snap = self.snapshot();
+                if !snap.timeline().has_file(name) {
+                    return Err(Error::NotFound(format!("timeline/{name}")));
+                }
+                let id = self
+                    .inodes
+                    .timeline_names
+                    .id(&Arc::from(name))
+                    .ok_or_else(|| Error::NotFound(name.to_string()))?;
+                Node::TimelineFile { name: id }
+            }
+            Node::ViewDir { view, dir } => return self.lookup_in_view(view, dir, name),
+            Node::ViewFile { .. } | Node::TimelineFile { .. } => {
+                return Err(Error::NotFound(format!(
+                    "{name}: parent is not a directory"
+                )))
+            }
+        };
+        // Views refuse here (cleaned history, unreadable metadata): check before answering.
+        if let Node::ViewDir { view, .. } = node {
+            let v = self.view(view)?;
+            return Ok(self.dir_entry(node.ino(), v.ttl()));
+        }
+        self.getattr(node.ino())
+    }
+
+    /// Look `name` up in directory `dir` of view `view`: a file of the partition there, or a
+    /// directory with files below it.
+    fn lookup_in_view(&self, view: u32, dir: u32, name: &str) -> Result<Entry> {
+        let v = self.view(view)?;
+        let path = self.dir_path(dir)?;
+        if let Some(i) = self.partition_index(&v, &path) {
+            let pv = self.part(&v, i)?;
+            if let Some(pos) = pv.position(name) {
+                if view == 0 {
+                    self.kernel.handed_files(dir, v.snap.generation, &pv);
+                }
+                let c = pv.choice.files[pos];
+                let node = Node::ViewFile {
+                    view,
+                    file: pv.listing.ids[c.index as usize],
+                };
+                let f = &pv.listing.files[c.index as usize];
+                return Ok(self.file_entry(node.ino(), f, self.answer_ttl(&v)));
+            }
+        }
+        let child = join(&path, name);
+        if !self.dir_exists(&v, &child)? {
+            return Err(Error::NotFound(child));
+        }
+        let child_dir = self
+            .inodes
+            .dirs
+            .id(&Arc::from(child.as_str()))
+            .ok_or_else(|| Error::NotFound(child.clone()))?;
+        if view == 0 {
+            self.kernel.handed_subdir(dir, &Arc::from(name));
+        }
+        let node = Node::ViewDir {
+            view,
+            dir: child_dir,
+        };
+        Ok(self.dir_entry(node.ino(), self.answer_ttl(&v)))
+    }
+
+    /// The entries of a directory (without `.` and `..`), with their attributes.
+    pub fn readdir_entries(&self, ino: u64) -> Result<Vec<DirEntry>> {
+        let snap = self.snapshot();
+        let dir = |name: &str, node: Node, ttl: Duration| DirEntry {
+            name: Arc::from(name),
+            entry: self.dir_entry(node.ino(), ttl),
+        };
+        Ok(match Self::node(ino)? {
+            Node::Root => {
+                let mut out = Vec::new();
+                for n in ROOT_NAMES {
+                    out.push(dir(n, self.root_child(n)?, TTL_FRESH));
+                }
+                out
+            }
+            Node::AsOfDir => {
+                let names = snap.as_of_names();
+                let mut out = Vec::with_capacity(names.len());
+                for t in names {
+                    let name = t.to_string();
+                    out.push(dir(&name, self.view_root(ViewKey::AsOf(t))?, TTL_FRESH));
+                }
+                out
+            }
+            Node::IncrementalDir => {
+                let names = snap.window_names();
+                let zone = self.zone(&snap);
+                let mut out = Vec::with_capacity(names.len());
+                for w in &names {
+                    let key = viewkey::parse_window(w, &zone, None)?;
+                    out.push(dir(w, self.view_root(key)?, TTL_FRESH));
+                }
+                out
+            }
+            Node::TimelineDir => self.timeline_entries(&snap),
+            Node::ViewDir { view, dir: dir_id } => {
+                let v = self.view(view)?;
+                let path = self.dir_path(dir_id)?;
+                let mut out = Vec::new();
+                let subdirs = self.subdir_names(&v, &path)?;
+                if view == 0 {
+                    for s in &subdirs {
+                        self.kernel.handed_subdir(dir_id, &Arc::from(s.as_str()));
+                    }
+                }
+                for s in subdirs {
+                    let child = join(&path, &s);
+                    let id = self
+                        .inodes
+                        .dirs
+                        .id(&Arc::from(child.as_str()))
+                        .ok_or_else(|| Error::NotFound(child.clone()))?;
+                    out.push(dir(&s, Node::ViewDir { view, dir: id }, v.ttl()));
+                }
+                // Files of the partition at `path`.
+                if let Some(i) = self.partition_index(&v, &path) {
+                    let pv = self.part(&v, i)?;
+                    if view == 0 {
+                        self.kernel.handed_files(dir_id, v.snap.generation, &pv);
+                    }
+                    for c in &pv.choice.files {
+                        let f = &pv.listing.files[c.index as usize];
+                        let node = Node::ViewFile {
+                            view,
+                            file: pv.listing.ids[c.index as usize],
+                        };
+                        out.push(DirEntry {
+                            name: Arc::from(f.name()),
+                            entry: self.file_entry(node.ino(), f, v.ttl()),
+                        });
+                    }
+                }
+                if out.is_empty() && !path.is_empty() && !self.dir_exists(&v, &path)? {
+                    return Err(Error::NotFound(path.to_string()));
+                }
+                out
+            }
+            Node::ViewFile { .. } | Node::TimelineFile { .. } => {
+                return Err(Error::Invalid("not a directory".into()))
+            }
+        })
+    }
+
+    /// `timeline/` entries: every instant file, with its rendered size; an unreadable instant
+    /// file is still listed (reading it fails).
+    fn timeline_entries(&self, snap: &hudifs_core::snapshot::Snapshot) -> Vec<DirEntry> {
+        let mut out = Vec::new();
+        for n in &snap.timeline_names() {
+            let Some(id) = self.inodes.timeline_names.id(&Arc::from(n.as_str())) else {
+                continue;
+            };
+            let ino = Node::TimelineFile { name: id }.ino();
+            let entry = self.getattr(ino).unwrap_or_else(|_| {
+                let mut entry = self.dir_entry(ino, TTL_FRESH);
+                entry.attr.kind = Kind::File;
+                entry.attr.perm = 0o444;
+                entry
+            });
+            out.push(DirEntry {
+                name: Arc::from(n.as_str()),
+                entry,
+            });
+        }
+        out
+    }
+
+    /// Open a directory: its entries are fixed for the life of the handle. Listings of views
+    /// that can no longer change are cached by the kernel; those of `latest/` too, as far as
+    /// the switches allow (`kernel_cache.rs`).
+    pub fn opendir(&self, ino: u64) -> Result<OpenedDir> {
+        let generation = self.snapshot().generation;
+        let entries = Arc::new(self.readdir_entries(ino)?);
+        let (cache, latest) = match Node::from_ino(ino) {
+            Some(Node::ViewDir { view: 0, dir }) => {
+                let cache = if self.kernel.open(dir, generation) {
+                    DirCache::Reuse
+                } else {
+                    DirCache::Fill
+                };
+                (cache, Some((dir, generation)))
+            }
+            Some(Node::ViewDir { view, .. }) if self.view(view).is_ok_and(|v| v.is_final) => {
+                (DirCache::Reuse, None)
+            }
+            _ => (DirCache::Off, None),
+        };
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        lock(&self.open_dirs).insert(fh, OpenDir { entries, latest });
+        Ok(OpenedDir { fh, cache })
+    }
+
+    /// Entries of an open directory handle. A handle of `latest/` that outlived a switch gives
+    /// its names short timeouts: the switch's invalidations may have missed them.
+    pub fn readdir(&self, fh: u64) -> Result<DirListing> {
+        let (entries, latest) = {
+            let dirs = lock(&self.open_dirs);
+            let d = dirs
+                .get(&fh)
+                .ok_or_else(|| Error::NotFound(format!("directory handle {fh}")))?;
+            (d.entries.clone(), d.latest)
+        };
+        let ttl_cap = match latest {
+            Some((_, generation)) if generation < self.snapshot().generation => TTL_FRESH,
+            _ => Duration::MAX,
+        };
+        Ok(DirListing { entries, ttl_cap })
+    }
+
+    /// Release a directory handle. A handle of `latest/` that outlived a switch of its directory
+    /// may have filled the kernel's cached listing with the old snapshot: the caller drops that
+    /// (invalidates the inode) and then calls [`HudiFs::stale_dir_dropped`].
+    pub fn releasedir(&self, fh: u64) -> Option<StaleDir> {
+        let (dir, generation) = lock(&self.open_dirs).remove(&fh)?.latest?;
+        if self.kernel.outlived_a_switch(dir, generation) {
+            return Some(StaleDir {
+                ino: Node::ViewDir { view: 0, dir }.ino(),
+                dir,
+                generation,
+            });
+        }
+        self.kernel.released(dir, generation);
+        None
+    }
+
+    /// The kernel's cached listing of a stale handle's directory was dropped.
+    pub fn stale_dir_dropped(&self, s: StaleDir) {
+        self.kernel.released(s.dir, s.generation);
+    }
+
+    /// The view's resolved partition and position of file `file`, if the view shows it.
+    pub(super) fn find_in_view(
+        &self,
+        v: &ViewState,
+        file: u64,
+    ) -> Result<(Arc<ResolvedPartition>, usize)> {
+        let f = self
+            .partitions
+            .registry
+            .get(file)
+            .ok_or_else(|| Error::NotFound(format!("file {file}")))?;
+        let missing = || Error::NotFound(format!("{} is not in this view", f.rel_path()));
+        let i = self.partition_index(v, &f.partition).ok_or_else(missing)?;
+        let pv = self.part(v, i)?;
+        let pos = pv.position(f.name()).ok_or_else(missing)?;
+        let c = pv.choice.files[pos];
+        if pv.listing.ids[c.index as usize] != file {
+            return Err(missing());
+        }
+        Ok((pv, pos))
+    }
+
+    /// Open a file for reading.
+    pub fn open(&self, ino: u64) -> Result<Opened> {
+        let (file, keep_cache, backing) = match Self::node(ino)? {
+            Node::ViewFile { view: _, file } => {
+                // Visibility was decided when the name was looked up (a listing of one snapshot);
+                // a file that left the view since keeps opening for whoever listed it, as in a
+                // Hudi reader working from its listing. Lookups no longer find it.
+                let f = self
+                    .partitions
+                    .registry
+                    .get(file)
+                    .ok_or_else(|| Error::NotFound(format!("file {file}")))?;
+                let path = partition_dir(&f.partition)?
+                    .child(f.name())
+                    .map_err(|e| Error::NotFound(e.to_string()))?;
+                let handle = self
+                    .store
+                    .open(&path)
+                    .map_err(|e| Error::io(self.store.describe(&path), e))?;
+                // A data file's name carries its instant and write token: its bytes never change.
+                let backing = handle.as_file().is_some().then(|| handle.clone());
+                (OpenHandle::Data(handle), true, backing)
+            }
+            Node::TimelineFile { name } => {
+                let name = self.timeline_name(name)?;
+                (
+                    OpenHandle::Bytes(self.render_timeline_file(&name)?.0),
+                    false,
+                    None,
+                )
+            }
+            _ => return Err(Error::Invalid("is a directory".into())),
+        };
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        lock(&self.open_files).insert(fh, Arc::new(file));
+        Ok(Opened {
+            fh,
+            keep_cache,
+            backing,
+        })
+    }
+
+    /// Read up to `size` bytes at `offset` of an open file.
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        self.read_with(fh, offset, size, <[u8]>::to_vec)
+    }
+
+    /// Read up to `size` bytes at `offset` of an open file and hand them to `f`. Table files are
+    /// read into a buffer each thread keeps, so a read allocates and clears nothing.
+    pub fn read_with<R>(
+        &self,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let file = lock(&self.open_files)
+            .get(&fh)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("file handle {fh}")))?;
+        match &*file {
+            OpenHandle::Data(file) => BUF.with(|cell| {
+                let mut buf = cell.borrow_mut();
+                if buf.len() < size as usize {
+                    buf.resize(size as usize, 0);
+                }
+                let buf = &mut buf[..size as usize];
+                let n = file
+                    .read_at(buf, offset)
+                    .map_err(|e| Error::io(format!("file handle {fh}"), e))?;
+                Ok(f(&buf[..n]))
+            }),
+            OpenHandle::Bytes(b) => {
+                let start = (offset as usize).min(b.len());
+                let end = start.saturating_add(size as usize).min(b.len());
+                Ok(f(&b[start..end]))
+            }
+        }
+    }
+
+    pub fn release(&self, fh: u64) {
+        lock(&self.open_files).remove(&fh);
+    }
+
+    /// Every view id whose root lies in `as_of/` or `incremental/`, with the name it has there.
+    pub(super) fn history_name(key: &ViewKey) -> Option<(u64, String)> {
+        match key {
+            ViewKey::AsOf(t) => Some((AS_OF_INO, t.to_string())),
+            ViewKey::Incremental { start, end } => Some((
+                super::inode::INCREMENTAL_INO,
+                viewkey::window_name(start.as_deref(), end.as_deref()),
+            )),
+            ViewKey::Latest => None,
+        }
+    }
+}
+
+/// Names handed out per partition, for comparing two snapshots of `latest/`.
+pub(super) fn names_of(pv: Option<&Arc<ResolvedPartition>>) -> HashMap<&str, u64> {
+    pv.map(|pv| pv.names().collect()).unwrap_or_default()
+}

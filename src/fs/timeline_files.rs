@@ -1,0 +1,57 @@
+//! `timeline/`: every instant file of the active timeline as a read-only file of pretty JSON
+//! (0.x JSON and 1.x Avro metadata alike), rendered on first use and cached while the file's
+//! size and modification time stay the same (SEMANTICS.md §2.5).
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use hudifs_core::error::{Error, Result};
+use hudifs_core::metadata::{self, DecodeError, MetadataError};
+
+use super::{lock, HudiFs};
+
+impl HudiFs {
+    /// The name of interned timeline file `id`.
+    pub(super) fn timeline_name(&self, id: u32) -> Result<Arc<str>> {
+        self.inodes
+            .timeline_names
+            .get(id)
+            .ok_or_else(|| Error::NotFound(format!("timeline file {id}")))
+    }
+
+    /// The instant file `name` decoded to pretty JSON, and its modification time.
+    pub(super) fn render_timeline_file(
+        &self,
+        name: &str,
+    ) -> Result<(Arc<Vec<u8>>, Option<SystemTime>)> {
+        let dir = self.snapshot().cfg.timeline_dir.clone();
+        let path = dir
+            .child(name)
+            .map_err(|e| Error::NotFound(e.to_string()))?;
+        let md = self
+            .store
+            .stat(&path)
+            .map_err(|e| Error::io(self.store.describe(&path), e))?;
+        let key = (name.to_string(), md.size, md.mtime);
+        if let Some(b) = lock(&self.rendered).get(&key) {
+            return Ok((b.clone(), md.mtime));
+        }
+        let bytes = self
+            .store
+            .read(&path)
+            .map_err(|e| Error::io(self.store.describe(&path), e))?;
+        let bad = |error| {
+            Error::BadMetadata(MetadataError {
+                file: self.store.describe(&path),
+                error,
+            })
+        };
+        let json = metadata::decode(&bytes).map_err(bad)?;
+        let mut out =
+            serde_json::to_vec_pretty(&json).map_err(|e| bad(DecodeError::Shape(e.to_string())))?;
+        out.push(b'\n');
+        let out = Arc::new(out);
+        lock(&self.rendered).put(key, out.clone());
+        Ok((out, md.mtime))
+    }
+}

@@ -1,0 +1,261 @@
+//! Views of the mount: a view key planned against one snapshot ([`ViewState`]), its
+//! partitions resolved on demand ([`ResolvedPartition`]) and kept in an LRU of recent views,
+//! and the directory structure a view shows (partition paths and the directories above them).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use hudifs_core::error::{Error, Result};
+use hudifs_core::rules::{PartitionChoice, Plan};
+use hudifs_core::snapshot::Snapshot;
+use hudifs_core::viewkey::ViewKey;
+
+use super::inode::Node;
+use super::partitions::PartitionListing;
+use super::{lock, HudiFs, TTL_FINAL, TTL_FRESH};
+
+/// Threads that resolve the partitions of one directory listing side by side.
+const RESOLVE_THREADS: usize = 4;
+
+/// A partition of a view: its listing and the files the view chose from it.
+pub struct ResolvedPartition {
+    pub listing: Arc<PartitionListing>,
+    pub choice: PartitionChoice,
+}
+
+impl ResolvedPartition {
+    /// The names the view shows in this partition, with their file ids.
+    pub fn names(&self) -> impl Iterator<Item = (&str, u64)> + '_ {
+        self.choice.files.iter().map(|c| {
+            let i = c.index as usize;
+            (self.listing.files[i].name(), self.listing.ids[i])
+        })
+    }
+
+    /// Position in `choice.files` of the file named `name`.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.choice
+            .files
+            .binary_search_by(|c| self.listing.files[c.index as usize].name().cmp(name))
+            .ok()
+    }
+}
+
+/// A view planned against one snapshot, its partitions resolved on demand.
+pub struct ViewState {
+    pub snap: Arc<Snapshot>,
+    pub plan: Plan,
+    parts: Vec<OnceLock<std::result::Result<Arc<ResolvedPartition>, String>>>,
+    pub is_final: bool,
+}
+
+impl ViewState {
+    /// How long the kernel may keep this view's names and attributes: for good if it can no
+    /// longer change, or if it is `latest/`, whose changes the kernel is told of at every switch
+    /// (`kernel_cache.rs`); briefly otherwise.
+    pub fn ttl(&self) -> Duration {
+        if self.is_final || self.plan.key == ViewKey::Latest {
+            TTL_FINAL
+        } else {
+            TTL_FRESH
+        }
+    }
+}
+
+impl HudiFs {
+    /// The view with id `view`, planned against the current snapshot (or kept from an older one
+    /// if it can no longer change).
+    pub(super) fn view(&self, view: u32) -> Result<Arc<ViewState>> {
+        let snap = self.snapshot();
+        let cached = lock(&self.views).get(&view).cloned();
+        if let Some(v) = &cached {
+            if v.snap.generation == snap.generation {
+                return Ok(v.clone());
+            }
+        }
+        let key = self
+            .inodes
+            .views
+            .get(view)
+            .ok_or_else(|| Error::NotFound(format!("view {view}")))?;
+        // Planning is cheap and always against the current snapshot: a view that can no longer
+        // change keeps its files, but a clean can still make it refused.
+        let plan = snap.plan(&key, self.opts.read_optimized)?;
+        if let Some(v) = cached.filter(|v| v.is_final) {
+            return Ok(v);
+        }
+        let is_final = snap.is_final(&plan);
+        let state = Arc::new(ViewState {
+            parts: (0..snap.partitions.len())
+                .map(|_| OnceLock::new())
+                .collect(),
+            snap,
+            plan,
+            is_final,
+        });
+        lock(&self.views).put(view, state.clone());
+        Ok(state)
+    }
+
+    /// Cached views, with their ids.
+    pub(super) fn cached_views(&self) -> Vec<(u32, Arc<ViewState>)> {
+        lock(&self.views)
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect()
+    }
+
+    pub(super) fn forget_view(&self, id: u32) {
+        lock(&self.views).pop(&id);
+    }
+
+    /// The TTL of a name just handed out from view `v`: its own, unless `v` is a `latest/` of a
+    /// snapshot that has since moved on (the switch's invalidations may have missed the name, see
+    /// `kernel_cache.rs`). Asked after the name was recorded as handed out.
+    pub(super) fn answer_ttl(&self, v: &ViewState) -> Duration {
+        if v.plan.key == ViewKey::Latest && v.snap.generation < self.snapshot().generation {
+            TTL_FRESH
+        } else {
+            v.ttl()
+        }
+    }
+
+    /// The resolved partition `i` of a view.
+    pub(super) fn part(&self, v: &ViewState, i: usize) -> Result<Arc<ResolvedPartition>> {
+        let slot = v
+            .parts
+            .get(i)
+            .ok_or_else(|| Error::NotFound(format!("partition {i}")))?;
+        let r = slot.get_or_init(|| {
+            let partition = &v.snap.partitions[i];
+            if !v.plan.may_list(partition) {
+                return Ok(Arc::new(ResolvedPartition {
+                    listing: Arc::default(),
+                    choice: PartitionChoice::default(),
+                }));
+            }
+            let listing = self
+                .partitions
+                .listing(&v.snap, partition)
+                .map_err(|e| e.to_string())?;
+            let choice = v
+                .snap
+                .resolve_partition(&v.plan, &listing.files, &self.interner);
+            Ok(Arc::new(ResolvedPartition { listing, choice }))
+        });
+        r.clone().map_err(|e| {
+            Error::io(
+                self.store.describe(&Default::default()),
+                std::io::Error::other(e),
+            )
+        })
+    }
+
+    pub(super) fn partition_index(&self, v: &ViewState, partition: &str) -> Option<usize> {
+        v.snap
+            .partitions
+            .binary_search_by(|p| (**p).cmp(partition))
+            .ok()
+    }
+
+    /// Whether directory `path` of a view has any file at or below it.
+    pub(super) fn dir_exists(&self, v: &ViewState, path: &str) -> Result<bool> {
+        if path.is_empty() {
+            return Ok(true);
+        }
+        for i in v.snap.partitions_under(path) {
+            let p = &v.snap.partitions[i];
+            if (&**p == path || p.starts_with(&format!("{path}/")))
+                && !self.part(v, i)?.choice.files.is_empty()
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The names of the sub-directories of directory `path` of a view that have a file at or
+    /// below them: the next path component of every non-empty partition below.
+    pub(super) fn subdir_names(&self, v: &ViewState, path: &str) -> Result<BTreeSet<String>> {
+        // The partitions below, with the sub-directory each lies in.
+        let below: Vec<(usize, &str)> = v
+            .snap
+            .partitions_under(path)
+            .filter_map(|i| {
+                let p = &v.snap.partitions[i];
+                let rest = if path.is_empty() {
+                    Some(&**p)
+                } else {
+                    p.strip_prefix(path).and_then(|r| r.strip_prefix('/'))
+                };
+                let rest = rest.filter(|r| !r.is_empty())?;
+                Some((i, rest.split('/').next().unwrap_or(rest)))
+            })
+            .collect();
+        // The first partition of each sub-directory usually decides it: resolve those side by
+        // side (listing a partition is mostly waiting for the storage).
+        let mut firsts: Vec<usize> = Vec::new();
+        for (k, (i, first)) in below.iter().enumerate() {
+            if k == 0 || below[k - 1].1 != *first {
+                firsts.push(*i);
+            }
+        }
+        self.resolve_parts(v, &firsts);
+        let mut subdirs = BTreeSet::new();
+        for (i, first) in below {
+            if subdirs.contains(first) {
+                continue;
+            }
+            if !self.part(v, i)?.choice.files.is_empty() {
+                subdirs.insert(first.to_string());
+            }
+        }
+        Ok(subdirs)
+    }
+
+    /// Resolve partitions `indexes` of a view on several threads (errors are kept in the
+    /// partitions' slots, where the callers meet them).
+    fn resolve_parts(&self, v: &ViewState, indexes: &[usize]) {
+        let todo: Vec<usize> = indexes
+            .iter()
+            .copied()
+            .filter(|i| v.parts.get(*i).is_some_and(|s| s.get().is_none()))
+            .collect();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(RESOLVE_THREADS)
+            .min(todo.len() / 4);
+        if threads < 2 {
+            return;
+        }
+        let next = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    let Some(i) = todo.get(k) else { break };
+                    let _ = self.part(v, *i);
+                });
+            }
+        });
+    }
+
+    /// The root directory node of the view `key`.
+    pub(super) fn view_root(&self, key: ViewKey) -> Result<Node> {
+        let view = self
+            .inodes
+            .views
+            .id(&Arc::new(key))
+            .ok_or_else(|| Error::NotFound("too many distinct views".into()))?;
+        Ok(Node::ViewDir { view, dir: 0 })
+    }
+
+    pub(super) fn dir_path(&self, dir: u32) -> Result<Arc<str>> {
+        self.inodes
+            .dirs
+            .get(dir)
+            .ok_or_else(|| Error::NotFound(format!("directory {dir}")))
+    }
+}

@@ -1,0 +1,67 @@
+//! Provenance as extended attributes (`user.hudi.*`, SEMANTICS.md §2.7): on a view root the
+//! instant it shows (or an incremental window's selected instants and effective end), on a
+//! file the instant that wrote it, its file group, partition and slice.
+
+use hudifs_core::error::Result;
+use hudifs_core::instant_time::EARLIEST;
+use hudifs_core::viewkey::ViewKey;
+
+use super::inode::Node;
+use super::HudiFs;
+
+impl HudiFs {
+    /// Extended attributes of a node: `(name, value)`.
+    pub fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>> {
+        let node = Node::from_ino(ino)
+            .ok_or_else(|| hudifs_core::error::Error::NotFound(format!("inode {ino}")))?;
+        let mut out = Vec::new();
+        match node {
+            Node::ViewDir { view, dir: 0 } => {
+                let v = self.view(view)?;
+                let p = &v.plan;
+                match &p.key {
+                    ViewKey::Latest | ViewKey::AsOf(_) => {
+                        if let Some(i) = &p.instant {
+                            out.push(("user.hudi.instant".into(), i.to_string()));
+                        }
+                        let mode = if self.opts.read_optimized {
+                            "read_optimized"
+                        } else {
+                            "snapshot"
+                        };
+                        out.push(("user.hudi.mode".into(), mode.into()));
+                    }
+                    ViewKey::Incremental { start, .. } => {
+                        let selected: Vec<&str> = p.selected.iter().map(|s| s.as_str()).collect();
+                        out.push(("user.hudi.commit_times".into(), selected.join(",")));
+                        let end = p
+                            .effective_end
+                            .as_ref()
+                            .map(|e| e.to_string())
+                            .unwrap_or_default();
+                        out.push(("user.hudi.effective_end".into(), end.clone()));
+                        out.push((
+                            "user.hudi.window".into(),
+                            format!("{}..{end}", start.as_deref().unwrap_or(EARLIEST)),
+                        ));
+                        out.push(("user.hudi.listing".into(), "merge-ready".into()));
+                    }
+                }
+            }
+            Node::ViewFile { view, file } => {
+                let v = self.view(view)?;
+                let (pv, pos) = self.find_in_view(&v, file)?;
+                let c = pv.choice.files[pos];
+                let f = &pv.listing.files[c.index as usize];
+                if let Some(w) = pv.choice.writer(&c) {
+                    out.push(("user.hudi.instant".into(), w.to_string()));
+                }
+                out.push(("user.hudi.file_id".into(), f.file_id().to_string()));
+                out.push(("user.hudi.partition".into(), f.partition.to_string()));
+                out.push(("user.hudi.slice".into(), pv.choice.slice(&c).to_string()));
+            }
+            _ => {}
+        }
+        Ok(out)
+    }
+}
