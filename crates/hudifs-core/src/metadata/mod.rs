@@ -10,8 +10,6 @@
 mod avro;
 mod facts;
 mod loader;
-#[cfg(test)]
-mod tests;
 
 use serde_json::Value;
 

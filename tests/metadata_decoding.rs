@@ -1,9 +1,11 @@
-//! Tests of instant-metadata decoding: shapes, bounds against allocation bombs (a counting
-//! allocator measures what a decode takes), and agreement with apache-avro's own reader.
+//! Instant-metadata decoding (`hudifs_core::metadata`): shapes, bounds against allocation
+//! bombs (a counting allocator measures what a decode takes), and agreement with apache-avro's
+//! own reader, on crafted containers and on every Avro instant file of the fixture tables.
 
-use super::avro::*;
-use super::*;
-use serde_json::json;
+mod common;
+
+use hudifs_core::metadata::{avro_to_json, decode, CommitMetadata};
+use serde_json::{json, Value};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -129,7 +131,7 @@ fn empty_and_json() {
     assert_eq!(m.write_stats[0].file_name(), Some("f1_0-1-2_1.parquet"));
     assert_eq!(
         m.replaced,
-        vec![crate::listing::FileGroupId::new("20", "g1")]
+        vec![hudifs_core::listing::FileGroupId::new("20", "g1")]
     );
     assert!(decode(b"{\"partitionToWriteSta").is_err());
     assert!(decode(b"Obj\x01garbage").is_err());
@@ -455,4 +457,64 @@ fn avro_decodes_every_type_as_apache_avro_did() {
         .unwrap_err()
         .to_string()
         .contains("negative record count"));
+}
+
+/// Every Avro instant file of the fixture tables (Hudi 1.x, table versions 8 and 9, their
+/// metadata tables included) decodes to exactly what apache-avro and `avro_to_json` made
+/// of it, with allocation bounded by the file's size.
+#[test]
+fn avro_fixture_files_decode_as_apache_avro_did() {
+    use std::io::Read;
+    let Some(dir) = common::fixtures_dir() else {
+        return;
+    };
+    let dir = dir.join("tables");
+    let mut zips = Vec::new();
+    let mut stack = vec![dir.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "zip") {
+                zips.push(p);
+            }
+        }
+    }
+    if zips.is_empty() {
+        eprintln!("SKIP: no fixture tables at {}", dir.display());
+        return;
+    }
+    let (mut files, mut worst) = (0, 0.0f64);
+    for zip in &zips {
+        let mut archive = zip::ZipArchive::new(std::fs::File::open(zip).unwrap()).unwrap();
+        for i in 0..archive.len() {
+            let mut entry = archive.by_index(i).unwrap();
+            if !entry.name().contains("/.hoodie/") || entry.is_dir() {
+                continue;
+            }
+            let mut b = Vec::new();
+            entry.read_to_end(&mut b).unwrap();
+            if !b.starts_with(b"Obj\x01") {
+                continue;
+            }
+            let (new, peak) = peak_alloc(|| decode(&b));
+            let name = entry.name().to_string();
+            assert_eq!(
+                new.as_ref().ok(),
+                apache_avro_decode(&b).as_ref().ok(),
+                "{name}"
+            );
+            assert!(new.is_ok(), "{name}: {new:?}");
+            assert!(
+                peak < 200 * b.len() + (1 << 20),
+                "{name}: {peak} bytes for {}",
+                b.len()
+            );
+            worst = worst.max(peak as f64 / b.len() as f64);
+            files += 1;
+        }
+    }
+    assert!(files > 500, "{files} Avro files");
+    eprintln!("{files} fixture Avro files decoded as before; peak allocation at most {worst:.1} × the file's size");
 }
