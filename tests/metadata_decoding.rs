@@ -131,7 +131,7 @@ fn empty_and_json() {
     assert_eq!(m.write_stats[0].file_name(), Some("f1_0-1-2_1.parquet"));
     assert_eq!(
         m.replaced,
-        vec![hudifs_core::listing::FileGroupId::new("20", "g1")]
+        vec![hudifs_core::ids::FileGroupId::new("20", "g1")]
     );
     assert!(decode(b"{\"partitionToWriteSta").is_err());
     assert!(decode(b"Obj\x01garbage").is_err());

@@ -15,6 +15,7 @@
 
 pub mod archive;
 pub mod error;
+pub mod ids;
 pub mod instant_time;
 pub mod listing;
 pub mod logblock;

@@ -12,12 +12,13 @@ use crate::archive;
 use crate::error::Result;
 use crate::instant_time::InstantTime;
 use crate::listing::{self, DataFile};
-use crate::metadata::{self, InstantMetadata};
+use crate::metadata;
 use crate::rules::{
     self, Archived, ArchivedFacts, Context, InstantInterner, PartitionChoice, Plan, View,
     VisibleFile,
 };
 use crate::table::TableConfig;
+use crate::timeline::InstantMetadata;
 use crate::timeline::{self, Action, InstantFile, State, Timeline, TimelineDelta};
 use crate::viewkey::{self, ViewKey};
 

@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use super::DecodeError;
+use crate::ids::{FileGroupId, FileRef};
 use crate::instant_time::InstantTime;
-use crate::listing::{FileGroupId, FileRef};
 
 fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())

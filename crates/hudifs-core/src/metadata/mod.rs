@@ -3,13 +3,12 @@
 //! the few facts the views need from it.
 //!
 //! - `avro`: a general, bounded decoder of Avro containers and datums (untrusted input);
-//! - `facts`: write stats, replaced groups, plans, clean bounds, rollbacks;
-//! - `loader`: [`InstantMetadata`], which reads instant files through the storage and keeps
-//!   what it decoded with the instant.
+//! - `facts`: write stats, replaced groups, plans, clean bounds, rollbacks.
+//!
+//! Reading instant files through the storage is `timeline::InstantMetadata`'s business.
 
 mod avro;
 mod facts;
-mod loader;
 
 use serde_json::Value;
 
@@ -18,7 +17,6 @@ pub use facts::{
     clean_earliest_to_retain, compaction_plan_groups, is_clustering_request, rollback_files,
     CommitMetadata, WriteStat,
 };
-pub use loader::InstantMetadata;
 
 /// Why an instant file's content could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

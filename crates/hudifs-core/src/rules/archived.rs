@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::archive::Archive;
+use crate::ids::FileRef;
 use crate::instant_time::InstantTime;
-use crate::listing::FileRef;
 use crate::metadata::{self, CommitMetadata, MetadataError};
 use crate::timeline::Action;
 

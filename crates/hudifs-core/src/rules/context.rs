@@ -5,11 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
+use crate::ids::{FileGroupId, FileRef};
 use crate::instant_time::InstantTime;
-use crate::listing::{FileGroupId, FileRef};
-use crate::metadata::{self, InstantMetadata, MetadataError};
+use crate::metadata::{self, MetadataError};
 use crate::table::TableConfig;
-use crate::timeline::{Action, Decoded, Instant, State, Timeline, TimelineDelta};
+use crate::timeline::{Action, Decoded, Instant, InstantMetadata, State, Timeline, TimelineDelta};
 
 /// Facts derived from a timeline snapshot.
 ///

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use super::{ArchivedFacts, Context, Plan};
 use crate::error::{Error, Result};
 use crate::instant_time::{InstantTime, EARLIEST};
-use crate::metadata::{CommitMetadata, InstantMetadata, MetadataError};
+use crate::metadata::{CommitMetadata, MetadataError};
+use crate::timeline::InstantMetadata;
 
 /// Work out what the window `(start, end]` selects into `plan`.
 pub(crate) fn plan_window(

@@ -1,7 +1,7 @@
 //! The facts the views rest on, as `hudifs timeline --json` reports them.
 
 use super::{unreadable_metadata, Context};
-use crate::metadata::InstantMetadata;
+use crate::timeline::InstantMetadata;
 
 /// Facts the views rest on, for `hudifs timeline` and the conformance tests.
 pub fn model(ctx: &Context, meta: &InstantMetadata) -> serde_json::Value {

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use super::{incremental, ArchivedFacts, Context};
 use crate::error::{Error, Result};
+use crate::ids::FileGroupId;
 use crate::instant_time::InstantTime;
-use crate::listing::FileGroupId;
-use crate::metadata::InstantMetadata;
+use crate::timeline::InstantMetadata;
 use crate::viewkey::ViewKey;
 
 /// The archived timeline as the I/O layer could read it for a view.

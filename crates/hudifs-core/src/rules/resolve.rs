@@ -7,9 +7,10 @@ use std::ops::Bound::{Excluded, Included, Unbounded};
 use std::sync::{Arc, Mutex};
 
 use super::{Context, Plan};
+use crate::ids::{FileGroupId, FileRef};
 use crate::instant_time::InstantTime;
-use crate::listing::{DataFile, FileGroupId, FileRef};
-use crate::metadata::InstantMetadata;
+use crate::listing::DataFile;
+use crate::timeline::InstantMetadata;
 
 /// A file a view shows in one partition: its index in the partition's listing, and indexes into
 /// [`PartitionChoice::instants`] for the instant that wrote it and its slice's base instant.

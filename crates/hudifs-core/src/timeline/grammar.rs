@@ -1,35 +1,8 @@
-//! The names of timeline files (SEMANTICS.md §1.2–§1.3): actions, states, the two layouts, and
-//! the grammar that turns a file name into an [`InstantFile`] and back.
+//! The names of timeline files (SEMANTICS.md §1.2–§1.3): actions, states, and the grammar (of
+//! either layout) that turns a file name into an [`InstantFile`] and back.
 
 use crate::instant_time::{is_instant_time, InstantTime};
-
-/// How the timeline is laid out (`hoodie.timeline.layout.version`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-pub enum Layout {
-    /// Layout 1 (table version 6, Hudi 0.x): instant files flat in `.hoodie/`, named
-    /// `<requested>.<action>[.<state>]`; no completion times.
-    #[serde(rename = "1")]
-    V1,
-    /// Layout 2 (table versions 8 and 9, Hudi 1.x): instant files in `.hoodie/timeline/`, a
-    /// completed one named `<requested>_<completion>.<action>`.
-    #[serde(rename = "2")]
-    V2,
-}
-
-impl Layout {
-    /// The number Hudi gives the layout.
-    pub fn number(self) -> u32 {
-        match self {
-            Layout::V1 => 1,
-            Layout::V2 => 2,
-        }
-    }
-
-    /// Whether completed instant files carry their completion time.
-    pub fn has_completion_times(self) -> bool {
-        self == Layout::V2
-    }
-}
+use crate::table::Layout;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Action {

@@ -8,9 +8,10 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use super::grammar::{Action, InstantFile, Layout, State};
+use super::grammar::{Action, InstantFile, State};
 use crate::instant_time::InstantTime;
 use crate::metadata::{CommitMetadata, MetadataError};
+use crate::table::Layout;
 
 /// Decoded metadata of one instant file, or why it could not be decoded.
 pub type Decoded<T> = Result<Arc<T>, MetadataError>;

@@ -3,24 +3,27 @@
 //! compactions, `ACTIVE_START`, `LATEST`, completion order.
 //!
 //! - `grammar`: actions, states, layouts and the file-name grammar;
-//! - `instant`: one instant as a value (its metadata is decoded by `metadata`, not by itself);
+//! - `instant`: one instant as a value (it never reads its own files);
+//! - `metadata`: [`InstantMetadata`], which reads and decodes instant files through the storage;
 //! - `load`: reading the timeline directory through the storage.
 
 mod grammar;
 mod instant;
 mod load;
+mod metadata;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use imbl::{OrdMap, OrdSet};
 
+pub use crate::table::Layout;
 pub use grammar::{
-    instant_file_name, looks_like_instant, parse_instant_file_name, Action, InstantFile, Layout,
-    State,
+    instant_file_name, looks_like_instant, parse_instant_file_name, Action, InstantFile, State,
 };
 pub use instant::{Decoded, Instant, InstantKey};
 pub use load::{archive_has_files, list_files, parse_timeline_name, stabilize, stable_listing};
+pub use metadata::InstantMetadata;
 
 use crate::instant_time::InstantTime;
 

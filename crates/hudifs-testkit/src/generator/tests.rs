@@ -8,7 +8,8 @@ use ::parquet::file::reader::{FileReader, SerializedFileReader};
 use serde_json::Value as Json;
 
 use super::*;
-use hudifs_core::listing::{parse_data_name, DataFile, DataName, FileGroupId, FileRef};
+use hudifs_core::ids::{FileGroupId, FileRef};
+use hudifs_core::listing::{parse_data_name, DataFile, DataName};
 use hudifs_core::metadata::{self, CommitMetadata};
 use hudifs_core::snapshot::Snapshot;
 use hudifs_core::timeline::{Instant, Timeline};

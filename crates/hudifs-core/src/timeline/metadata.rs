@@ -7,8 +7,8 @@ use std::sync::Arc;
 use hudifs_storage::{Storage, TablePath};
 use serde_json::Value;
 
-use super::{decode, CommitMetadata, DecodeError, MetadataError};
-use crate::timeline::{Decoded, Instant, State};
+use super::{Decoded, Instant, State};
+use crate::metadata::{decode, CommitMetadata, DecodeError, MetadataError};
 
 /// Reads and decodes the files of instants of one table's active timeline.
 #[derive(Clone)]
