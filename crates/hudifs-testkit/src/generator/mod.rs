@@ -44,6 +44,7 @@
 mod actions;
 mod archiver;
 mod avro;
+mod bulk;
 mod demo;
 mod expect;
 mod logfile;

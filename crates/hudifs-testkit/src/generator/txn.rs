@@ -1,4 +1,6 @@
-//! Writes: a [`Txn`] begun with [`TableWriter::begin`](super::TableWriter::begin).
+//! Writes: a [`Txn`] begun with [`TableWriter::begin`](super::TableWriter::begin) — inserts,
+//! updates and replaced file groups, then complete (or staged) or abandon. The bulk inserts of
+//! benchmark tables are in `bulk.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -78,7 +80,7 @@ impl TableWriter {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum OpKind {
+pub(super) enum OpKind {
     /// A new file group (a new base file).
     Insert,
     /// A new base file version of an existing group (copy-on-write update).
@@ -88,13 +90,13 @@ enum OpKind {
 }
 
 #[derive(Debug)]
-struct Op {
-    kind: OpKind,
-    stat: Stat,
+pub(super) struct Op {
+    pub(super) kind: OpKind,
+    pub(super) stat: Stat,
     /// Rows this op wrote (log records), or the full content of the base file.
-    rows: Vec<StoredRow>,
+    pub(super) rows: Vec<StoredRow>,
     /// A bulk insert whose rows are not tracked.
-    opaque: bool,
+    pub(super) opaque: bool,
 }
 
 /// A write completed by [`Txn::complete_staged`]: its completed instant file waits in the
@@ -132,16 +134,16 @@ impl StagedCompletion {
 /// instant in flight with its files on disk — a failed write.
 #[derive(Debug)]
 pub struct Txn<'a> {
-    w: &'a mut TableWriter,
-    instant: String,
+    pub(super) w: &'a mut TableWriter,
+    pub(super) instant: String,
     action: Action,
     operation: Option<String>,
     /// Workload profile entries (fileId or "" for inserts, prevCommit, inserts, updates).
-    profile: Vec<(String, String, String, usize, usize)>,
-    ops: Vec<Op>,
+    pub(super) profile: Vec<(String, String, String, usize, usize)>,
+    pub(super) ops: Vec<Op>,
     replaced: Vec<(String, String)>,
-    task: u32,
-    stage: u32,
+    pub(super) task: u32,
+    pub(super) stage: u32,
 }
 
 impl Txn<'_> {
@@ -172,7 +174,7 @@ impl Txn<'_> {
 
     /// Rewrite the `.inflight` with the workload profile so far (as Hudi does before writing
     /// data files): one stat per targeted group, fileId "" for inserts.
-    fn write_inflight(&mut self) -> Result<()> {
+    pub(super) fn write_inflight(&mut self) -> Result<()> {
         let mut by_partition: BTreeMap<&str, Vec<Json>> = BTreeMap::new();
         for (p, fid, prev, inserts, updates) in &self.profile {
             by_partition.entry(p).or_default().push(json!({
@@ -209,7 +211,7 @@ impl Txn<'_> {
         Ok(())
     }
 
-    fn stamp(&self, rows: &[Row], task: u32) -> Vec<StoredRow> {
+    pub(super) fn stamp(&self, rows: &[Row], task: u32) -> Vec<StoredRow> {
         rows.iter()
             .enumerate()
             .map(|(i, r)| StoredRow {
@@ -220,7 +222,7 @@ impl Txn<'_> {
             .collect()
     }
 
-    fn record_pending(
+    pub(super) fn record_pending(
         &mut self,
         partition: &str,
         file_id: &str,
@@ -629,177 +631,5 @@ impl Txn<'_> {
     /// `.requested` and `.inflight`). Returns the requested time.
     pub fn abandon(self) -> String {
         self.instant
-    }
-}
-
-/// Links made to one template file before a new one is written (ext4 allows 65,000 links).
-const LINKS_PER_TEMPLATE: u32 = 60_000;
-/// Rows per row group of [`Txn::insert_sized`].
-const SIZED_GROUP_ROWS: usize = 1 << 16;
-/// Record keys of [`Txn::insert_sized`] start here (13 digits, so string order = numeric).
-const SIZED_KEY_BASE: i64 = 1_000_000_000_000;
-
-/// Bulk inserts for benchmark tables: names, write statistics and the timeline are those of
-/// real inserts, but the writer keeps no rows for these file groups (they cannot be updated or
-/// compacted) and the content is not per file.
-impl Txn<'_> {
-    /// Insert new file groups at once: `count` groups into each `(partition, count)` of
-    /// `groups`. The `.inflight` is written once (not once per group), and every base file is a
-    /// hard link to a template Parquet file of its partition — one row, written on first use
-    /// under `.hoodie/.temp/hudifs-gen/` (removed by [`TableWriter::remove_templates`] or when
-    /// the writer is dropped) — so the files of a partition all hold the same row. Returns the
-    /// new file ids, in order.
-    pub fn insert_linked(&mut self, groups: &[(&str, usize)]) -> Result<Vec<String>> {
-        for (partition, _) in groups {
-            self.w.check_partition(partition)?;
-        }
-        let total: usize = groups.iter().map(|(_, n)| n).sum();
-        if total == 0 {
-            return Ok(Vec::new());
-        }
-        for (partition, count) in groups {
-            for _ in 0..*count {
-                self.profile
-                    .push((partition.to_string(), String::new(), "null".into(), 1, 0));
-            }
-        }
-        self.write_inflight()?;
-        let mut file_ids = Vec::with_capacity(total);
-        for (partition, count) in groups {
-            self.w.ensure_partition(partition, &self.instant)?;
-            for _ in 0..*count {
-                let file_id = self.w.new_file_id();
-                let (template, size) = self.template(partition)?;
-                let token = self.w.write_token(self.task, self.stage);
-                let name = listing::base_file_name(&file_id, &token, &self.instant, BASE_EXT);
-                let path = data_path(partition, &name)?;
-                self.w
-                    .store
-                    .link_or_copy(&template, &path)
-                    .map_err(self.w.io_err(&path))?;
-                self.record_pending(partition, &file_id, &name, false, size);
-                self.task += 1;
-                self.ops.push(Op {
-                    kind: OpKind::Insert,
-                    stat: Stat {
-                        partition: partition.to_string(),
-                        file_id: file_id.clone(),
-                        path: rel_path(partition, &name),
-                        prev_commit: "null".into(),
-                        num_writes: 1,
-                        num_inserts: 1,
-                        size,
-                        ..Stat::default()
-                    },
-                    rows: Vec::new(),
-                    opaque: true,
-                });
-                file_ids.push(file_id);
-            }
-        }
-        Ok(file_ids)
-    }
-
-    /// The template of `partition` to link next (path, size), written when missing or full.
-    fn template(&mut self, partition: &str) -> Result<(TablePath, u64)> {
-        if let Some((path, size, links)) = self.w.templates.get_mut(partition) {
-            if *links < LINKS_PER_TEMPLATE {
-                *links += 1;
-                return Ok((path.clone(), *size));
-            }
-        }
-        self.w.template_count += 1;
-        let name = format!("template-{}.parquet", self.w.template_count);
-        let path = join(&self.w.template_dir(), &name)?;
-        let rows = self.stamp(&super::rows(0, 1), 0);
-        let partition_values = self.w.partition_values(partition);
-        let size = parquet::write_base_file(
-            self.w,
-            &BaseFile {
-                path: &path,
-                file_name: &name,
-                partition,
-                table: &self.w.spec.name,
-                with_meta: self.w.spec.populate_meta_fields,
-                partition_values: &partition_values,
-            },
-            &rows,
-        )?;
-        self.w
-            .templates
-            .insert(partition.to_string(), (path.clone(), size, 1));
-        Ok((path, size))
-    }
-
-    /// Insert one new file group whose base file is a real Parquet file of at least `bytes`
-    /// bytes (deterministic rows with 13-digit keys, written in row groups of 65,536 rows and
-    /// not kept in memory). Returns the file id.
-    pub fn insert_sized(&mut self, partition: &str, bytes: u64) -> Result<String> {
-        self.w.check_partition(partition)?;
-        let file_id = self.w.new_file_id();
-        self.profile
-            .push((partition.to_string(), String::new(), "null".into(), 0, 0));
-        self.write_inflight()?;
-        self.w.ensure_partition(partition, &self.instant)?;
-        let token = self.w.write_token(self.task, self.stage);
-        let name = listing::base_file_name(&file_id, &token, &self.instant, BASE_EXT);
-        let path = data_path(partition, &name)?;
-        let partition_values = self.w.partition_values(partition);
-        let target = BaseFile {
-            path: &path,
-            file_name: &name,
-            partition,
-            table: &self.w.spec.name,
-            with_meta: self.w.spec.populate_meta_fields,
-            partition_values: &partition_values,
-        };
-        let mut writer = parquet::BaseWriter::create(&target)?;
-        let mut written = 0usize;
-        let mut chunk = 0u64;
-        while (writer.bytes_written() as u64) < bytes {
-            let start = SIZED_KEY_BASE + written as i64;
-            let ids: Vec<i64> = (start..start + SIZED_GROUP_ROWS as i64).collect();
-            let rows = super::rows_with_ids(chunk, &ids);
-            let stored: Vec<StoredRow> = rows
-                .into_iter()
-                .enumerate()
-                .map(|(i, row)| StoredRow {
-                    row,
-                    commit_time: self.instant.clone(),
-                    seqno: format!("{}_{}_{}", self.instant, self.task, written + i + 1),
-                })
-                .collect();
-            writer.write_group(&stored)?;
-            written += stored.len();
-            chunk += 1;
-        }
-        let range = (written > 0).then(|| {
-            (
-                SIZED_KEY_BASE.to_string(),
-                (SIZED_KEY_BASE + written as i64 - 1).to_string(),
-            )
-        });
-        let size = writer.close(self.w, range)?;
-        self.record_pending(partition, &file_id, &name, false, size);
-        self.task += 1;
-        self.ops.push(Op {
-            kind: OpKind::Insert,
-            stat: Stat {
-                partition: partition.to_string(),
-                file_id: file_id.clone(),
-                path: rel_path(partition, &name),
-                prev_commit: "null".into(),
-                num_writes: written,
-                num_inserts: written,
-                size,
-                ..Stat::default()
-            },
-            rows: Vec::new(),
-            opaque: true,
-        });
-        if let Some(p) = self.profile.last_mut() {
-            p.3 = written;
-        }
-        Ok(file_id)
     }
 }

@@ -1,0 +1,194 @@
+//! `hudifs-bench`: the helper behind `scripts/bench` (PRODUCT.md §5). It writes the large tables
+//! with the project's generator, runs the timing loops — both sides of every figure in the same
+//! run, interleaved, medians of several repetitions — and appends one JSON record per figure to
+//! a results file, from which `report` writes `report.md` and `report.json`.
+//!
+//! Never run by the test suite; nothing here asserts a timing.
+
+mod find;
+mod freshness;
+mod gen;
+mod memory;
+mod mount;
+mod read;
+mod record;
+mod report;
+mod sys;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+type Res<T> = std::result::Result<T, String>;
+
+#[derive(Parser)]
+#[command(name = "hudifs-bench", about = "Benchmark helper behind scripts/bench")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(clap::Args, Clone)]
+struct Common {
+    /// The hudifs binary (default: `hudifs` beside this executable).
+    #[arg(long)]
+    hudifs: Option<PathBuf>,
+    /// An empty directory to mount on.
+    #[arg(long)]
+    mnt: PathBuf,
+    /// Repetitions per side.
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// JSON-lines file the figure records are appended to.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Write a table of FILES base files over INSTANTS commits and PARTITIONS partitions (files
+    /// are hard links to one small Parquet file per partition: `Txn::insert_linked`).
+    GenWide {
+        dir: PathBuf,
+        #[arg(long)]
+        files: usize,
+        #[arg(long)]
+        instants: usize,
+        #[arg(long)]
+        partitions: usize,
+        #[arg(long, default_value_t = 9)]
+        version: u32,
+    },
+    /// Write a table with one base file of at least BYTES bytes; prints its table-relative path.
+    GenBig {
+        dir: PathBuf,
+        #[arg(long)]
+        bytes: u64,
+        #[arg(long, default_value_t = 9)]
+        version: u32,
+    },
+    /// Figure 1: sequential read of FILE through latest/ vs directly, cold and warm cache.
+    Read {
+        table: PathBuf,
+        /// The big file, relative to the table root.
+        #[arg(long)]
+        file: String,
+        /// Mount variants: `default`, `no-passthrough` (passes --no-passthrough).
+        #[arg(long, value_delimiter = ',', default_value = "default")]
+        modes: Vec<String>,
+        #[command(flatten)]
+        c: Common,
+    },
+    /// Figure 2: `find latest -type f` (cold: first after mount; warm) vs `find TABLE -type f`.
+    Find {
+        table: PathBuf,
+        #[command(flatten)]
+        c: Common,
+    },
+    /// Figure 3: mount until the first full listing of latest/ vs hudi-rs get_file_slices().
+    MountList {
+        table: PathBuf,
+        /// Python of the virtual environment with the `hudi` package.
+        #[arg(long)]
+        python: PathBuf,
+        /// The hudi-rs timing script (scripts/bench-hudi-rs.py).
+        #[arg(long)]
+        script: PathBuf,
+        #[command(flatten)]
+        c: Common,
+    },
+    /// Figure 4: daemon RSS per visible file after `find latest -type f` (big minus tiny table).
+    Memory {
+        big: PathBuf,
+        tiny: PathBuf,
+        #[command(flatten)]
+        c: Common,
+    },
+    /// Figure 5: freshness delay (default mount and --poll-interval) and the cost of applying
+    /// one commit on a short vs a long timeline. Writes its own tables under WORK.
+    Freshness {
+        work: PathBuf,
+        /// Files of every freshness table.
+        #[arg(long)]
+        files: usize,
+        /// Instants of the short timeline.
+        #[arg(long, default_value_t = 100)]
+        short: usize,
+        /// Instants of the long timeline.
+        #[arg(long)]
+        long: usize,
+        /// Poll interval (ms) of the polling-mode freshness figure.
+        #[arg(long, default_value_t = 100)]
+        poll_ms: u64,
+        /// Poll interval (ms) of the apply-cost figure.
+        #[arg(long, default_value_t = 10)]
+        fast_poll_ms: u64,
+        #[command(flatten)]
+        c: Common,
+    },
+    /// Write report.md and report.json from the results file; print the summary table.
+    Report {
+        results: PathBuf,
+        #[arg(long)]
+        md: PathBuf,
+        #[arg(long)]
+        json: PathBuf,
+        /// A line about the run (machine, mode), put at the top of the report.
+        #[arg(long, default_value = "")]
+        header: String,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let res = match &cli.command {
+        Cmd::GenWide {
+            dir,
+            files,
+            instants,
+            partitions,
+            version,
+        } => gen::gen_wide(dir, *files, *instants, *partitions, *version),
+        Cmd::GenBig {
+            dir,
+            bytes,
+            version,
+        } => gen::gen_big(dir, *bytes, *version),
+        Cmd::Read {
+            table,
+            file,
+            modes,
+            c,
+        } => read::bench_read(table, file, modes, c),
+        Cmd::Find { table, c } => find::bench_find(table, c),
+        Cmd::MountList {
+            table,
+            python,
+            script,
+            c,
+        } => mount::bench_mount_list(table, python, script, c),
+        Cmd::Memory { big, tiny, c } => memory::bench_memory(big, tiny, c),
+        Cmd::Freshness {
+            work,
+            files,
+            short,
+            long,
+            poll_ms,
+            fast_poll_ms,
+            c,
+        } => freshness::bench_freshness(work, *files, *short, *long, *poll_ms, *fast_poll_ms, c),
+        Cmd::Report {
+            results,
+            md,
+            json,
+            header,
+        } => report::report(results, md, json, header),
+    };
+    match res {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hudifs-bench: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
