@@ -98,6 +98,12 @@ impl Snapshot {
     pub fn plan(&self, key: &ViewKey, read_optimized: bool) -> Result<Plan> {
         let archived = if rules::needs_archive(&self.ctx, key) {
             self.archived()
+        } else if rules::wants_archive(&self.ctx) {
+            // Without it, logs are told by the active timeline alone.
+            match self.archived() {
+                a @ Archived::Read(_) => a,
+                _ => Archived::NotNeeded,
+            }
         } else {
             Archived::NotNeeded
         };
@@ -180,9 +186,10 @@ impl Snapshot {
         match &plan.key {
             ViewKey::Latest => false,
             ViewKey::AsOf(t) => tl.latest_completed().is_some_and(|l| t <= l) && before_pending(t),
+            // The window as asked, not as cut: a pending write that cuts a version-6 window
+            // (BLOCK) changes it when it completes or is rolled back.
             ViewKey::Incremental { end: Some(e), .. } => {
-                let end = plan.effective_end.as_ref().unwrap_or(e);
-                tl.latest_completion().is_some_and(|l| end <= l) && before_pending(end)
+                tl.latest_completion().is_some_and(|l| e <= l) && before_pending(e)
             }
             ViewKey::Incremental { end: None, .. } => false,
         }

@@ -1,7 +1,7 @@
 //! [`ArchivedFacts`]: what the views need from the archived timeline, derived from an
 //! [`Archive`] that the I/O layer read (the rules never read it themselves).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::archive::Archive;
 use crate::ids::FileRef;
@@ -20,6 +20,8 @@ pub struct ArchivedFacts {
     pub retention_bound: Option<InstantTime>,
     /// v6 strict logs: log file → archived writes naming it as `path`.
     pub log_writers: HashMap<FileRef, Vec<InstantTime>>,
+    /// v6: logs archived rollbacks wrote (command blocks) or found from the failed commit.
+    pub rollback_logs: HashSet<FileRef>,
 }
 
 impl ArchivedFacts {
@@ -53,6 +55,10 @@ impl ArchivedFacts {
                     .insert(i.requested.clone(), (i.completion.clone(), m));
             } else if i.action == Action::Savepoint {
                 facts.savepoints.insert(i.requested.clone());
+            } else if i.action == Action::Rollback {
+                if let Ok(v) = &i.metadata {
+                    facts.rollback_logs.extend(metadata::rollback_files(v));
+                }
             } else if i.action == Action::Clean {
                 if let Ok(v) = &i.metadata {
                     facts.retention_bound =

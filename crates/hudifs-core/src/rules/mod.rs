@@ -21,7 +21,7 @@ pub use archived::ArchivedFacts;
 pub use context::{unreadable_metadata, Context};
 pub use incremental::incremental_windows;
 pub use model::model;
-pub use plan::{needs_archive, plan, Archived, Plan};
+pub use plan::{needs_archive, plan, wants_archive, Archived, Plan};
 pub use resolve::{resolve_partition, Chosen, InstantInterner, PartitionChoice};
 
 use crate::instant_time::InstantTime;

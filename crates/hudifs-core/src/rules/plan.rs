@@ -73,6 +73,16 @@ pub fn needs_archive(ctx: &Context, key: &ViewKey) -> bool {
     }
 }
 
+/// Whether views would tell more of their files with the archived timeline, though they can
+/// do without it: on table version 6 merge-on-read a log file carries no writer in its name, so
+/// a log that no active write names is shown as written by an archived writer unless an
+/// archived rollback names it (its write failed) or, while a pending deltacommit (or unreadable
+/// metadata) leaves open that it is the pending write's, unless an archived write names it. The
+/// caller reads the archive if it can and plans without it if it cannot.
+pub fn wants_archive(ctx: &Context) -> bool {
+    ctx.cfg.has_v6_logs() && ctx.timeline.archive_nonempty
+}
+
 impl Context {
     /// The archived facts for a view at `t` that reaches before the active timeline (`None`
     /// when it does not); a refusal when they could not be read.
@@ -170,16 +180,22 @@ pub fn plan(
         selected: Vec::new(),
         effective_end: None,
     };
+    // Read for log attribution only (`wants_archive`): used if it could be read.
+    let helpful = match archived {
+        Archived::Read(a) => Some(a.clone()),
+        _ => None,
+    };
     match key {
         ViewKey::Latest => {
             p.instant = ctx.timeline.latest_completed().cloned();
             p.t = ctx.timeline.latest.clone();
+            p.archive = helpful;
         }
         ViewKey::AsOf(t) => {
             let archive = if ctx.needs_archive(t) {
                 ctx.archive_for(archived)?
             } else {
-                None
+                helpful
             };
             ctx.check_history(t, "as-of time", archive.as_deref())?;
             p.archive = archive;
@@ -191,7 +207,7 @@ pub fn plan(
             let archive = if needs_archive(ctx, key) {
                 ctx.archive_for(archived)?
             } else {
-                None
+                helpful
             };
             incremental::plan_window(
                 ctx,

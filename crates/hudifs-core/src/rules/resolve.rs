@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound::{Excluded, Included, Unbounded};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use super::{Context, Plan};
 use crate::ids::{FileGroupId, FileRef};
@@ -358,18 +358,25 @@ fn v6_log_writer<'f>(
             .find(|w| w.as_str() <= t)
             .map(|w| Some(w.as_str()));
     }
-    if ctx.needs_archive(t) {
-        let a: &Arc<_> = plan.archive.as_ref()?;
-        return a
-            .log_writers
-            .get(&key)?
-            .iter()
-            .find(|w| w.as_str() <= t)
-            .map(|w| Some(w.as_str()));
+    // ... by an archived write's `path`, where the archive was read for this view.
+    if let Some(a) = plan.archive.as_ref() {
+        let archived = a.log_writers.get(&key);
+        if archived.is_some() || ctx.needs_archive(t) {
+            return archived?
+                .iter()
+                .find(|w| w.as_str() <= t)
+                .map(|w| Some(w.as_str()));
+        }
+    } else if ctx.needs_archive(t) {
+        return None;
     }
     // (b) an archived writer.
     let group = FileGroupId::new(&l.partition, l.file_id());
     let archived_writer_possible = !ctx.rollback_logs.contains_key(&key)
+        && !plan
+            .archive
+            .as_ref()
+            .is_some_and(|a| a.rollback_logs.contains(&key))
         && !ctx.pending_delta_unknown
         && !ctx.pending_delta_groups.contains(&group)
         && ctx.unreadable_rollbacks.is_empty()

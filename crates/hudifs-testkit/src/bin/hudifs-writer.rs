@@ -52,6 +52,9 @@ struct Cli {
     /// (then the same seed gives byte-identical tables).
     #[arg(long, allow_negative_numbers = true)]
     logical_clock_ms: Option<i64>,
+    /// Also archive old instants now and then, as Hudi's archiver does.
+    #[arg(long)]
+    archive: bool,
 }
 
 fn parse_version(s: &str) -> Result<u32, String> {
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
         ops_per_sec: cli.ops_per_sec,
         slow_ms: cli.slow_ms,
         logical_clock_ms: cli.logical_clock_ms,
+        archive: cli.archive,
     };
     let result = Sim::create(&cli.table, opts, log).and_then(|mut sim| {
         sim.run()?;

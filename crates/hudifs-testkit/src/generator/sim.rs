@@ -16,6 +16,7 @@
 //! | `replace` | an INSERT_OVERWRITE replacecommit of one partition |
 //! | `compaction` | merge-on-read: schedules a compaction, runs it (leaving it inflight), or completes it |
 //! | `savepoint` | savepoints the latest completed write (at most three per run) |
+//! | `archive` | (with [`SimOptions::archive`]) moves completed instants older than the newest few into the archived timeline, as Hudi's archiver does: never at or past a pending instant or a savepoint, never a replacecommit whose replaced groups still have files |
 //!
 //! The cleaner keeps every file a savepoint lists (and the rest of its slice), every file group
 //! with a pending compaction, and every slice `as_of` needs at or after the retained commit,
@@ -82,6 +83,8 @@ pub struct SimOptions {
     /// `Some(start)`: a logical clock starting at `start` epoch ms (fully deterministic names);
     /// `None`: wall-clock instants.
     pub logical_clock_ms: Option<i64>,
+    /// Also archive old instants now and then.
+    pub archive: bool,
 }
 
 /// The operations, in the order of their weights below.
@@ -96,6 +99,7 @@ pub enum Op {
     Replace,
     Compaction,
     Savepoint,
+    Archive,
 }
 
 impl Op {
@@ -110,11 +114,12 @@ impl Op {
             Op::Replace => "replace",
             Op::Compaction => "compaction",
             Op::Savepoint => "savepoint",
+            Op::Archive => "archive",
         }
     }
 }
 
-fn weights(mor: bool) -> [(Op, u64); 9] {
+fn weights(mor: bool, archive: bool) -> [(Op, u64); 10] {
     [
         (Op::Insert, 15),
         (Op::Update, 30),
@@ -125,6 +130,7 @@ fn weights(mor: bool) -> [(Op, u64); 9] {
         (Op::Replace, 4),
         (Op::Compaction, if mor { 12 } else { 0 }),
         (Op::Savepoint, 3),
+        (Op::Archive, if archive { 5 } else { 0 }),
     ]
 }
 
@@ -160,6 +166,8 @@ pub struct Sim<L: Write> {
     last_retained: Option<String>,
     /// Wall-clock ms before the newest completed-file rename of the current operation.
     last_completion_ms: Option<i64>,
+    /// The operation the last step ran.
+    last_op: Option<Op>,
 }
 
 impl<L: Write> Sim<L> {
@@ -200,6 +208,7 @@ impl<L: Write> Sim<L> {
             snapshot_seq: 0,
             last_retained: None,
             last_completion_ms: None,
+            last_op: None,
         };
         let layout = sim.w.layout().number();
         sim.emit(json!({
@@ -220,6 +229,11 @@ impl<L: Write> Sim<L> {
 
     pub fn writer(&self) -> &TableWriter {
         &self.w
+    }
+
+    /// The name of the operation the last step ran.
+    pub fn last_op(&self) -> Option<&'static str> {
+        self.last_op.map(Op::name)
     }
 
     /// Operations run so far, by name.
@@ -253,7 +267,7 @@ impl<L: Write> Sim<L> {
     /// Choose and run one operation.
     pub fn step(&mut self) -> Result<()> {
         let mor = self.opts.table_type == TableType::MergeOnRead;
-        let table = weights(mor);
+        let table = weights(mor, self.opts.archive);
         let total: u64 = table.iter().map(|(_, w)| w).sum();
         let mut pick = self.rng.next_u64() % total;
         let mut op = Op::Insert;
@@ -265,6 +279,7 @@ impl<L: Write> Sim<L> {
             pick -= w;
         }
         let op = self.applicable(op);
+        self.last_op = Some(op);
         self.ops += 1;
         *self.counts.entry(op.name()).or_default() += 1;
         self.last_completion_ms = None;
@@ -286,6 +301,7 @@ impl<L: Write> Sim<L> {
             Op::Replace => self.replace()?,
             Op::Compaction => self.compaction()?,
             Op::Savepoint => self.savepoint()?,
+            Op::Archive => self.archive()?,
         }
         self.after_op()
     }
@@ -307,6 +323,7 @@ impl<L: Write> Sim<L> {
                 Op::Update.fallback(live)
             }
             Op::Savepoint if !self.can_savepoint() => Op::Insert.fallback(live),
+            Op::Archive if self.archive_bound().is_none() => Op::Update.fallback(live),
             op => op,
         }
     }
@@ -782,6 +799,79 @@ impl<L: Write> Sim<L> {
         self.savepointed.extend(files.iter().cloned());
         self.flush_published()?;
         self.emit(json!({"ev": "savepoint", "instant": t, "files": files}))
+    }
+
+    /// The newest instant archival may reach: older than the newest few completed writes, than
+    /// every pending write and compaction and every savepoint (Hudi's archiver stops there), and
+    /// than every replacecommit whose replaced groups still have files (Hudi keeps those on the
+    /// active timeline until the cleaner removed the groups: `latest/` needs them).
+    fn archive_bound(&self) -> Option<String> {
+        const KEEP: usize = 3;
+        let completed: Vec<&String> = self.w.completed_writes().keys().collect();
+        if completed.len() <= KEEP {
+            return None;
+        }
+        let mut stops: Vec<String> = self
+            .w
+            .pending_writes()
+            .into_iter()
+            .chain(self.w.pending_compactions())
+            .chain(self.w.savepoints().iter().cloned())
+            .collect();
+        for g in self.w.groups.values() {
+            if let Some(r) = &g.replaced_by {
+                let has_files = g
+                    .slices
+                    .iter()
+                    .any(|s| s.base_file.is_some() || !s.logs.is_empty());
+                if has_files {
+                    stops.push(r.clone());
+                }
+            }
+        }
+        let limit = completed[completed.len() - KEEP].clone();
+        let stop = stops.into_iter().min();
+        // Archived instants lie wholly before the active timeline: each completed before the
+        // first instant kept was requested (a compaction requested early and completed late
+        // stays, as Hudi 1.x archives in completion order).
+        let completions = self.w.completed_writes();
+        completed
+            .iter()
+            .rev()
+            .filter(|c| ***c < limit && stop.as_ref().is_none_or(|s| **c < s))
+            .find(|c| {
+                let c: &str = c.as_str();
+                let first_kept = completed
+                    .iter()
+                    .map(|k| k.as_str())
+                    .find(|k| *k > c)
+                    .into_iter()
+                    .chain(stop.as_deref())
+                    .min();
+                let last_completion = completions
+                    .range::<str, _>((std::ops::Bound::Unbounded, std::ops::Bound::Included(c)))
+                    .map(|(_, done)| done.as_str())
+                    .max();
+                match (first_kept, last_completion) {
+                    (Some(k), Some(done)) => done < k,
+                    _ => true,
+                }
+            })
+            .map(|c| (*c).clone())
+    }
+
+    fn archive(&mut self) -> Result<()> {
+        let Some(bound) = self.archive_bound() else {
+            return self.write(true, false, false);
+        };
+        let archived = self.w.archive(&bound)?;
+        let instants: Vec<&String> = archived.iter().map(|(t, _)| t).collect();
+        self.emit(json!({"ev": "archive", "up_to": bound, "instants": instants}))
+    }
+
+    /// The retention bound of the last clean (`earliestCommitToRetain`), if any.
+    pub fn retained(&self) -> Option<&str> {
+        self.last_retained.as_deref()
     }
 
     /// Log a changed `latest/` and `as_of` views that became final.
