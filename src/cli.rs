@@ -1,4 +1,4 @@
-//! The command line: `hudifs mount | umount | ls | timeline` (PRODUCT.md §3).
+//! The command line: `hudifs mount | umount | ls | timeline` (SEMANTICS.md §7).
 //!
 //! `ls` and `timeline` print the same views as the mount from the same code (`hudifs-core`'s
 //! rules through a `Snapshot`), so the shell and the mount can never disagree. Exit codes: 0
@@ -75,7 +75,7 @@ pub struct TimelineArgs {
     pub json: bool,
 }
 
-/// The zone naive times are read in: `--timezone`, else the table's, else UTC (spec §6.4).
+/// The zone naive times are read in: `--timezone`, else the table's, else UTC (SEMANTICS.md §4.3).
 pub fn zone(option: Option<&str>, table: Option<&TimelineZone>) -> Result<TimelineZone> {
     match option {
         Some(z) => TimelineZone::parse(z).map_err(|e| Error::Usage(format!("--timezone: {e}"))),

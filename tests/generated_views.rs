@@ -70,7 +70,7 @@ fn cow(version: u32) -> (tempfile::TempDir, TableWriter) {
     (dir, w)
 }
 
-/// Pending compaction (spec §4.2 S7, §4.3): its partial output is hidden and its slice merges
+/// Pending compaction (SEMANTICS.md §3.3): its partial output is hidden and its slice merges
 /// into the previous one; once completed, the new slice takes over.
 #[test]
 fn pending_compaction_merges_and_hides_its_output() {
@@ -129,7 +129,7 @@ fn pending_compaction_merges_and_hides_its_output() {
     }
 }
 
-/// A failed first write must not count as "archived, hence committed" (P10, §2.8).
+/// A failed first write must not count as "archived, hence committed" (SEMANTICS.md §1.4).
 #[test]
 fn failed_first_write_stays_hidden() {
     for version in [6, 9] {
@@ -252,7 +252,7 @@ fn clean_guard_and_savepoints() {
 }
 
 /// A clean still in flight (here: one that crashed after deleting) already bounds time travel by
-/// its plan: it has deleted, or is deleting, what it does not retain (guarantee 5).
+/// its plan: it has deleted, or is deleting, what it does not retain (SEMANTICS.md §5.3).
 #[test]
 fn a_clean_in_flight_bounds_time_travel_by_its_plan() {
     for version in [6, 9] {
@@ -332,7 +332,7 @@ fn v6_block_policy_cuts_windows_at_the_oldest_pending_write() {
 }
 
 /// Two committed base files of one (fileId, instant) after a task retry: the one the commit
-/// metadata names is shown (P25); without metadata to tell, both are hidden.
+/// metadata names is shown (SEMANTICS.md §3.7); without metadata to tell, both are hidden.
 #[test]
 fn duplicate_base_files_prefer_the_metadata_path() {
     let (_d, mut w) = cow(6);
@@ -353,8 +353,8 @@ fn duplicate_base_files_prefer_the_metadata_path() {
 }
 
 /// History before the active timeline: files of archived instants count as committed for
-/// snapshots (P11); time travel into the archived range needs the archive, and an archive that
-/// cannot be read refuses it (decision 8) while latest is unaffected.
+/// snapshots (SEMANTICS.md §6.8); time travel into the archived range needs the archive, and an archive that
+/// cannot be read refuses it (SEMANTICS.md §5.6) while latest is unaffected.
 #[test]
 fn archived_commits_stay_live_and_a_damaged_archive_refuses_history() {
     let (_d, mut w) = cow(6);
@@ -403,7 +403,7 @@ fn archived_commits_stay_live_and_a_damaged_archive_refuses_history() {
     assert_eq!(window(&root, Some(&c2), None).unwrap().selected, vec![c3]);
 }
 
-/// A file group of log files only (P14) and a pending replacecommit that replaces nothing yet.
+/// A file group of log files only (SEMANTICS.md §1.6) and a pending replacecommit that replaces nothing yet.
 #[test]
 fn log_only_groups_and_pending_replacecommits() {
     let (_d, mut w) = mor(9);
@@ -432,7 +432,7 @@ fn log_only_groups_and_pending_replacecommits() {
     assert_eq!(latest(&root), vec![log]);
 }
 
-/// Archived history reached through the archive (spec §2.7): after archiving, time travel and
+/// Archived history reached through the archive (SEMANTICS.md §6.8): after archiving, time travel and
 /// windows into the archived range answer exactly as before; a damaged archive is refused.
 #[test]
 fn views_into_archived_history_answer_as_before_archiving() {

@@ -1,4 +1,4 @@
-//! Base and log file names in partition directories (spec §3).
+//! Base and log file names in partition directories (SEMANTICS.md §1.5).
 //!
 //! Properties: a parsed base name formats back (`base_file_name`) to the very input; a parsed
 //! log name formats back (`log_file_name`) to a name that parses equal; `parse_data_name` agrees

@@ -1,4 +1,4 @@
-//! Timeline file names (spec §2.3), layouts 1 and 2.
+//! Timeline file names (SEMANTICS.md §1.3), layouts 1 and 2.
 //!
 //! Property: a parsed name formats back (`instant_file_name`) to a name that parses to the same
 //! instant file (requested, completion, action, state). The `name` field is not compared: the

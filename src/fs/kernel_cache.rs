@@ -1,5 +1,5 @@
 //! What the kernel may hold of `latest/`, so that it can cache `latest/` as it caches history
-//! and still never show a snapshot that has moved on (PRODUCT.md §2 guarantee 3, §4).
+//! and still never show a snapshot that has moved on (SEMANTICS.md §6.2, §6.5).
 //!
 //! `latest/` changes whenever a writer commits. Rather than short timeouts, the kernel gets long
 //! ones for the names, attributes and directory listings of `latest/`, and is told what changed

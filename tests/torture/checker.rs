@@ -173,7 +173,7 @@ fn check_as_of(log: &Log, rep: &mut Report, t: &str, w: &Walk) {
                 rep.as_of_final += 1;
                 if refused_by_clean(log, t, w.start - FINAL_SLACK_MS) {
                     rep.bad("as-of-served-after-clean", format!(
-                        "as_of/{t} was still listed {} ms after a clean retained only newer commits (guarantee 5: it must be refused; its files may be gone)",
+                        "as_of/{t} was still listed {} ms after a clean retained only newer commits (SEMANTICS.md §5.3: it must be refused; its files may be gone)",
                         w.start
                             - log
                                 .cleans

@@ -123,9 +123,9 @@ pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 ///
 /// - `open-file-enoent`: a file opened through `latest/` fails to read (ENOENT) once `latest/`
 ///   moved on: the kernel's GETATTR during the read is answered from the current snapshot, which
-///   no longer has the file (guarantee 4).
+///   no longer has the file (SEMANTICS.md §6.6).
 /// - `as-of-served-after-clean`: `as_of/<T>` cached as final keeps being listed after a clean
-///   retained only newer commits, with files the cleaner deleted (guarantee 5).
+///   retained only newer commits, with files the cleaner deleted (SEMANTICS.md §5.3).
 /// - `latest-mixes-snapshots`: rarely (about once in a 2-minute run), `latest/` shows a timeline
 ///   state that never existed — a compaction that completed after a write, without the write
 ///   (named by `user.hudi.instant` as the write before). The daemon lists the timeline

@@ -231,7 +231,7 @@ impl TableConfig {
     }
 
     /// A v6 merge-on-read table: its log files carry the base instant of their slice, not the
-    /// instant that wrote them, so their writers are told by commit metadata (spec §4.5).
+    /// instant that wrote them, so their writers are told by commit metadata (SEMANTICS.md §3.6).
     pub fn has_v6_logs(&self) -> bool {
         self.is_mor() && !self.has_completion_times()
     }

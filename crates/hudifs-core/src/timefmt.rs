@@ -2,7 +2,7 @@
 //! of `incremental/<t1>..<t2>`) or on the command line, and the one canonical form hudifs works
 //! with, a 17-digit instant string `yyyyMMddHHmmssSSS`.
 //!
-//! Why this needs care (spec §2.1, §6, pitfalls P9 and P16):
+//! Why this needs care (SEMANTICS.md §4):
 //!
 //! - Hudi instants are *wall-clock* strings in the table's timeline time zone
 //!   (`hoodie.table.timeline.timezone`, Java default `LOCAL` = the writer's zone), and they are
@@ -15,7 +15,7 @@
 //! - Absolute inputs (epoch seconds or milliseconds, or a date-time with `Z`/`±HH:MM`) name one
 //!   moment; they are converted to the timeline zone's wall clock, which is always unique.
 //!   The v6 fixtures were written on US Central wall clock, so `2024-04-18T22:35:51Z` is instant
-//!   `20240418173551000` there and not `20240418223551000` (P16).
+//!   `20240418173551000` there and not `20240418223551000` (SEMANTICS.md §4.3).
 //! - Spark parity: a wall-clock time without a fraction (`2024-04-18 17:35:51`) includes the
 //!   whole second, i.e. it becomes `…173551999`; a 14-digit instant gets `000` (hudi-rs parity).
 //!
@@ -50,7 +50,7 @@ pub const ACCEPTED_ZONES: &str =
 /// The time zone in which instant strings (17-digit wall-clock `yyyyMMddHHmmssSSS`) are written.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum TimelineZone {
-    /// Coordinated Universal Time; the default when the table does not say (spec §6.4).
+    /// Coordinated Universal Time; the default when the table does not say (SEMANTICS.md §4.3).
     #[default]
     Utc,
     /// The zone of the machine hudifs runs on (`chrono::Local`), for `LOCAL` tables.
@@ -176,7 +176,7 @@ pub enum TimeError {
     },
 }
 
-/// Parse one time spelling into its canonical form (spec §6.3):
+/// Parse one time spelling into its canonical form (SEMANTICS.md §4.1):
 ///
 /// - 17 digits: returned as is after checking it is a real date and time (month 01-12, a day of
 ///   that month, hour < 24, minute < 60, second < 60); `19700101000000000` is accepted. Hudi's
@@ -652,7 +652,7 @@ mod tests {
 
     #[test]
     fn test_parse_time_zulu_in_chicago_is_central_wall_clock() {
-        // Spec §6.4 / P16: the v6 fixtures' commit at 22:35:51 UTC is instant …173551 there.
+        // SEMANTICS.md §4.3: the v6 fixtures' commit at 22:35:51 UTC is instant …173551 there.
         assert_eq!(
             canon("2024-04-18T22:35:51Z", &chicago()),
             "20240418173551000"

@@ -60,7 +60,7 @@ pub fn parse_base_name(name: &str, exts: &[String]) -> Option<BaseName> {
 }
 
 /// Parse a log file name. CDC logs (a suffix after the write token) and archive logs are not
-/// data logs and give `None` (spec §3.3).
+/// data logs and give `None` (SEMANTICS.md §1.5).
 pub fn parse_log_name(name: &str) -> Option<LogName> {
     let rest = name.strip_prefix('.')?;
     let (head, tail) = rest.split_once(".log.")?;

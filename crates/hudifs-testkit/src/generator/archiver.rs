@@ -128,7 +128,7 @@ impl TableWriter {
     /// compaction or clustering, or at or past a savepoint (`hoodie.archive.beyond.savepoint` is
     /// false by default). Not enforced: Hudi's rule that keeps a replacecommit on the active
     /// timeline until the file groups it replaced are cleaned, so that tests can build the
-    /// archived-replacecommit case of spec §2.7.
+    /// archived-replacecommit case of SEMANTICS.md §6.8.
     pub fn archive(&mut self, up_to: &str) -> Result<Vec<(String, Action)>> {
         let groups = self.archivable(up_to)?;
         if groups.is_empty() {

@@ -1,7 +1,7 @@
 //! What readers should see: the writer's own model of the table's views, independent of the
 //! reading half of hudifs (`fsview`), for tests that compare the two.
 //!
-//! The rules are those of `hudi-visibility-spec.md` §4.2 applied to what the writer knows:
+//! The rules are those of SEMANTICS.md §3 applied to what the writer knows:
 //! per live file group the newest slice at or before `T` (a pending compaction's slice merged
 //! into the one before it), its base file and the logs of completed writes at or before `T`.
 //! Slices exist in the model only once committed (or for a pending compaction), and a log's
@@ -24,7 +24,7 @@ pub struct ExpectedFile {
 }
 
 impl TableWriter {
-    /// The newest requested time among completed writes and pending compactions (spec §2.8
+    /// The newest requested time among completed writes and pending compactions (SEMANTICS.md §1.4
     /// `LATEST`), if any.
     fn latest_key(&self) -> Option<String> {
         let pending_compaction = self

@@ -1,4 +1,4 @@
-//! `hudifs-bench`: the helper behind `scripts/bench` (PRODUCT.md §5). It writes the large tables
+//! `hudifs-bench`: the helper behind `scripts/bench` (README.md, Benchmarks). It writes the large tables
 //! with the project's generator, runs the timing loops — both sides of every figure in the same
 //! run, interleaved, medians of several repetitions — and appends one JSON record per figure to
 //! a results file, from which `report` writes `report.md` and `report.json`.

@@ -30,7 +30,7 @@ impl Side {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Record {
-    /// Figure number from PRODUCT.md §5 / the bench issue (1–5).
+    /// Figure number (README.md, Benchmarks: 1–5).
     pub figure: u32,
     pub id: String,
     pub title: String,
