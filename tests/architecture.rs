@@ -339,3 +339,71 @@ fn the_product_package_installs_one_program() {
     );
     assert!(workspace().join("src/main.rs").is_file());
 }
+
+/// README's "How it is built" names the files and folders of each crate: every name it gives
+/// exists, and every top-level module of every crate is named.
+#[test]
+fn the_readme_describes_the_tree_as_it_is() {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).unwrap();
+    let section = readme
+        .split("## How it is built")
+        .nth(1)
+        .and_then(|s| s.split("```").nth(1))
+        .expect("README has a How it is built block");
+    let mut crate_dir: Option<PathBuf> = None;
+    let mut named: BTreeMap<PathBuf, BTreeSet<String>> = BTreeMap::new();
+    let mut missing = Vec::new();
+    for line in section.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if !line.starts_with(' ') && first.ends_with('/') {
+            crate_dir = Some(workspace().join(first));
+            continue;
+        }
+        let Some(dir) = &crate_dir else { continue };
+        let src = if dir.ends_with("src") {
+            dir.clone()
+        } else {
+            dir.join("src")
+        };
+        // The names in the left column (two spaces in; deeper lines continue a description):
+        // `a.rs, b.rs` or `folder/`.
+        let indent = line.len() - line.trim_start().len();
+        if indent != 2 {
+            continue;
+        }
+        let left = line.trim_start().split("  ").next().unwrap_or("");
+        for name in left.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if !(name.ends_with(".rs") || name.ends_with('/')) {
+                continue;
+            }
+            if !src.join(name.trim_end_matches('/')).exists() {
+                missing.push(format!("{}", src.join(name).display()));
+            }
+            named.entry(src.clone()).or_default().insert(
+                name.trim_end_matches('/')
+                    .trim_end_matches(".rs")
+                    .to_string(),
+            );
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "README names what is not there: {missing:?}"
+    );
+    let mut unnamed = Vec::new();
+    for src in crate_sources() {
+        for e in std::fs::read_dir(&src).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let module = name.trim_end_matches(".rs").to_string();
+            if matches!(module.as_str(), "lib" | "main" | "bin") {
+                continue;
+            }
+            let known = named.get(&src).is_some_and(|n| n.contains(&module));
+            // The test kit is described as a whole.
+            if !known && !src.starts_with(workspace().join("crates/hudifs-testkit")) {
+                unnamed.push(format!("{}", src.join(&name).display()));
+            }
+        }
+    }
+    assert!(unnamed.is_empty(), "README does not name: {unnamed:?}");
+}
