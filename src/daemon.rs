@@ -193,7 +193,7 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
             MountFailure::Kernel(m) => Error::Mount(m),
         })?;
     if let (Some(mp), Some(local)) = (&mount_path, fs.store().local()) {
-        match_read_ahead(local.root(), mp);
+        match_read_ahead(local, mp);
     }
     log::info!(
         "mounted {table} at {} (latest instant {})",
@@ -244,10 +244,8 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
 /// disk under the table typically reads ahead megabytes: reads through the daemon (no
 /// passthrough) then run at a fraction of the disk's speed when cold. Give the mount the read-ahead
 /// of the table's device (at least 1 MiB, at most 16 MiB). Needs root; otherwise logged and left.
-fn match_read_ahead(table: &Path, mountpoint: &Path) {
-    use std::os::unix::fs::MetadataExt;
-
-    let Ok(t) = std::fs::metadata(table) else {
+fn match_read_ahead(table: &LocalStore, mountpoint: &Path) {
+    let Some(dev) = table.device() else {
         return;
     };
     // The mount's device from the mount table, not from a stat of the mount point, which would
@@ -263,7 +261,7 @@ fn match_read_ahead(table: &Path, mountpoint: &Path) {
     else {
         return;
     };
-    let table_dev = format!("{}:{}", libc::major(t.dev()), libc::minor(t.dev()));
+    let table_dev = format!("{}:{}", libc::major(dev), libc::minor(dev));
     let read_kb =
         |p: String| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
     let table_kb = read_kb(format!("/sys/class/bdi/{table_dev}/read_ahead_kb"))

@@ -182,11 +182,8 @@ impl HudiFs {
             .map_err(|e| Error::io(store.describe(&TablePath::root()), e))?;
         // The table root's owner where the storage has owners (a local disk), else the user
         // serving the mount.
-        let (uid, gid) = match store.local().and_then(|l| std::fs::metadata(l.root()).ok()) {
-            Some(md) => {
-                use std::os::unix::fs::MetadataExt;
-                (md.uid(), md.gid())
-            }
+        let (uid, gid) = match store.local().and_then(|l| l.owner()) {
+            Some(owner) => owner,
             // SAFETY: plain getters without preconditions.
             None => unsafe { (libc::getuid(), libc::getgid()) },
         };

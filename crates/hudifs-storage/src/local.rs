@@ -306,6 +306,11 @@ impl LocalStore {
     pub fn device(&self) -> Option<u64> {
         std::fs::metadata(&self.root).ok().map(|m| m.dev())
     }
+
+    /// The owner of the table root: `(uid, gid)`.
+    pub fn owner(&self) -> Option<(u32, u32)> {
+        std::fs::metadata(&self.root).ok().map(|m| (m.uid(), m.gid()))
+    }
 }
 
 /// An inotify watch on one directory.
