@@ -3,104 +3,19 @@
 //! back with pyarrow and compared as multisets with hudi-rs 0.5.0's `read()` of the same
 //! snapshot and, for `latest`, with Spark's gold data shipped in the fixture zip.
 //!
-//! Python with pyarrow and `hudi==0.5.0` (hudi-rs): `HUDIFS_MERGE_PYTHON`, else a venv in
-//! target/pyenv-merge, created and filled from PyPI on first use.
+//! Python with pyarrow and `hudi==0.5.0`: see `tests/merge/support.rs`.
 
 mod common;
+#[path = "merge/support.rs"]
+mod support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-use hudifs_core::fsview::{self, ViewKey};
+use hudifs_core::fsview::ViewKey;
 use hudifs_core::snapshot::TableSnapshot;
-use hudifs_merge::{prepare, MergeConfig, MergeOptions, Plan};
-use hudifs_storage::LocalStore;
 use serde_json::{json, Value};
-
-fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("HUDIFS_MERGE_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pyenv-merge");
-    let py = venv.join("bin/python");
-    let ok = |py: &Path| {
-        Command::new(py)
-            .args([
-                "-c",
-                "import pyarrow, hudi; assert hudi.__version__ == '0.5.0'",
-            ])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !ok(&py) {
-        let st = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .expect("python3 -m venv");
-        assert!(st.success(), "could not create {}", venv.display());
-        let st = Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(["hudi==0.5.0", "pyarrow"])
-            .status()
-            .expect("pip install");
-        assert!(st.success(), "pip install hudi==0.5.0 pyarrow failed");
-    }
-    assert!(
-        ok(&py),
-        "{} cannot import pyarrow and hudi 0.5.0",
-        py.display()
-    );
-    py
-}
-
-/// Merge every slice of one view into `out`; `Err` names the refusal.
-fn merge_view(
-    root: &Path,
-    snap: &TableSnapshot,
-    key: &ViewKey,
-    out: &Path,
-) -> Result<usize, String> {
-    let ctx = snap.context();
-    let plan = fsview::plan(&ctx, key, false).map_err(|e| e.to_string())?;
-    let view = fsview::resolve(&ctx, &snap.listing, key, false).map_err(|e| e.to_string())?;
-    let t = plan.t.clone().unwrap_or_default();
-    let cfg = MergeConfig::from_properties(&snap.cfg.properties).map_err(|e| e.to_string())?;
-    let store = LocalStore::new(root).map_err(|e| e.to_string())?;
-    let vis = hudifs_merge::snapshot_visibility(&ctx.timeline, &t);
-    let opts = MergeOptions::default();
-    let mut n = 0;
-    for vs in hudifs_merge::slices_of_view(&view.files) {
-        let dir = out.join(&vs.slice.partition);
-        std::fs::create_dir_all(&dir).unwrap();
-        let dest = dir.join(vs.file_name());
-        let copy_base = |vs: &hudifs_merge::ViewSlice| {
-            let b = vs.slice.base.as_ref().unwrap();
-            std::fs::copy(root.join(b.path.as_str()), &dest).unwrap();
-        };
-        if !vs.slice.needs_merge() {
-            copy_base(&vs);
-        } else {
-            let p = prepare(&store, &cfg, &vs.slice, &vis, &opts).map_err(|e| e.to_string())?;
-            if p.plan() == Plan::BaseUnchanged {
-                copy_base(&vs);
-            } else {
-                let f = std::fs::File::create(&dest).unwrap();
-                p.write_to(std::io::BufWriter::new(f))
-                    .map_err(|e| e.to_string())?;
-            }
-        }
-        n += 1;
-    }
-    Ok(n)
-}
+use support::{merge_view, python};
 
 #[test]
 fn merged_slices_match_hudi_rs_and_spark() {
@@ -108,7 +23,6 @@ fn merged_slices_match_hudi_rs_and_spark() {
         return;
     };
     let py = python();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/merge/compare.py");
     let mut totals: BTreeMap<&str, u64> = BTreeMap::new();
     let mut notes = Vec::new();
     for fx in common::fixtures(&dir) {
@@ -142,22 +56,7 @@ fn merged_slices_match_hudi_rs_and_spark() {
                 "refused": r.as_ref().err()}));
         }
         let input = json!({"table": root, "gold": gold.is_dir().then_some(&gold), "views": req});
-        let mut child = Command::new(&py)
-            .arg(&script)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.to_string().as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "compare.py failed for {}", fx.name);
-        let res: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let res: Value = support::compare(&py, &input);
         *totals.entry("tables").or_default() += 1;
         if let Some(e) = res.get("hudi_error") {
             notes.push(format!("{}: hudi-rs cannot open the table: {e}", fx.name));
@@ -217,4 +116,22 @@ fn merged_slices_match_hudi_rs_and_spark() {
     }
     let report = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/merge-fixtures.txt");
     let _ = std::fs::write(&report, format!("{totals:#?}\n{}\n", notes.join("\n")));
+    // Refused: only the slices with Lance base files and HFile log blocks (EOPNOTSUPP).
+    for n in &notes {
+        if n.contains("refused") {
+            assert!(
+                n.contains("base file format \"lance\"") || n.contains("an HFile data block"),
+                "unexpected refusal: {n}"
+            );
+        }
+    }
+    assert!(
+        !totals.contains_key("views differing from hudi-rs")
+            && !totals.contains_key("views differing from spark")
+            && !totals.contains_key("hudi-rs errors")
+            && !totals.contains_key("spark errors"),
+        "merged rows differ: {notes:#?}"
+    );
+    assert!(totals.get("views matching hudi-rs").copied().unwrap_or(0) >= 300);
+    assert!(totals.get("views matching spark").copied().unwrap_or(0) >= 30);
 }

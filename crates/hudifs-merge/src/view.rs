@@ -22,26 +22,28 @@ impl ViewSlice {
     }
 }
 
-/// Group the files of a view into slices (one per file group, keyed by the slice's base
-/// instant), in the order of (partition, file id).
+/// Group the files of a view into slices, one per file group, in the order of (partition,
+/// file id). A view shows one slice per group, but while a compaction is pending it adds the
+/// logs of the compaction's slice to the previous one (SEMANTICS §3.3): they are merged
+/// together, and the slice is named after its base file's slice (or the oldest slice of a
+/// group of logs only).
 pub fn slices_of_view(files: &[VisibleFile]) -> Vec<ViewSlice> {
-    let mut groups: BTreeMap<(String, String, String), ViewSlice> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String), ViewSlice> = BTreeMap::new();
     for f in files {
-        let key = (
-            f.file.partition.to_string(),
-            f.file.file_id().to_string(),
-            f.slice.clone(),
-        );
+        let key = (f.file.partition.to_string(), f.file.file_id().to_string());
         let entry = groups.entry(key.clone()).or_insert_with(|| ViewSlice {
             slice: Slice {
                 partition: key.0.clone(),
                 file_id: key.1.clone(),
-                instant: key.2.clone(),
+                instant: f.slice.clone(),
                 base: None,
                 logs: Vec::new(),
             },
-            newest_instant: key.2.clone(),
+            newest_instant: f.slice.clone(),
         });
+        if f.file.is_base() || (entry.slice.base.is_none() && f.slice < entry.slice.instant) {
+            entry.slice.instant = f.slice.clone();
+        }
         let Ok(path) = TablePath::new(&f.rel_path()) else {
             continue;
         };
