@@ -412,6 +412,10 @@ impl Prepared {
         let base_descr = base_reader
             .as_ref()
             .map(|b| b.metadata().file_metadata().schema_descr().clone());
+        let dictionary = base_reader
+            .as_ref()
+            .map(|b| dictionary_columns(b.metadata()))
+            .unwrap_or_default();
         let base_kv = base_reader
             .as_ref()
             .and_then(|b| b.metadata().file_metadata().key_value_metadata().cloned())
@@ -480,14 +484,20 @@ impl Prepared {
                 }
             }
         }
-        let props = WriterProperties::builder()
+        let mut props = WriterProperties::builder()
             .set_created_by(CREATED_BY.to_string())
             .set_writer_version(WriterVersion::PARQUET_1_0)
             .set_compression(Compression::SNAPPY)
             .set_max_row_group_size(self.opts.row_group_rows.max(1))
             .set_statistics_enabled(EnabledStatistics::Chunk)
-            .set_key_value_metadata(Some(kv))
-            .build();
+            .set_key_value_metadata(Some(kv));
+        // Dictionary-encode the columns the base file's writer kept dictionary-encoded: for the
+        // others (unique keys, sequence numbers) building a dictionary only to give it up
+        // doubled the time of writing.
+        for (path, dict) in dictionary {
+            props = props.set_column_dictionary_enabled(path, dict);
+        }
+        let props = props.build();
         let options = ArrowWriterOptions::new()
             .with_properties(props)
             .with_skip_arrow_metadata(true)
@@ -535,6 +545,35 @@ impl Prepared {
             .map_err(|e| MergeError::corrupt(format!("writing the merged file: {e}")))?;
         Ok(stats)
     }
+}
+
+/// Per column of the base file's first row group: whether all its data pages were
+/// dictionary-encoded (a column its writer had to fall back to plain encoding for is not worth
+/// a dictionary). Columns without page encoding statistics keep the default (dictionary on).
+fn dictionary_columns(
+    meta: &parquet::file::metadata::ParquetMetaData,
+) -> Vec<(parquet::schema::types::ColumnPath, bool)> {
+    use parquet::basic::{Encoding, PageType};
+    let Some(rg) = meta.row_groups().first() else {
+        return Vec::new();
+    };
+    rg.columns()
+        .iter()
+        .filter_map(|c| {
+            let stats = c.page_encoding_stats()?;
+            let dict = c.dictionary_page_offset().is_some()
+                && stats
+                    .iter()
+                    .filter(|s| matches!(s.page_type, PageType::DATA_PAGE | PageType::DATA_PAGE_V2))
+                    .all(|s| {
+                        matches!(
+                            s.encoding,
+                            Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY
+                        )
+                    });
+            Some((c.column_path().clone(), dict))
+        })
+        .collect()
 }
 
 fn newest(acc: &mut String, instant: &str) {
