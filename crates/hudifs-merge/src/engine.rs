@@ -444,6 +444,13 @@ impl Prepared {
                     partial,
                     instant,
                 } => {
+                    // Read before conforming: the output schema need not have the column.
+                    let deleted = batch
+                        .schema()
+                        .index_of("_hoodie_is_deleted")
+                        .ok()
+                        .and_then(|i| arrow_cast::cast(batch.column(i), &DataType::Boolean).ok())
+                        .map(|c| c.as_boolean().clone());
                     let (conformed, present) = conform_batch(&batch, &schema).map_err(|e| {
                         MergeError::unsupported(format!(
                             "records of instant {instant} do not fit the slice's schema: {e}"
@@ -452,7 +459,7 @@ impl Prepared {
                     drop(batch);
                     stats.log_records += conformed.num_rows() as u64;
                     newest(&mut stats.newest_instant, &instant);
-                    merger.add_batch(conformed, partial.then_some(present))?;
+                    merger.add_batch(conformed, partial.then_some(present), deleted)?;
                 }
                 BlockRecords::Deletes {
                     keys,
@@ -830,15 +837,15 @@ impl Merger {
             || compare_all(&newer.ord, older) != std::cmp::Ordering::Less
     }
 
-    fn add_batch(&mut self, batch: RecordBatch, present: Option<Vec<bool>>) -> Result<()> {
+    fn add_batch(
+        &mut self,
+        batch: RecordBatch,
+        present: Option<Vec<bool>>,
+        deleted: Option<arrow_array::BooleanArray>,
+    ) -> Result<()> {
         let b = self.batches.len() as u32;
         let keys = self.keys(&batch)?;
         let ords = self.ordering_columns(&batch);
-        let deleted = batch
-            .schema()
-            .index_of("_hoodie_is_deleted")
-            .ok()
-            .and_then(|i| batch.column(i).as_boolean_opt().cloned());
         let rows = batch.num_rows();
         self.batches.push(batch);
         for r in 0..rows {

@@ -1037,3 +1037,75 @@ fn the_cache_merges_once_checks_claims_and_evicts() {
     })
     .is_err());
 }
+
+const SCHEMA_DELETED: &str = r#"{"type":"record","name":"r","namespace":"hoodie.t","fields":[
+ {"name":"_hoodie_commit_time","type":["null","string"],"default":null},
+ {"name":"_hoodie_record_key","type":["null","string"],"default":null},
+ {"name":"id","type":"string"},
+ {"name":"v","type":["null","long"],"default":null},
+ {"name":"ts","type":"long"},
+ {"name":"_hoodie_is_deleted","type":["null","boolean"],"default":null}]}"#;
+
+fn rec_deleted(commit: &str, key: &str, ts: i64, deleted: bool) -> Vec<u8> {
+    let mut r = rec(commit, key, None, ts);
+    zz(&mut r, 1);
+    r.push(deleted as u8);
+    r
+}
+
+#[test]
+fn is_deleted_records_and_parquet_data_blocks() {
+    let t = Table::new();
+    let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    // `_hoodie_is_deleted = true` deletes; under event-time ordering only when not older.
+    let l1 = t.put(
+        "p/.f1_002.log.1_0-1-1",
+        &blocks::avro_data(
+            "002",
+            SCHEMA_DELETED,
+            &[
+                rec_deleted("002", "k1", 20, true),
+                rec_deleted("002", "k2", 5, true),
+                rec_deleted("002", "k3", 20, false),
+            ],
+            &[],
+        ),
+    );
+    // A Parquet data block (a whole Parquet file inside the block).
+    let l2 = t.put(
+        "p/.f1_003.log.1_0-1-1",
+        &blocks::parquet_data("003", SCHEMA, &base_parquet(&[("003", "k8", Some(8), 80)])),
+    );
+    let sl = slice(Some(base.clone()), vec![l1, l2]);
+    let rows = read_rows(
+        &merge(
+            &*t.store,
+            &event_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        )
+        .unwrap(),
+    );
+    assert!(!rows.contains_key("k1"));
+    assert_eq!(
+        rows["k2"].2, "001",
+        "an older delete marker loses under event time"
+    );
+    assert_eq!(rows["k3"], (None, 20, "002".into()));
+    assert_eq!(rows["k8"], (Some(8), 80, "003".into()));
+    // A Parquet data block that is not Parquet: a committed block that does not decode.
+    let l3 = t.put(
+        "p/.f1_004.log.1_0-1-1",
+        &blocks::parquet_data("004", SCHEMA, b"PAR1 not parquet PAR1"),
+    );
+    let sl = slice(Some(base), vec![l3]);
+    let (k, errno, _) = errno_of(merge(
+        &*t.store,
+        &commit_time(),
+        &sl,
+        |_: &str| true,
+        &MergeOptions::default(),
+    ));
+    assert_eq!((k, errno), (Refusal::Corrupt, libc::EIO));
+}
