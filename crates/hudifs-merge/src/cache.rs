@@ -72,13 +72,16 @@ struct State {
     tick: u64,
 }
 
+/// The lock of one slice and how many callers hold or await it.
+type Flight = (Arc<Mutex<()>>, usize);
+
 /// The cache.
 pub struct MergeCache {
     dir: PathBuf,
     max_bytes: u64,
     state: Mutex<State>,
-    /// One lock per slice being merged.
-    flights: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// One lock per slice being asked for, with the number of callers holding or awaiting it.
+    flights: Mutex<HashMap<String, Flight>>,
     /// Failures by key (the key names the inputs, so the same key fails the same way).
     failures: Mutex<HashMap<String, MergeError>>,
     seq: AtomicU64,
@@ -234,18 +237,22 @@ impl MergeCache {
         if !slice.needs_merge() {
             return Ok(Ensured::Base);
         }
+        let id = format!("{table}\0{}", slice.id());
         let flight = {
             let mut f = self.flights.lock().unwrap_or_else(|e| e.into_inner());
-            f.entry(format!("{table}\0{}", slice.id()))
-                .or_default()
-                .clone()
+            let e = f.entry(id.clone()).or_default();
+            e.1 += 1;
+            e.0.clone()
         };
-        let _guard = flight.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = flight.lock().unwrap_or_else(|e| e.into_inner());
         let result = self.ensure_locked(storage, table, cfg, slice, visible, opts);
-        drop(_guard);
+        drop(guard);
         let mut f = self.flights.lock().unwrap_or_else(|e| e.into_inner());
-        if Arc::strong_count(&flight) <= 2 {
-            f.remove(&format!("{table}\0{}", slice.id()));
+        if let Some(e) = f.get_mut(&id) {
+            e.1 -= 1;
+            if e.1 == 0 {
+                f.remove(&id);
+            }
         }
         result
     }
