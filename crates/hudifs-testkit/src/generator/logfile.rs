@@ -126,6 +126,137 @@ pub(crate) fn rollback_command_block(instant: &str, target: &str) -> Vec<u8> {
     )
 }
 
+/// Log blocks of every kind the merged view reads or refuses, for tests of the merge engine
+/// (`hudifs-merge`): data blocks with any header (partial updates, log compaction), Parquet
+/// data blocks, Avro delete blocks, and raw blocks of any type and content (HFile, CDC,
+/// Kryo-era delete blocks, undecodable content).
+pub mod blocks {
+    use super::{avro_block_content, block};
+
+    /// `HoodieLogBlockType` ordinals.
+    pub const COMMAND: i32 = 0;
+    pub const DELETE: i32 = 1;
+    pub const AVRO_DATA: i32 = 3;
+    pub const HFILE_DATA: i32 = 4;
+    pub const PARQUET_DATA: i32 = 5;
+    pub const CDC_DATA: i32 = 6;
+    /// `HeaderMetadataType` ordinals.
+    pub const INSTANT_TIME: i32 = 0;
+    pub const TARGET_INSTANT_TIME: i32 = 1;
+    pub const SCHEMA: i32 = 2;
+    pub const COMMAND_BLOCK_TYPE: i32 = 3;
+    pub const COMPACTED_BLOCK_TIMES: i32 = 4;
+    pub const IS_PARTIAL: i32 = 7;
+
+    /// A block of any type with the given header entries and content.
+    pub fn raw(block_type: i32, header: &[(i32, &str)], content: &[u8]) -> Vec<u8> {
+        block(block_type, header, content)
+    }
+
+    /// An Avro data block (content version 3) of Avro-encoded `records`, with extra header
+    /// entries (e.g. `(IS_PARTIAL, "true")`, `(COMPACTED_BLOCK_TIMES, "t1,t2")`).
+    pub fn avro_data(
+        instant: &str,
+        schema: &str,
+        records: &[Vec<u8>],
+        extra: &[(i32, &str)],
+    ) -> Vec<u8> {
+        let mut header = vec![(INSTANT_TIME, instant), (SCHEMA, schema)];
+        header.extend_from_slice(extra);
+        block(AVRO_DATA, &header, &avro_block_content(records))
+    }
+
+    /// A Parquet data block: `parquet` is a whole Parquet file, as Hudi embeds one.
+    pub fn parquet_data(instant: &str, schema: &str, parquet: &[u8]) -> Vec<u8> {
+        block(
+            PARQUET_DATA,
+            &[(INSTANT_TIME, instant), (SCHEMA, schema)],
+            parquet,
+        )
+    }
+
+    /// A rollback command block of `instant` against the blocks of `target`.
+    pub fn rollback(instant: &str, target: &str) -> Vec<u8> {
+        super::rollback_command_block(instant, target)
+    }
+
+    /// The ordering value of a delete record (`HoodieDeleteRecord.orderingVal`).
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum DeleteOrdering {
+        None,
+        Int(i32),
+        Long(i64),
+        Double(f64),
+        String(String),
+    }
+
+    fn zigzag(out: &mut Vec<u8>, n: i64) {
+        let mut z = ((n << 1) ^ (n >> 63)) as u64;
+        loop {
+            let b = (z & 0x7f) as u8;
+            z >>= 7;
+            if z == 0 {
+                out.push(b);
+                return;
+            }
+            out.push(b | 0x80);
+        }
+    }
+
+    fn string(out: &mut Vec<u8>, s: &str) {
+        zigzag(out, s.len() as i64);
+        out.extend_from_slice(s.as_bytes());
+    }
+
+    /// An Avro delete block (version 3: `HoodieDeleteRecordList`) of (record key, partition
+    /// path, ordering value).
+    pub fn delete(
+        instant: &str,
+        schema: &str,
+        deletes: &[(&str, &str, DeleteOrdering)],
+    ) -> Vec<u8> {
+        let mut avro = Vec::new();
+        if !deletes.is_empty() {
+            zigzag(&mut avro, deletes.len() as i64);
+            for (key, partition, ord) in deletes {
+                zigzag(&mut avro, 1);
+                string(&mut avro, key);
+                zigzag(&mut avro, 1);
+                string(&mut avro, partition);
+                match ord {
+                    DeleteOrdering::None => zigzag(&mut avro, 0),
+                    DeleteOrdering::Int(v) => {
+                        zigzag(&mut avro, 2);
+                        zigzag(&mut avro, *v as i64)
+                    }
+                    DeleteOrdering::Long(v) => {
+                        zigzag(&mut avro, 3);
+                        zigzag(&mut avro, *v)
+                    }
+                    DeleteOrdering::Double(v) => {
+                        zigzag(&mut avro, 5);
+                        avro.extend_from_slice(&v.to_le_bytes())
+                    }
+                    DeleteOrdering::String(v) => {
+                        zigzag(&mut avro, 7);
+                        string(&mut avro, v)
+                    }
+                }
+            }
+        }
+        zigzag(&mut avro, 0);
+        let mut content = Vec::new();
+        content.extend_from_slice(&3i32.to_be_bytes());
+        content.extend_from_slice(&(avro.len() as i32).to_be_bytes());
+        content.extend_from_slice(&avro);
+        block(
+            DELETE,
+            &[(INSTANT_TIME, instant), (SCHEMA, schema)],
+            &content,
+        )
+    }
+}
+
 /// A block as read back (for tests and diagnostics).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadBlock {

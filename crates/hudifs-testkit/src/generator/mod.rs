@@ -70,7 +70,7 @@ use hudifs_core::timeline::{self, Action, Layout, State};
 
 pub use self::demo::{build_demo, DEMO_CLOCK_START_MS};
 pub use self::expect::ExpectedFile;
-pub use self::logfile::{read_blocks, ReadBlock};
+pub use self::logfile::{blocks, read_blocks, ReadBlock};
 pub use self::parquet::{rows, rows_with_ids, Row};
 pub use self::txn::{StagedCompletion, Txn};
 

@@ -1,0 +1,464 @@
+//! The disk cache of merged files (`--merge-cache DIR`, `--merge-cache-size BYTES`).
+//!
+//! - The directory is created private (0700) and must be a real directory owned by this user;
+//!   a symbolic link in its place, or another owner, is refused. Files in it are opened with
+//!   `O_NOFOLLOW` and must be regular files owned by this user: a planted symbolic link or
+//!   foreign file is never followed or trusted.
+//! - An entry is `<key>.parquet` and `<key>.json`. The JSON is the claim: the table, the
+//!   slice, every input's identity (path, size, modification time, version) and the block
+//!   instants merged, plus the merged file's size. The key is a hash of the claim, and an entry
+//!   is reused only when its claim equals the one just computed from the inputs and the file
+//!   has the claimed size and ends like a Parquet file. Anything else is a miss (and removed).
+//! - Files are written under a temporary name and renamed into place (the Parquet file first,
+//!   then its claim), so a crash never leaves an entry that passes the check half-written.
+//! - LRU by bytes: after each new entry, the least recently used others are removed until the
+//!   total fits `max_bytes` (an entry larger than the whole cache is still served).
+//! - One merge per slice at a time: concurrent requests for a slice wait for the first, then
+//!   find its result (or its error: a failure is remembered for the same inputs).
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hudifs_storage::Storage;
+
+use crate::config::MergeConfig;
+use crate::engine::{prepare, BlockVisibility, Identity, MergeOptions, Plan, Slice, CREATED_BY};
+use crate::error::{MergeError, Result};
+
+/// Where and how big.
+#[derive(Debug, Clone)]
+pub struct CacheOptions {
+    pub dir: PathBuf,
+    pub max_bytes: u64,
+}
+
+/// What [`MergeCache::ensure`] gives.
+#[derive(Debug)]
+pub enum Ensured {
+    /// The merged file is the base file unchanged (no logs, or no block counts): serve the
+    /// base file itself.
+    Base,
+    /// The merged file, opened (so an eviction cannot take it away), with its path and size.
+    Merged {
+        file: File,
+        path: PathBuf,
+        size: u64,
+    },
+}
+
+#[derive(serde::Serialize, serde::Deserialize, PartialEq, Eq, Debug, Clone)]
+struct Claim {
+    format: String,
+    table: String,
+    slice: String,
+    inputs: Vec<Identity>,
+    blocks: Vec<String>,
+    size: Option<u64>,
+}
+
+struct Entry {
+    size: u64,
+    last_use: u64,
+}
+
+struct State {
+    entries: HashMap<String, Entry>,
+    total: u64,
+    tick: u64,
+}
+
+/// The lock of one slice and how many callers hold or await it.
+type Flight = (Arc<Mutex<()>>, usize);
+
+/// The cache.
+pub struct MergeCache {
+    dir: PathBuf,
+    max_bytes: u64,
+    state: Mutex<State>,
+    /// One lock per slice being asked for, with the number of callers holding or awaiting it.
+    flights: Mutex<HashMap<String, Flight>>,
+    /// Failures by key (the key names the inputs, so the same key fails the same way).
+    failures: Mutex<HashMap<String, MergeError>>,
+    seq: AtomicU64,
+    merges: AtomicU64,
+}
+
+const MAX_FAILURES: usize = 4096;
+
+fn uid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+fn io(what: &str, path: &Path, e: std::io::Error) -> MergeError {
+    MergeError::corrupt(format!("merge cache {}: {what}: {e}", path.display()))
+}
+
+/// Two FNV-1a 64-bit hashes with different offsets: a stable name for a claim (the claim
+/// itself is checked on reuse, so a collision is a miss, never wrong data).
+fn hash_hex(data: &[u8]) -> String {
+    let mut a: u64 = 0xcbf29ce484222325;
+    let mut b: u64 = 0x84222325cbf29ce4;
+    for &x in data {
+        a = (a ^ x as u64).wrapping_mul(0x100000001b3);
+        b = (b ^ x as u64).wrapping_mul(0x100000001b3).rotate_left(5);
+    }
+    format!("{a:016x}{b:016x}")
+}
+
+/// Open a file in the cache without following a symbolic link; it must be a regular file of
+/// ours.
+fn open_private(path: &Path) -> std::io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    let m = f.metadata()?;
+    if !m.is_file() || m.uid() != uid() {
+        return Err(std::io::Error::other("not a regular file of this user"));
+    }
+    Ok(f)
+}
+
+impl MergeCache {
+    /// Open (creating it private if missing) the cache directory and index what is in it.
+    pub fn open(opts: &CacheOptions) -> Result<MergeCache> {
+        let dir = &opts.dir;
+        match std::fs::symlink_metadata(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(parent) = dir.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| io("create parent", dir, e))?;
+                }
+                std::fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(|e| io("create", dir, e))?;
+            }
+            Err(e) => return Err(io("stat", dir, e)),
+            Ok(_) => {}
+        }
+        let m = std::fs::symlink_metadata(dir).map_err(|e| io("stat", dir, e))?;
+        if !m.file_type().is_dir() {
+            return Err(MergeError::corrupt(format!(
+                "merge cache {}: not a directory (a symbolic link is not followed)",
+                dir.display()
+            )));
+        }
+        if m.uid() != uid() {
+            return Err(MergeError::corrupt(format!(
+                "merge cache {}: owned by uid {}, not by this user",
+                dir.display(),
+                m.uid()
+            )));
+        }
+        if m.mode() & 0o077 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| io("chmod 0700", dir, e))?;
+        }
+        let mut state = State {
+            entries: HashMap::new(),
+            total: 0,
+            tick: 0,
+        };
+        let mut found: Vec<(std::time::SystemTime, String, u64)> = Vec::new();
+        for e in std::fs::read_dir(dir)
+            .map_err(|e| io("list", dir, e))?
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().to_string();
+            let Ok(m) = e.path().symlink_metadata() else {
+                continue;
+            };
+            if name.starts_with("tmp-") {
+                let _ = std::fs::remove_file(e.path());
+                continue;
+            }
+            if let Some(key) = name.strip_suffix(".parquet") {
+                if m.file_type().is_file() && dir.join(format!("{key}.json")).is_file() {
+                    found.push((
+                        m.modified().unwrap_or(std::time::UNIX_EPOCH),
+                        key.to_string(),
+                        m.len(),
+                    ));
+                }
+            }
+        }
+        found.sort();
+        for (_, key, size) in found {
+            state.tick += 1;
+            state.total += size;
+            state.entries.insert(
+                key,
+                Entry {
+                    size,
+                    last_use: state.tick,
+                },
+            );
+        }
+        Ok(MergeCache {
+            dir: dir.clone(),
+            max_bytes: opts.max_bytes,
+            state: Mutex::new(state),
+            flights: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
+            seq: AtomicU64::new(0),
+            merges: AtomicU64::new(0),
+        })
+    }
+
+    /// Bytes the cache holds.
+    pub fn total_bytes(&self) -> u64 {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).total
+    }
+
+    /// Merges run so far (cache misses that merged).
+    pub fn merges(&self) -> u64 {
+        self.merges.load(Ordering::Relaxed)
+    }
+
+    /// The merged file of `slice` for a view whose block visibility is `visible`: from the
+    /// cache when an entry matches the inputs, else merged now (once, however many ask at the
+    /// same time). `table` names the table (e.g. its root or URL) so that one cache can serve
+    /// several tables.
+    pub fn ensure(
+        &self,
+        storage: &dyn Storage,
+        table: &str,
+        cfg: &MergeConfig,
+        slice: &Slice,
+        visible: &dyn BlockVisibility,
+        opts: &MergeOptions,
+    ) -> Result<Ensured> {
+        if !slice.needs_merge() {
+            return Ok(Ensured::Base);
+        }
+        let id = format!("{table}\0{}", slice.id());
+        let flight = {
+            let mut f = self.flights.lock().unwrap_or_else(|e| e.into_inner());
+            let e = f.entry(id.clone()).or_default();
+            e.1 += 1;
+            e.0.clone()
+        };
+        let guard = flight.lock().unwrap_or_else(|e| e.into_inner());
+        let result = self.ensure_locked(storage, table, cfg, slice, visible, opts);
+        drop(guard);
+        let mut f = self.flights.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = f.get_mut(&id) {
+            e.1 -= 1;
+            if e.1 == 0 {
+                f.remove(&id);
+            }
+        }
+        result
+    }
+
+    fn ensure_locked(
+        &self,
+        storage: &dyn Storage,
+        table: &str,
+        cfg: &MergeConfig,
+        slice: &Slice,
+        visible: &dyn BlockVisibility,
+        opts: &MergeOptions,
+    ) -> Result<Ensured> {
+        let prepared = prepare(storage, cfg, slice, visible, opts)?;
+        if prepared.plan() == Plan::BaseUnchanged {
+            return Ok(Ensured::Base);
+        }
+        let mut claim = Claim {
+            format: CREATED_BY.to_string(),
+            table: table.to_string(),
+            slice: slice.id(),
+            inputs: prepared.identities().to_vec(),
+            blocks: prepared.block_instants().to_vec(),
+            size: None,
+        };
+        let key = hash_hex(&serde_json::to_vec(&claim).unwrap_or_default());
+        if let Some(e) = self
+            .failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return Err(e.clone());
+        }
+        if let Some(hit) = self.lookup(&key, &claim) {
+            return Ok(hit);
+        }
+        // A miss: merge into a temporary file, then rename into place.
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        let tmp = self
+            .dir
+            .join(format!("tmp-{key}-{}-{n}", std::process::id()));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+            .map_err(|e| io("create", &tmp, e))?;
+        self.merges.fetch_add(1, Ordering::Relaxed);
+        let written = prepared.write_to(BufWriter::new(&file));
+        let stats = match written {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+                if f.len() >= MAX_FAILURES {
+                    f.clear();
+                }
+                f.insert(key, e.clone());
+                return Err(e);
+            }
+        };
+        claim.size = Some(stats.bytes);
+        let path = self.dir.join(format!("{key}.parquet"));
+        let claim_path = self.dir.join(format!("{key}.json"));
+        let claim_tmp = self
+            .dir
+            .join(format!("tmp-{key}-{}-{n}.json", std::process::id()));
+        let finish = || -> std::io::Result<()> {
+            file.sync_data()?;
+            std::fs::rename(&tmp, &path)?;
+            let mut c = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&claim_tmp)?;
+            c.write_all(&serde_json::to_vec(&claim).unwrap_or_default())?;
+            c.sync_data()?;
+            std::fs::rename(&claim_tmp, &claim_path)
+        };
+        if let Err(e) = finish() {
+            let _ = std::fs::remove_file(&tmp);
+            let _ = std::fs::remove_file(&claim_tmp);
+            return Err(io("write", &path, e));
+        }
+        drop(file);
+        let opened = open_private(&path).map_err(|e| io("open", &path, e))?;
+        self.admit(&key, stats.bytes);
+        Ok(Ensured::Merged {
+            file: opened,
+            path,
+            size: stats.bytes,
+        })
+    }
+
+    /// A matching entry, opened; a mismatching one is removed.
+    fn lookup(&self, key: &str, claim: &Claim) -> Option<Ensured> {
+        let path = self.dir.join(format!("{key}.parquet"));
+        let claim_path = self.dir.join(format!("{key}.json"));
+        let stored: Option<Claim> = open_private(&claim_path).ok().and_then(|mut f| {
+            let mut text = Vec::new();
+            Read::by_ref(&mut f)
+                .take(1 << 20)
+                .read_to_end(&mut text)
+                .ok()?;
+            serde_json::from_slice(&text).ok()
+        });
+        let stored = stored?;
+        let size = stored.size;
+        let expected = Claim {
+            size,
+            ..claim.clone()
+        };
+        let ok = (stored == expected)
+            .then(|| open_private(&path).ok())
+            .flatten()
+            .and_then(|mut f| {
+                let len = f.metadata().ok()?.len();
+                if Some(len) != size || len < 12 {
+                    return None;
+                }
+                let mut tail = [0u8; 4];
+                f.seek(SeekFrom::End(-4)).ok()?;
+                f.read_exact(&mut tail).ok()?;
+                f.seek(SeekFrom::Start(0)).ok()?;
+                (&tail == b"PAR1").then_some((f, len))
+            });
+        match ok {
+            Some((file, len)) => {
+                let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                s.tick += 1;
+                let tick = s.tick;
+                match s.entries.get_mut(key) {
+                    Some(e) => e.last_use = tick,
+                    None => {
+                        s.total += len;
+                        s.entries.insert(
+                            key.to_string(),
+                            Entry {
+                                size: len,
+                                last_use: tick,
+                            },
+                        );
+                    }
+                }
+                Some(Ensured::Merged {
+                    file,
+                    path,
+                    size: len,
+                })
+            }
+            None => {
+                log::info!("merge cache: entry {key} does not match its inputs; removed");
+                self.remove(key);
+                None
+            }
+        }
+    }
+
+    fn remove(&self, key: &str) {
+        let _ = std::fs::remove_file(self.dir.join(format!("{key}.json")));
+        let _ = std::fs::remove_file(self.dir.join(format!("{key}.parquet")));
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = s.entries.remove(key) {
+            s.total = s.total.saturating_sub(e.size);
+        }
+    }
+
+    /// Account a new entry and evict the least recently used others beyond the size.
+    fn admit(&self, key: &str, size: u64) {
+        let mut victims = Vec::new();
+        {
+            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            s.tick += 1;
+            let tick = s.tick;
+            if let Some(old) = s.entries.insert(
+                key.to_string(),
+                Entry {
+                    size,
+                    last_use: tick,
+                },
+            ) {
+                s.total = s.total.saturating_sub(old.size);
+            }
+            s.total += size;
+            while s.total > self.max_bytes {
+                let Some(oldest) = s
+                    .entries
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != key)
+                    .min_by_key(|(_, e)| e.last_use)
+                    .map(|(k, _)| k.clone())
+                else {
+                    break;
+                };
+                if let Some(e) = s.entries.remove(&oldest) {
+                    s.total = s.total.saturating_sub(e.size);
+                }
+                victims.push(oldest);
+            }
+        }
+        for k in victims {
+            let _ = std::fs::remove_file(self.dir.join(format!("{k}.json")));
+            let _ = std::fs::remove_file(self.dir.join(format!("{k}.parquet")));
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! What the merge needs of `hoodie.properties`: table version, record key fields and key
+//! generator, ordering fields, merge mode (stated on v8/v9, inferred from the payload class on
+//! v6), whether meta fields are populated, the base file format. Anything hudifs cannot merge
+//! faithfully (custom merge modes, payloads, delete markers, partial-update modes, key
+//! generators it does not know on tables without meta fields) is refused here, before any data
+//! is read.
+
+use std::collections::BTreeMap;
+
+use crate::error::{MergeError, Result};
+
+/// How two versions of one record are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeMode {
+    /// The later write wins (`COMMIT_TIME_ORDERING`, `OverwriteWithLatestAvroPayload`).
+    CommitTime,
+    /// The greater ordering value wins, ties to the later write (`EVENT_TIME_ORDERING`,
+    /// `DefaultHoodieRecordPayload`, `EventTimeAvroPayload`).
+    EventTime,
+}
+
+/// How record keys are built for tables without meta fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyGen {
+    /// One field, its value (`SimpleKeyGenerator`, `TimestampBasedKeyGenerator`, and the
+    /// non-partitioned generator with one field).
+    Simple,
+    /// `field1:value1,field2:value2` (`ComplexKeyGenerator`, the non-partitioned generator with
+    /// several fields).
+    Complex,
+}
+
+/// The table configuration the merge depends on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeConfig {
+    pub table_version: u32,
+    pub mode: MergeMode,
+    /// Ordering (precombine) fields; empty when the table has none.
+    pub ordering_fields: Vec<String>,
+    pub record_key_fields: Vec<String>,
+    /// `Some` only for tables without meta fields (keys are rebuilt from the data).
+    pub key_gen: Option<KeyGen>,
+    pub populate_meta_fields: bool,
+    /// `hoodie.table.base.file.format`, lower case.
+    pub base_format: String,
+}
+
+const EVENT_TIME_STRATEGY: &str = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5";
+const COMMIT_TIME_STRATEGY: &str = "ce9acb64-bde0-424c-9b91-f6ebba25356d";
+
+fn payload_mode(class: &str) -> Option<MergeMode> {
+    let simple = class.rsplit('.').next().unwrap_or(class);
+    match simple {
+        "OverwriteWithLatestAvroPayload" => Some(MergeMode::CommitTime),
+        "DefaultHoodieRecordPayload" | "EventTimeAvroPayload" => Some(MergeMode::EventTime),
+        _ => None,
+    }
+}
+
+impl MergeConfig {
+    /// Read the merge configuration from the table's properties (as `TableConfig::properties`
+    /// holds them).
+    pub fn from_properties(props: &BTreeMap<String, String>) -> Result<MergeConfig> {
+        let get = |k: &str| props.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let table_version: u32 = get("hoodie.table.version")
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| {
+                MergeError::unsupported("hoodie.table.version missing or not a number")
+            })?;
+        let list = |v: Option<&str>| -> Vec<String> {
+            v.map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+        };
+        let ordering_fields = if get("hoodie.table.ordering.fields").is_some() {
+            list(get("hoodie.table.ordering.fields"))
+        } else {
+            list(get("hoodie.table.precombine.field"))
+        };
+        let payload = get("hoodie.compaction.payload.class")
+            .or_else(|| get("hoodie.table.payload.class"))
+            .or_else(|| get("hoodie.datasource.write.payload.class"));
+        let payload_mode_of = |p: &str| {
+            payload_mode(p).ok_or_else(|| {
+                MergeError::unsupported(format!(
+                    "payload class {p} is a custom payload: its merge cannot be reproduced"
+                ))
+            })
+        };
+        let mode = if table_version >= 8 {
+            match get("hoodie.record.merge.mode") {
+                Some("COMMIT_TIME_ORDERING") => MergeMode::CommitTime,
+                Some("EVENT_TIME_ORDERING") => MergeMode::EventTime,
+                Some(other) => {
+                    return Err(MergeError::unsupported(format!(
+                        "hoodie.record.merge.mode={other}: only COMMIT_TIME_ORDERING and \
+                         EVENT_TIME_ORDERING are merged"
+                    )))
+                }
+                None => match (get("hoodie.record.merge.strategy.id"), payload) {
+                    (Some(EVENT_TIME_STRATEGY), _) => MergeMode::EventTime,
+                    (Some(COMMIT_TIME_STRATEGY), _) => MergeMode::CommitTime,
+                    (Some(other), _) => {
+                        return Err(MergeError::unsupported(format!(
+                            "hoodie.record.merge.strategy.id={other} is a custom merger"
+                        )))
+                    }
+                    (None, Some(p)) => payload_mode_of(p)?,
+                    (None, None) if ordering_fields.is_empty() => MergeMode::CommitTime,
+                    (None, None) => MergeMode::EventTime,
+                },
+            }
+        } else {
+            match payload {
+                None => MergeMode::CommitTime,
+                Some(p) => payload_mode_of(p)?,
+            }
+        };
+        for key in [
+            "hoodie.payload.delete.field",
+            "hoodie.payload.delete.marker",
+            "hoodie.table.delete.key",
+            "hoodie.table.delete.marker",
+            "hoodie.write.delete.field",
+        ] {
+            if let Some(v) = get(key) {
+                return Err(MergeError::unsupported(format!(
+                    "{key}={v}: custom delete markers are not merged"
+                )));
+            }
+        }
+        if let Some(v) = get("hoodie.table.partial.update.mode") {
+            if v != "KEEP_VALUES" {
+                return Err(MergeError::unsupported(format!(
+                    "hoodie.table.partial.update.mode={v} is not merged"
+                )));
+            }
+        }
+        let populate_meta_fields = get("hoodie.populate.meta.fields") != Some("false");
+        let record_key_fields = list(get("hoodie.table.recordkey.fields"));
+        let key_gen = if populate_meta_fields {
+            None
+        } else {
+            if record_key_fields.is_empty() {
+                return Err(MergeError::unsupported(
+                    "a table without meta fields and without hoodie.table.recordkey.fields: \
+                     record keys cannot be rebuilt",
+                ));
+            }
+            let class = get("hoodie.table.keygenerator.class")
+                .map(|c| c.rsplit('.').next().unwrap_or(c).to_string());
+            let kind = get("hoodie.table.keygenerator.type").map(str::to_ascii_uppercase);
+            let name = kind.or(class.map(|c| match c.as_str() {
+                "SimpleKeyGenerator" | "SimpleAvroKeyGenerator" => "SIMPLE".to_string(),
+                "ComplexKeyGenerator" | "ComplexAvroKeyGenerator" => "COMPLEX".to_string(),
+                "NonpartitionedKeyGenerator" | "NonpartitionedAvroKeyGenerator" => {
+                    "NON_PARTITION".to_string()
+                }
+                "TimestampBasedKeyGenerator" | "TimestampBasedAvroKeyGenerator" => {
+                    "TIMESTAMP".to_string()
+                }
+                other => other.to_string(),
+            }));
+            let several = record_key_fields.len() > 1;
+            Some(match name.as_deref() {
+                None | Some("SIMPLE") | Some("TIMESTAMP") if !several => KeyGen::Simple,
+                Some("NON_PARTITION") if !several => KeyGen::Simple,
+                Some("COMPLEX") | Some("NON_PARTITION") => KeyGen::Complex,
+                Some(other) => {
+                    return Err(MergeError::unsupported(format!(
+                        "key generator {other} with record key fields {record_key_fields:?}: \
+                         record keys cannot be rebuilt for a table without meta fields"
+                    )))
+                }
+                None => KeyGen::Complex,
+            })
+        };
+        let base_format = get("hoodie.table.base.file.format")
+            .unwrap_or("PARQUET")
+            .to_ascii_lowercase();
+        Ok(MergeConfig {
+            table_version,
+            mode,
+            ordering_fields,
+            record_key_fields,
+            key_gen,
+            populate_meta_fields,
+            base_format,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn modes() {
+        let c = MergeConfig::from_properties(&props(&[("hoodie.table.version", "6")])).unwrap();
+        assert_eq!(c.mode, MergeMode::CommitTime);
+        let c = MergeConfig::from_properties(&props(&[
+            ("hoodie.table.version", "6"),
+            (
+                "hoodie.compaction.payload.class",
+                "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
+            ),
+            ("hoodie.table.precombine.field", "ts"),
+        ]))
+        .unwrap();
+        assert_eq!(c.mode, MergeMode::EventTime);
+        assert_eq!(c.ordering_fields, vec!["ts"]);
+        let e = MergeConfig::from_properties(&props(&[
+            ("hoodie.table.version", "6"),
+            ("hoodie.compaction.payload.class", "com.acme.MyPayload"),
+        ]))
+        .unwrap_err();
+        assert_eq!(e.kind, crate::Refusal::Unsupported);
+        let e = MergeConfig::from_properties(&props(&[
+            ("hoodie.table.version", "9"),
+            ("hoodie.record.merge.mode", "CUSTOM"),
+        ]))
+        .unwrap_err();
+        assert_eq!(e.errno(), libc::EOPNOTSUPP);
+        let c = MergeConfig::from_properties(&props(&[
+            ("hoodie.table.version", "9"),
+            ("hoodie.record.merge.mode", "EVENT_TIME_ORDERING"),
+            ("hoodie.table.ordering.fields", "a,b"),
+            ("hoodie.populate.meta.fields", "false"),
+            ("hoodie.table.recordkey.fields", "k1,k2"),
+            ("hoodie.table.keygenerator.type", "COMPLEX"),
+        ]))
+        .unwrap();
+        assert_eq!(c.ordering_fields, vec!["a", "b"]);
+        assert_eq!(c.key_gen, Some(KeyGen::Complex));
+        let e = MergeConfig::from_properties(&props(&[
+            ("hoodie.table.version", "9"),
+            ("hoodie.populate.meta.fields", "false"),
+            ("hoodie.table.recordkey.fields", "k1"),
+            ("hoodie.table.keygenerator.type", "CUSTOM_THING"),
+        ]))
+        .unwrap_err();
+        assert_eq!(e.kind, crate::Refusal::Unsupported);
+    }
+}

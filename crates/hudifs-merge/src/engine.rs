@@ -1,0 +1,1117 @@
+//! The merge of one file slice: its base file (if any) and the blocks of its log files that
+//! count, into one Parquet file of the rows a Hudi snapshot query returns for the slice.
+//!
+//! Java Hudi's file-group reader (`HoodieFileGroupReader` with its key-based record buffer and
+//! `BufferedRecordMergerFactory`) is the reference:
+//!
+//! 1. The log records are read block by block, in merge order (`logread`), into a map from
+//!    record key to the merged log record ("delta merge"): commit-time ordering keeps the later
+//!    record; event-time ordering keeps the greater ordering value, ties to the later record,
+//!    and a delete carrying the default ordering value (none, or the integer 0) wins
+//!    unconditionally; a delete with an ordering value loses to a record with a greater one of
+//!    the same class. Partial-update blocks (`IS_PARTIAL`) set only their columns; the others
+//!    keep the older record's values. `_hoodie_is_deleted = true` makes a record a delete.
+//! 2. The base file is read batch by batch; a row whose key has a log record is merged with it
+//!    ("final merge", same rules, the base row being the older record) and the log record is
+//!    used up: a second base row with the same key (duplicate keys) stays as it is.
+//! 3. Log records no base row used (inserts into logs, log-only slices) follow the base rows
+//!    in the order their keys first appeared in the logs; deletes of keys only in logs drop
+//!    them.
+//!
+//! Output rows are assembled column by column with Arrow's `interleave` kernel from the base
+//! batch and the decoded log batches: no per-row conversion beyond the key lookup.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{DataType, SchemaRef};
+use bytes::Bytes;
+use hudifs_storage::{OpenFile, Storage, TablePath};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_writer::ArrowWriterOptions;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
+use parquet::file::reader::{ChunkReader, Length};
+
+use crate::config::{KeyGen, MergeConfig, MergeMode};
+use crate::error::{MergeError, Result};
+use crate::logread::{choose_blocks, decode_block, BlockRecords, Chosen};
+use crate::order::{all_default, column_by_path, compare_all, ord_at, OrdVal};
+use crate::schema::{conform_array, conform_batch, output_schema, parquet_schema};
+
+/// The `created_by` of every merged file: fixed, so that bytes do not depend on the build.
+pub const CREATED_BY: &str = "hudifs-merge version 1";
+
+/// One input file of a slice, as the view listed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputFile {
+    pub path: TablePath,
+    /// The size the listing saw, when known: a file of another size has changed since.
+    pub size: Option<u64>,
+}
+
+impl InputFile {
+    pub fn new(path: TablePath, size: Option<u64>) -> InputFile {
+        InputFile { path, size }
+    }
+}
+
+/// One file slice as the view resolved it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slice {
+    /// Partition path (`""` for a non-partitioned table).
+    pub partition: String,
+    pub file_id: String,
+    /// The slice's base instant (`user.hudi.slice`).
+    pub instant: String,
+    /// The base file; `None` for a log-only slice.
+    pub base: Option<InputFile>,
+    /// The log files the view shows for the slice (chosen at file level by the visibility
+    /// rules), in any order.
+    pub logs: Vec<InputFile>,
+}
+
+impl Slice {
+    /// `partition/fileId@instant`, as messages name the slice.
+    pub fn id(&self) -> String {
+        if self.partition.is_empty() {
+            format!("{}@{}", self.file_id, self.instant)
+        } else {
+            format!("{}/{}@{}", self.partition, self.file_id, self.instant)
+        }
+    }
+
+    /// Whether the slice needs merging: a slice without log files is its base file, served
+    /// as it is (the caller serves the base file itself).
+    /// A base file that is not Parquet always goes through the engine, which refuses it.
+    pub fn needs_merge(&self) -> bool {
+        let parquet_base = self.base.as_ref().is_some_and(|b| {
+            b.path
+                .name()
+                .rsplit('.')
+                .next()
+                .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
+        });
+        !self.logs.is_empty() || !parquet_base
+    }
+}
+
+/// The name of the merged file of a slice in `merged/`: the base file's own name for a slice
+/// without logs (it is that file), else `<fileId>_<slice instant>_<newest instant>.merged.parquet`,
+/// where the newest instant is the newest write the slice's files hold (the base instant or the
+/// newest log writer the view attributes).
+pub fn merged_file_name(slice: &Slice, newest_instant: &str) -> String {
+    match (&slice.base, slice.logs.is_empty()) {
+        (Some(b), true) => b.path.name().to_string(),
+        _ => format!(
+            "{}_{}_{}.merged.parquet",
+            slice.file_id, slice.instant, newest_instant
+        ),
+    }
+}
+
+/// Which block instants the view admits: committed and not after the view's time. Supplied by
+/// the caller (the engine knows no timeline).
+pub trait BlockVisibility: Sync {
+    fn is_visible(&self, instant: &str) -> bool;
+}
+
+impl<F: Fn(&str) -> bool + Sync> BlockVisibility for F {
+    fn is_visible(&self, instant: &str) -> bool {
+        self(instant)
+    }
+}
+
+/// Limits of one merge.
+#[derive(Debug, Clone)]
+pub struct MergeOptions {
+    /// Bytes the log records of one slice may take in memory (file bytes and decoded
+    /// records); more is refused with [`crate::Refusal::TooBig`] (`EFBIG`).
+    pub memory_cap: u64,
+    /// Rows per batch read from the base file.
+    pub batch_rows: usize,
+    /// Rows per row group written.
+    pub row_group_rows: usize,
+}
+
+impl Default for MergeOptions {
+    fn default() -> Self {
+        MergeOptions {
+            memory_cap: 1 << 30,
+            batch_rows: 8192,
+            row_group_rows: 1 << 20,
+        }
+    }
+}
+
+/// What an input file was when the merge read it: what a cached result is checked against.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Identity {
+    pub path: String,
+    pub size: u64,
+    /// Modification time in nanoseconds since the epoch, where the storage keeps one.
+    pub mtime_ns: Option<i64>,
+    /// The storage's version of the file (ETag, object version), where it has one.
+    pub version: Option<String>,
+}
+
+/// What a merge needs to do, known after reading the log files and before reading the base.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    /// No block of the logs counts for this view: the merged file is the base file,
+    /// unchanged; serve the base file itself.
+    BaseUnchanged,
+    /// Blocks count: the merged file must be written.
+    Merge,
+}
+
+/// A slice with its log files read and its blocks chosen.
+pub struct Prepared {
+    cfg: MergeConfig,
+    slice: Slice,
+    opts: MergeOptions,
+    base: Option<(Arc<dyn OpenFile>, String)>,
+    logs: Vec<Bytes>,
+    log_names: Vec<String>,
+    blocks: Vec<Chosen>,
+    identities: Vec<Identity>,
+    block_instants: Vec<String>,
+}
+
+/// Counts of one merge.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MergeStats {
+    pub base_rows: u64,
+    pub log_records: u64,
+    pub deletes: u64,
+    pub rows: u64,
+    pub blocks: usize,
+    pub bytes: u64,
+    /// The newest instant among the base file's and the blocks merged.
+    pub newest_instant: String,
+}
+
+fn io_error(what: &str, name: &str, e: std::io::Error) -> MergeError {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        MergeError::corrupt(format!("{name}: vanished while merging ({what}): {e}"))
+    } else {
+        MergeError::corrupt(format!("{name}: cannot {what}: {e}"))
+    }
+}
+
+fn identity(storage: &dyn Storage, f: &InputFile) -> Result<Identity> {
+    let name = storage.describe(&f.path);
+    let meta = storage
+        .stat(&f.path)
+        .map_err(|e| io_error("stat", &name, e))?;
+    if !meta.is_file() {
+        return Err(MergeError::corrupt(format!("{name}: not a regular file")));
+    }
+    if let Some(expected) = f.size {
+        if expected != meta.size {
+            return Err(MergeError::corrupt(format!(
+                "{name}: {} bytes, the view listed {expected}: it changed since",
+                meta.size
+            )));
+        }
+    }
+    Ok(Identity {
+        path: f.path.as_str().to_string(),
+        size: meta.size,
+        mtime_ns: meta.mtime.and_then(|t| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .and_then(|d| i64::try_from(d.as_nanos()).ok())
+        }),
+        version: meta.version,
+    })
+}
+
+/// Java's log-file order: instant in the name, version, write token.
+fn log_order(path: &TablePath) -> (String, u32, String, String) {
+    match hudifs_core::listing::parse_log_name(path.name()) {
+        Some(n) => (
+            n.instant,
+            n.version,
+            n.write_token,
+            path.as_str().to_string(),
+        ),
+        None => (String::new(), 0, String::new(), path.as_str().to_string()),
+    }
+}
+
+/// Read the slice's log files and choose the blocks that count. The base file is opened
+/// (and so pinned: a cleaner deleting it later does not disturb the merge).
+pub fn prepare(
+    storage: &dyn Storage,
+    cfg: &MergeConfig,
+    slice: &Slice,
+    visible: &dyn BlockVisibility,
+    opts: &MergeOptions,
+) -> Result<Prepared> {
+    prepare_inner(storage, cfg, slice, visible, opts).map_err(|e| e.in_slice(&slice.id()))
+}
+
+fn prepare_inner(
+    storage: &dyn Storage,
+    cfg: &MergeConfig,
+    slice: &Slice,
+    visible: &dyn BlockVisibility,
+    opts: &MergeOptions,
+) -> Result<Prepared> {
+    let mut identities = Vec::new();
+    let base = match &slice.base {
+        None => None,
+        Some(b) => {
+            let name = storage.describe(&b.path);
+            let ext = b.path.name().rsplit('.').next().unwrap_or("");
+            if !ext.eq_ignore_ascii_case("parquet") {
+                return Err(MergeError::unsupported(format!(
+                    "{name}: base file format {ext:?} (only Parquet base files are merged)"
+                )));
+            }
+            let id = identity(storage, b)?;
+            let file = storage
+                .open(&b.path)
+                .map_err(|e| io_error("open", &name, e))?;
+            if file.size() != id.size {
+                return Err(MergeError::corrupt(format!(
+                    "{name}: changed while being opened ({} bytes, then {})",
+                    id.size,
+                    file.size()
+                )));
+            }
+            identities.push(id);
+            Some((file, name))
+        }
+    };
+    let mut logs: Vec<&InputFile> = slice.logs.iter().collect();
+    logs.sort_by_key(|f| log_order(&f.path));
+    let mut bytes = Vec::new();
+    let mut names = Vec::new();
+    let mut total = 0u64;
+    for f in logs {
+        let name = storage.describe(&f.path);
+        let id = identity(storage, f)?;
+        total += id.size;
+        if total > opts.memory_cap {
+            return Err(MergeError::too_big(format!(
+                "its log files hold more than the memory cap of {} bytes",
+                opts.memory_cap
+            )));
+        }
+        let data = storage
+            .read(&f.path)
+            .map_err(|e| io_error("read", &name, e))?;
+        if data.len() as u64 != id.size {
+            return Err(MergeError::corrupt(format!(
+                "{name}: changed while being read ({} bytes, then {})",
+                id.size,
+                data.len()
+            )));
+        }
+        identities.push(id);
+        bytes.push(Bytes::from(data));
+        names.push(name);
+    }
+    let blocks = choose_blocks(&bytes, &names, &|i| visible.is_visible(i))?;
+    let mut block_instants: Vec<String> = blocks.iter().map(|b| b.instant.clone()).collect();
+    block_instants.dedup();
+    Ok(Prepared {
+        cfg: cfg.clone(),
+        slice: slice.clone(),
+        opts: opts.clone(),
+        base,
+        logs: bytes,
+        log_names: names,
+        blocks,
+        identities,
+        block_instants,
+    })
+}
+
+impl Prepared {
+    pub fn plan(&self) -> Plan {
+        if self.blocks.is_empty() && self.base.is_some() {
+            Plan::BaseUnchanged
+        } else {
+            Plan::Merge
+        }
+    }
+
+    /// The inputs as read: what a cached result must match.
+    pub fn identities(&self) -> &[Identity] {
+        &self.identities
+    }
+
+    /// The instants of the blocks that count, in merge order.
+    pub fn block_instants(&self) -> &[String] {
+        &self.block_instants
+    }
+
+    pub fn slice(&self) -> &Slice {
+        &self.slice
+    }
+
+    /// Write the merged file to `out`. On an error what was written is garbage: the caller
+    /// must not serve it (the cache writes to a temporary file and drops it).
+    pub fn write_to<W: Write + Send>(self, out: W) -> Result<MergeStats> {
+        let id = self.slice.id();
+        let run = std::panic::AssertUnwindSafe(|| self.write_inner(out));
+        match std::panic::catch_unwind(run) {
+            Ok(r) => r.map_err(|e| e.in_slice(&id)),
+            Err(_) => {
+                Err(MergeError::corrupt("the decoder gave up on malformed input").in_slice(&id))
+            }
+        }
+    }
+
+    fn write_inner<W: Write + Send>(self, out: W) -> Result<MergeStats> {
+        let mut stats = MergeStats {
+            blocks: self.blocks.len(),
+            ..Default::default()
+        };
+        // 1. The records of the blocks that count.
+        let mut schemas = HashMap::new();
+        let mut items = Vec::with_capacity(self.blocks.len());
+        let mut held = self.logs.iter().map(|b| b.len() as u64).sum::<u64>();
+        for b in &self.blocks {
+            let r = decode_block(b, &self.logs[b.file], &self.log_names[b.file], &mut schemas)?;
+            held += match &r {
+                BlockRecords::Data { batch, .. } => batch.get_array_memory_size() as u64,
+                BlockRecords::Deletes { keys, .. } => {
+                    keys.iter().map(|k| k.len() as u64 + 64).sum::<u64>()
+                }
+            };
+            if held > self.opts.memory_cap {
+                return Err(MergeError::too_big(format!(
+                    "its log records take more than the memory cap of {} bytes",
+                    self.opts.memory_cap
+                )));
+            }
+            items.push(r);
+        }
+        // 2. The base file.
+        let base_reader = match &self.base {
+            None => None,
+            Some((file, name)) => {
+                let corrupt = |e: parquet::errors::ParquetError| {
+                    MergeError::corrupt(format!("{name}: not a readable Parquet file: {e}"))
+                };
+                let b = ParquetRecordBatchReaderBuilder::try_new(StorageChunks(file.clone()))
+                    .map_err(corrupt)?;
+                Some(b)
+            }
+        };
+        let base_arrow = base_reader.as_ref().map(|b| b.schema().clone());
+        let base_descr = base_reader
+            .as_ref()
+            .map(|b| b.metadata().file_metadata().schema_descr().clone());
+        let dictionary = base_reader
+            .as_ref()
+            .map(|b| dictionary_columns(b.metadata()))
+            .unwrap_or_default();
+        let base_kv = base_reader
+            .as_ref()
+            .and_then(|b| b.metadata().file_metadata().key_value_metadata().cloned())
+            .unwrap_or_default();
+        let newest_log = items.iter().rev().find_map(|i| match i {
+            BlockRecords::Data { batch, .. } => Some(batch.schema()),
+            _ => None,
+        });
+        if base_arrow.is_none() && newest_log.is_none() {
+            return Err(MergeError::corrupt(
+                "a log-only slice without any data block that counts: no schema to write",
+            ));
+        }
+        let schema = output_schema(base_arrow.as_ref(), newest_log.as_ref());
+        let descr =
+            parquet_schema(&schema, base_arrow.as_ref(), base_descr.as_ref()).map_err(|e| {
+                MergeError::unsupported(format!("no Parquet schema for the output: {e}"))
+            })?;
+
+        // 3. Log records into the key map (delta merge).
+        let mut merger = Merger::new(&self.cfg, &schema);
+        for item in items {
+            match item {
+                BlockRecords::Data {
+                    batch,
+                    partial,
+                    instant,
+                } => {
+                    // Read before conforming: the output schema need not have the column.
+                    let deleted = batch
+                        .schema()
+                        .index_of("_hoodie_is_deleted")
+                        .ok()
+                        .and_then(|i| arrow_cast::cast(batch.column(i), &DataType::Boolean).ok())
+                        .map(|c| c.as_boolean().clone());
+                    let (conformed, present) = conform_batch(&batch, &schema).map_err(|e| {
+                        MergeError::unsupported(format!(
+                            "records of instant {instant} do not fit the slice's schema: {e}"
+                        ))
+                    })?;
+                    drop(batch);
+                    stats.log_records += conformed.num_rows() as u64;
+                    newest(&mut stats.newest_instant, &instant);
+                    merger.add_batch(conformed, partial.then_some(present), deleted)?;
+                }
+                BlockRecords::Deletes {
+                    keys,
+                    ordering,
+                    instant,
+                } => {
+                    stats.deletes += keys.len() as u64;
+                    newest(&mut stats.newest_instant, &instant);
+                    merger.add_deletes(keys, ordering);
+                }
+            }
+        }
+
+        // 4. The writer.
+        let mut kv = vec![KeyValue::new(
+            "hudifs.merged.slice".to_string(),
+            self.slice.id(),
+        )];
+        if base_arrow
+            .as_ref()
+            .is_some_and(|b| b.fields() == schema.fields())
+        {
+            for k in [
+                "org.apache.spark.sql.parquet.row.metadata",
+                "parquet.avro.schema",
+            ] {
+                if let Some(v) = base_kv.iter().find(|e| e.key == k) {
+                    kv.push(v.clone());
+                }
+            }
+        }
+        let mut props = WriterProperties::builder()
+            .set_created_by(CREATED_BY.to_string())
+            .set_writer_version(WriterVersion::PARQUET_1_0)
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_size(self.opts.row_group_rows.max(1))
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_key_value_metadata(Some(kv));
+        // Dictionary-encode the columns the base file's writer kept dictionary-encoded: for the
+        // others (unique keys, sequence numbers) building a dictionary only to give it up
+        // doubled the time of writing.
+        for (path, dict) in dictionary {
+            props = props.set_column_dictionary_enabled(path, dict);
+        }
+        let props = props.build();
+        let options = ArrowWriterOptions::new()
+            .with_properties(props)
+            .with_skip_arrow_metadata(true)
+            .with_parquet_schema(descr);
+        let counting = Counting { inner: out, n: 0 };
+        let mut writer = ArrowWriter::try_new_with_options(counting, schema.clone(), options)
+            .map_err(|e| MergeError::unsupported(format!("cannot write the output schema: {e}")))?;
+        let write_err = |e: parquet::errors::ParquetError| {
+            MergeError::corrupt(format!("writing the merged file: {e}"))
+        };
+
+        // 5. The base rows, merged.
+        if let (Some(builder), Some((_, name))) = (base_reader, &self.base) {
+            if let Some(inst) = self.slice.base.as_ref().and_then(|b| {
+                hudifs_core::listing::parse_base_name(b.path.name(), &[String::from("parquet")])
+            }) {
+                newest(&mut stats.newest_instant, &inst.instant);
+            }
+            let reader = builder
+                .with_batch_size(self.opts.batch_rows.max(1))
+                .build()
+                .map_err(|e| MergeError::corrupt(format!("{name}: {e}")))?;
+            for batch in reader {
+                let batch = batch.map_err(|e| MergeError::corrupt(format!("{name}: {e}")))?;
+                stats.base_rows += batch.num_rows() as u64;
+                let out = merger
+                    .merge_base_batch(&batch, &schema)
+                    .map_err(|e| e.prefixed(name))?;
+                if let Some(out) = out {
+                    stats.rows += out.num_rows() as u64;
+                    writer.write(&out).map_err(write_err)?;
+                }
+            }
+        }
+        // 6. Log records no base row used.
+        for out in merger.remaining(&schema, self.opts.batch_rows.max(1))? {
+            stats.rows += out.num_rows() as u64;
+            writer.write(&out).map_err(write_err)?;
+        }
+        let counting = writer.into_inner().map_err(write_err)?;
+        stats.bytes = counting.n;
+        let mut inner = counting.inner;
+        inner
+            .flush()
+            .map_err(|e| MergeError::corrupt(format!("writing the merged file: {e}")))?;
+        Ok(stats)
+    }
+}
+
+/// Per column of the base file's first row group: whether all its data pages were
+/// dictionary-encoded (a column its writer had to fall back to plain encoding for is not worth
+/// a dictionary). Columns without page encoding statistics keep the default (dictionary on).
+fn dictionary_columns(
+    meta: &parquet::file::metadata::ParquetMetaData,
+) -> Vec<(parquet::schema::types::ColumnPath, bool)> {
+    use parquet::basic::{Encoding, PageType};
+    let Some(rg) = meta.row_groups().first() else {
+        return Vec::new();
+    };
+    rg.columns()
+        .iter()
+        .filter_map(|c| {
+            let stats = c.page_encoding_stats()?;
+            let dict = c.dictionary_page_offset().is_some()
+                && stats
+                    .iter()
+                    .filter(|s| matches!(s.page_type, PageType::DATA_PAGE | PageType::DATA_PAGE_V2))
+                    .all(|s| {
+                        matches!(
+                            s.encoding,
+                            Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY
+                        )
+                    });
+            Some((c.column_path().clone(), dict))
+        })
+        .collect()
+}
+
+fn newest(acc: &mut String, instant: &str) {
+    if instant > acc.as_str() {
+        *acc = instant.to_string();
+    }
+}
+
+impl MergeError {
+    fn prefixed(mut self, what: &str) -> MergeError {
+        if !self.reason.starts_with(what) {
+            self.reason = format!("{what}: {}", self.reason);
+        }
+        self
+    }
+}
+
+/// Read (slice the storage gives through an opened handle) for parquet's reader.
+struct StorageChunks(Arc<dyn OpenFile>);
+
+impl Length for StorageChunks {
+    fn len(&self) -> u64 {
+        self.0.size()
+    }
+}
+
+struct ChunkRead {
+    file: Arc<dyn OpenFile>,
+    pos: u64,
+}
+
+impl Read for ChunkRead {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl ChunkReader for StorageChunks {
+    type T = ChunkRead;
+    fn get_read(&self, start: u64) -> parquet::errors::Result<ChunkRead> {
+        Ok(ChunkRead {
+            file: self.0.clone(),
+            pos: start,
+        })
+    }
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        let end = start
+            .checked_add(length as u64)
+            .filter(|&e| e <= self.0.size());
+        if end.is_none() {
+            return Err(parquet::errors::ParquetError::EOF(format!(
+                "{length} bytes at {start} run past the end of the file ({} bytes)",
+                self.0.size()
+            )));
+        }
+        let mut buf = vec![0u8; length];
+        let mut done = 0;
+        while done < length {
+            let n = self
+                .0
+                .read_at(&mut buf[done..], start + done as u64)
+                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?;
+            if n == 0 {
+                return Err(parquet::errors::ParquetError::EOF(
+                    "the file ended early (it shrank while being read)".into(),
+                ));
+            }
+            done += n;
+        }
+        Ok(Bytes::from(buf))
+    }
+}
+
+struct Counting<W> {
+    inner: W,
+    n: u64,
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The key map.
+
+/// Where the values of a merged log record come from.
+#[derive(Debug, Clone)]
+enum Src {
+    /// A delete: no values.
+    None,
+    /// Every column from one row of one log batch.
+    Row(u32, u32),
+    /// Per output column, a row of a log batch, or none (the older record's value, or null).
+    Cols(Vec<Option<(u32, u32)>>),
+}
+
+impl Src {
+    fn col(&self, c: usize) -> Option<(u32, u32)> {
+        match self {
+            Src::None => None,
+            Src::Row(b, r) => Some((*b, *r)),
+            Src::Cols(v) => v.get(c).copied().flatten(),
+        }
+    }
+    /// `self`'s columns where set, `under`'s elsewhere.
+    fn over(&self, under: &Src, ncols: usize) -> Src {
+        match self {
+            Src::Row(..) => self.clone(),
+            _ => Src::Cols((0..ncols).map(|c| self.col(c).or(under.col(c))).collect()),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    seq: u32,
+    delete: bool,
+    ord: Vec<OrdVal>,
+    src: Src,
+    used: bool,
+}
+
+impl Entry {
+    fn commit_time_delete(&self) -> bool {
+        self.delete && all_default(&self.ord)
+    }
+}
+
+struct Merger {
+    mode: MergeMode,
+    populate_meta: bool,
+    key_gen: Option<KeyGen>,
+    key_fields: Vec<String>,
+    ordering: Vec<String>,
+    ncols: usize,
+    batches: Vec<RecordBatch>,
+    map: HashMap<String, usize>,
+    entries: Vec<Entry>,
+}
+
+impl Merger {
+    fn new(cfg: &MergeConfig, schema: &SchemaRef) -> Merger {
+        Merger {
+            mode: cfg.mode,
+            populate_meta: cfg.populate_meta_fields,
+            key_gen: cfg.key_gen,
+            key_fields: cfg.record_key_fields.clone(),
+            ordering: cfg.ordering_fields.clone(),
+            ncols: schema.fields().len(),
+            batches: Vec::new(),
+            map: HashMap::new(),
+            entries: Vec::new(),
+        }
+    }
+
+    /// The record keys of a batch's rows.
+    fn keys(&self, batch: &RecordBatch) -> Result<Keys> {
+        let schema = batch.schema();
+        if self.populate_meta {
+            let col = column_by_path(schema.fields(), batch.columns(), "_hoodie_record_key")
+                .ok_or_else(|| MergeError::corrupt("records without _hoodie_record_key"))?;
+            let col = if col.data_type() == &DataType::Utf8 {
+                col
+            } else {
+                arrow_cast::cast(&col, &DataType::Utf8)
+                    .map_err(|e| MergeError::corrupt(format!("_hoodie_record_key: {e}")))?
+            };
+            return Ok(Keys::Column(col));
+        }
+        let gen = self.key_gen.unwrap_or(KeyGen::Complex);
+        let cols = self
+            .key_fields
+            .iter()
+            .map(|f| {
+                column_by_path(schema.fields(), batch.columns(), f).ok_or_else(|| {
+                    MergeError::corrupt(format!("records without the record key field {f}"))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let opts = arrow_cast::display::FormatOptions::default();
+        let fmts = cols
+            .iter()
+            .map(|c| arrow_cast::display::ArrayFormatter::try_new(c.as_ref(), &opts))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| MergeError::corrupt(format!("record key: {e}")))?;
+        let part = |c: &ArrayRef, f: &arrow_cast::display::ArrayFormatter, i: usize| -> String {
+            if c.is_null(i) {
+                "__null__".to_string()
+            } else {
+                let s = f.value(i).to_string();
+                if s.is_empty() {
+                    "__empty__".to_string()
+                } else {
+                    s
+                }
+            }
+        };
+        let mut out = Vec::with_capacity(batch.num_rows());
+        for i in 0..batch.num_rows() {
+            out.push(match gen {
+                KeyGen::Simple => part(&cols[0], &fmts[0], i),
+                KeyGen::Complex => {
+                    let mut s = String::new();
+                    for (j, name) in self.key_fields.iter().enumerate() {
+                        if j > 0 {
+                            s.push(',');
+                        }
+                        s.push_str(name);
+                        s.push(':');
+                        s.push_str(&part(&cols[j], &fmts[j], i));
+                    }
+                    s
+                }
+            });
+        }
+        Ok(Keys::Built(out))
+    }
+
+    fn ordering_columns(&self, batch: &RecordBatch) -> Vec<Option<ArrayRef>> {
+        if self.mode == MergeMode::CommitTime {
+            return Vec::new();
+        }
+        let schema = batch.schema();
+        self.ordering
+            .iter()
+            .map(|f| column_by_path(schema.fields(), batch.columns(), f))
+            .collect()
+    }
+
+    fn ord_of(cols: &[Option<ArrayRef>], row: usize) -> Vec<OrdVal> {
+        cols.iter()
+            .map(|c| {
+                c.as_ref()
+                    .map(|c| ord_at(c, row))
+                    .unwrap_or(OrdVal::Default)
+            })
+            .collect()
+    }
+
+    /// Whether `newer` replaces `older` (Java's `shouldKeepNewerRecord`).
+    fn keep_newer(&self, older_delete_ct: bool, older: &[OrdVal], newer: &Entry) -> bool {
+        self.mode == MergeMode::CommitTime
+            || newer.commit_time_delete()
+            || older_delete_ct
+            || compare_all(&newer.ord, older) != std::cmp::Ordering::Less
+    }
+
+    fn add_batch(
+        &mut self,
+        batch: RecordBatch,
+        present: Option<Vec<bool>>,
+        deleted: Option<arrow_array::BooleanArray>,
+    ) -> Result<()> {
+        let b = self.batches.len() as u32;
+        let keys = self.keys(&batch)?;
+        let ords = self.ordering_columns(&batch);
+        let rows = batch.num_rows();
+        self.batches.push(batch);
+        for r in 0..rows {
+            let Some(key) = keys.get(r) else {
+                return Err(MergeError::corrupt(format!(
+                    "log record {r} has a null record key"
+                )));
+            };
+            let src = match &present {
+                None => Src::Row(b, r as u32),
+                Some(p) => Src::Cols(p.iter().map(|&has| has.then_some((b, r as u32))).collect()),
+            };
+            let new = Entry {
+                seq: 0,
+                delete: deleted
+                    .as_ref()
+                    .is_some_and(|d| d.is_valid(r) && d.value(r)),
+                ord: Self::ord_of(&ords, r),
+                src,
+                used: false,
+            };
+            self.delta_merge(key, new);
+        }
+        Ok(())
+    }
+
+    fn delta_merge(&mut self, key: &str, mut new: Entry) {
+        match self.map.get(key) {
+            None => {
+                new.seq = self.entries.len() as u32;
+                self.map.insert(key.to_string(), self.entries.len());
+                self.entries.push(new);
+            }
+            Some(&i) => {
+                let old = &self.entries[i];
+                let merged = if self.keep_newer(old.commit_time_delete(), &old.ord, &new) {
+                    let src = if new.delete || old.delete {
+                        new.src.clone()
+                    } else {
+                        new.src.over(&old.src, self.ncols)
+                    };
+                    Entry {
+                        src,
+                        seq: old.seq,
+                        ..new
+                    }
+                } else {
+                    let src = if old.delete || new.delete {
+                        old.src.clone()
+                    } else {
+                        old.src.over(&new.src, self.ncols)
+                    };
+                    Entry { src, ..old.clone() }
+                };
+                self.entries[i] = merged;
+            }
+        }
+    }
+
+    fn add_deletes(&mut self, keys: Vec<String>, ordering: Vec<OrdVal>) {
+        for (key, ord) in keys.into_iter().zip(ordering) {
+            let new = Entry {
+                seq: 0,
+                delete: true,
+                ord: vec![ord],
+                src: Src::None,
+                used: false,
+            };
+            match self.map.get(key.as_str()) {
+                None => self.delta_merge(&key, new),
+                Some(&i) => {
+                    let old = &self.entries[i];
+                    let keep_old = self.mode == MergeMode::EventTime
+                        && (old.commit_time_delete()
+                            || (!new.ord[0].is_default()
+                                && old.ord.first().is_some_and(|o| {
+                                    o.same_class(&new.ord[0])
+                                        && o.compare(&new.ord[0]) == std::cmp::Ordering::Greater
+                                })));
+                    if !keep_old {
+                        let seq = old.seq;
+                        self.entries[i] = Entry { seq, ..new };
+                    }
+                }
+            }
+        }
+    }
+
+    /// Merge one base batch with the log records; `None` when every row was dropped.
+    fn merge_base_batch(
+        &mut self,
+        batch: &RecordBatch,
+        schema: &SchemaRef,
+    ) -> Result<Option<RecordBatch>> {
+        if self.map.is_empty() {
+            return Ok(Some(conform_base(batch, schema)?));
+        }
+        let keys = self.keys(batch)?;
+        let ords = self.ordering_columns(batch);
+        // Per row: None keeps it, Some(None) drops it, Some(Some(i)) takes entry i over it.
+        let mut plan: Vec<Option<Option<usize>>> = Vec::new();
+        let mut changed = false;
+        for r in 0..batch.num_rows() {
+            let Some(key) = keys.get(r) else {
+                plan.push(None);
+                continue;
+            };
+            let Some(&i) = self.map.get(key) else {
+                plan.push(None);
+                continue;
+            };
+            if self.entries[i].used {
+                // A duplicate key in the base file: the log record was used by the first row.
+                plan.push(None);
+                continue;
+            }
+            self.entries[i].used = true;
+            let base_ord = Self::ord_of(&ords, r);
+            let e = &self.entries[i];
+            if self.keep_newer(false, &base_ord, e) {
+                changed = true;
+                plan.push(Some(if e.delete { None } else { Some(i) }));
+            } else {
+                plan.push(None);
+            }
+        }
+        let base = conform_base(batch, schema)?;
+        if !changed {
+            return Ok(Some(base));
+        }
+        let kept = plan.iter().filter(|p| !matches!(p, Some(None))).count();
+        if kept == 0 {
+            return Ok(None);
+        }
+        let mut columns = Vec::with_capacity(self.ncols);
+        for c in 0..self.ncols {
+            let mut sources: Vec<&dyn Array> = vec![base.column(c).as_ref()];
+            sources.extend(self.batches.iter().map(|b| b.column(c).as_ref()));
+            let mut idx = Vec::with_capacity(kept);
+            for (r, p) in plan.iter().enumerate() {
+                match p {
+                    None => idx.push((0, r)),
+                    Some(None) => {}
+                    Some(Some(i)) => idx.push(match self.entries[*i].src.col(c) {
+                        Some((b, row)) => (1 + b as usize, row as usize),
+                        None => (0, r),
+                    }),
+                }
+            }
+            columns.push(interleave(&sources, &idx)?);
+        }
+        assemble(schema, columns, kept).map(Some)
+    }
+
+    /// The log records no base row used, in the order their keys first appeared.
+    fn remaining(&self, schema: &SchemaRef, batch_rows: usize) -> Result<Vec<RecordBatch>> {
+        let mut order: Vec<usize> = (0..self.entries.len())
+            .filter(|&i| !self.entries[i].used && !self.entries[i].delete)
+            .collect();
+        order.sort_by_key(|&i| self.entries[i].seq);
+        let mut out = Vec::new();
+        for chunk in order.chunks(batch_rows) {
+            let mut columns = Vec::with_capacity(self.ncols);
+            for c in 0..self.ncols {
+                let nulls = new_null_array(schema.field(c).data_type(), 1);
+                let mut sources: Vec<&dyn Array> = vec![nulls.as_ref()];
+                sources.extend(self.batches.iter().map(|b| b.column(c).as_ref()));
+                let idx: Vec<(usize, usize)> = chunk
+                    .iter()
+                    .map(|&i| match self.entries[i].src.col(c) {
+                        Some((b, r)) => (1 + b as usize, r as usize),
+                        None => (0, 0),
+                    })
+                    .collect();
+                columns.push(interleave(&sources, &idx)?);
+            }
+            out.push(assemble(schema, columns, chunk.len())?);
+        }
+        Ok(out)
+    }
+}
+
+enum Keys {
+    Column(ArrayRef),
+    Built(Vec<String>),
+}
+
+impl Keys {
+    fn get(&self, i: usize) -> Option<&str> {
+        match self {
+            Keys::Column(c) => {
+                let s: &StringArray = c.as_string::<i32>();
+                (!s.is_null(i)).then(|| s.value(i))
+            }
+            Keys::Built(v) => v.get(i).map(String::as_str),
+        }
+    }
+}
+
+fn interleave(sources: &[&dyn Array], idx: &[(usize, usize)]) -> Result<ArrayRef> {
+    arrow_select::interleave::interleave(sources, idx)
+        .map_err(|e| MergeError::corrupt(format!("assembling merged rows: {e}")))
+}
+
+fn conform_base(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+    if batch.schema().fields() == schema.fields() {
+        return Ok(batch.clone());
+    }
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for f in schema.fields() {
+        columns.push(match batch.schema().index_of(f.name()) {
+            Ok(i) => conform_array(batch.column(i), f.data_type())
+                .map_err(|e| MergeError::unsupported(format!("column {}: {e}", f.name())))?,
+            Err(_) => new_null_array(f.data_type(), batch.num_rows()),
+        });
+    }
+    assemble(schema, columns, batch.num_rows())
+}
+
+/// A batch of `schema` from columns whose nested field names or nullability may differ from
+/// it (they come from log records): the writer follows the Parquet schema, so the batch's own
+/// schema is taken from the columns where they differ.
+fn assemble(schema: &SchemaRef, columns: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch> {
+    let fields: Vec<arrow_schema::FieldRef> = schema
+        .fields()
+        .iter()
+        .zip(&columns)
+        .map(|(f, c)| {
+            if f.data_type() == c.data_type() && (f.is_nullable() || c.null_count() == 0) {
+                f.clone()
+            } else {
+                Arc::new(arrow_schema::Field::new(
+                    f.name(),
+                    c.data_type().clone(),
+                    true,
+                ))
+            }
+        })
+        .collect();
+    RecordBatch::try_new_with_options(
+        Arc::new(arrow_schema::Schema::new_with_metadata(
+            fields,
+            schema.metadata().clone(),
+        )),
+        columns,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
+    .map_err(|e| MergeError::corrupt(format!("assembling merged rows: {e}")))
+}
+
+/// Prepare and write in one go; `Ok(None)` when the slice needs no merge or no block counts
+/// (serve the base file itself).
+pub fn merge_slice<W: Write + Send>(
+    storage: &dyn Storage,
+    cfg: &MergeConfig,
+    slice: &Slice,
+    visible: &dyn BlockVisibility,
+    opts: &MergeOptions,
+    out: W,
+) -> Result<Option<MergeStats>> {
+    if !slice.needs_merge() {
+        return Ok(None);
+    }
+    let p = prepare(storage, cfg, slice, visible, opts)?;
+    if p.plan() == Plan::BaseUnchanged {
+        return Ok(None);
+    }
+    p.write_to(out).map(Some)
+}

@@ -1,0 +1,91 @@
+//! The typed refusals of the merge engine. Each names the slice and the reason; the caller maps
+//! the kind to an errno ([`MergeError::errno`]) and never serves a partial file.
+
+use std::fmt;
+
+/// Why a slice cannot be merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Input hudifs does not merge (HFile data blocks, non-Parquet base files, Kryo delete
+    /// blocks, Avro data blocks below content version 3, CDC blocks in a data log, custom
+    /// merge modes, payloads or delete markers, unknown key generators): `EOPNOTSUPP`.
+    Unsupported,
+    /// A committed block that does not decode, an unreadable base file, an input that
+    /// vanished or changed mid-merge: `EIO`.
+    Corrupt,
+    /// The slice's log records exceed the memory cap: `EFBIG`.
+    TooBig,
+}
+
+/// A slice that could not be merged: what kind of refusal, which slice, why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeError {
+    pub kind: Refusal,
+    /// The slice, as `partition/fileId@baseInstant` (set by the engine once it knows it).
+    pub slice: String,
+    pub reason: String,
+}
+
+impl MergeError {
+    pub fn unsupported(reason: impl Into<String>) -> MergeError {
+        MergeError {
+            kind: Refusal::Unsupported,
+            slice: String::new(),
+            reason: reason.into(),
+        }
+    }
+    pub fn corrupt(reason: impl Into<String>) -> MergeError {
+        MergeError {
+            kind: Refusal::Corrupt,
+            slice: String::new(),
+            reason: reason.into(),
+        }
+    }
+    pub fn too_big(reason: impl Into<String>) -> MergeError {
+        MergeError {
+            kind: Refusal::TooBig,
+            slice: String::new(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Name the slice this error is about (kept if already named).
+    pub fn in_slice(mut self, slice: &str) -> MergeError {
+        if self.slice.is_empty() {
+            self.slice = slice.to_string();
+        }
+        self
+    }
+
+    /// The errno a file system returns for this refusal.
+    pub fn errno(&self) -> i32 {
+        match self.kind {
+            Refusal::Unsupported => libc::EOPNOTSUPP,
+            Refusal::Corrupt => libc::EIO,
+            Refusal::TooBig => libc::EFBIG,
+        }
+    }
+}
+
+impl fmt::Display for MergeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            Refusal::Unsupported => "not supported",
+            Refusal::Corrupt => "unreadable input",
+            Refusal::TooBig => "too big",
+        };
+        if self.slice.is_empty() {
+            write!(f, "merge refused ({what}): {}", self.reason)
+        } else {
+            write!(
+                f,
+                "merge of slice {} refused ({what}): {}",
+                self.slice, self.reason
+            )
+        }
+    }
+}
+
+impl std::error::Error for MergeError {}
+
+pub type Result<T, E = MergeError> = std::result::Result<T, E>;

@@ -1,0 +1,31 @@
+//! hudifs-merge: the merged view of a merge-on-read slice.
+//!
+//! - [`engine`]: one file slice (base file + committed log blocks) → one Parquet file holding
+//!   the rows a Hudi snapshot query returns for it ([`prepare`], [`Prepared::write_to`],
+//!   [`merge_slice`], [`merged_file_name`]).
+//! - [`cache`]: the disk cache of merged files (LRU by bytes, private, checked before reuse,
+//!   one merge per slice at a time): [`MergeCache::ensure`] gives path and size.
+//! - [`config`]: the table configuration the merge depends on ([`MergeConfig`]).
+//! - [`MergeError`]: the typed refusals (`EOPNOTSUPP`, `EIO`, `EFBIG`).
+//!
+//! Everything is read through `hudifs_storage::Storage`; the engine is pure: which block
+//! instants count is the caller's [`BlockVisibility`].
+
+pub mod avro;
+pub mod cache;
+pub mod config;
+pub mod engine;
+mod error;
+pub mod logread;
+pub mod order;
+pub mod schema;
+pub mod view;
+
+pub use cache::{CacheOptions, Ensured, MergeCache};
+pub use config::{KeyGen, MergeConfig, MergeMode};
+pub use engine::{
+    merge_slice, merged_file_name, prepare, BlockVisibility, Identity, InputFile, MergeOptions,
+    MergeStats, Plan, Prepared, Slice, CREATED_BY,
+};
+pub use error::{MergeError, Refusal, Result};
+pub use view::{slices_of_view, snapshot_visibility, ViewSlice};

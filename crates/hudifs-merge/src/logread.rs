@@ -1,0 +1,378 @@
+//! Reading the log files of one slice: which blocks count (block-level filtering), and their
+//! records as Arrow batches or delete keys.
+//!
+//! The blocks are found by `hudifs_core::archive::scan_log_blocks`, the project's one parser of
+//! the Hudi log format (a corrupt stretch is skipped and reading resumes at the next magic, as
+//! Java's `HoodieLogFileReader` turns it into a corrupt block that the record reader skips).
+//! Then, in the order of the log files (Java's log-file comparator: instant, version, write
+//! token) and of the blocks in each file:
+//!
+//! - a rollback command block removes the blocks read before it whose instant is its target
+//!   (v6 appends the blocks of several instants, and rollbacks of failed ones, to one file);
+//! - a data or delete block counts only when the caller's visibility predicate admits its
+//!   instant (committed and not after the view's time);
+//! - a block with `COMPACTED_BLOCK_TIMES` (log compaction) replaces the blocks of the instants
+//!   it lists, taking the place of the first of them, so later writes still override it;
+//! - HFile data blocks and CDC blocks that count are refused (unsupported), as are data blocks
+//!   of content versions below 3 and Kryo delete blocks.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use bytes::Bytes;
+use hudifs_core::archive::scan_log_blocks;
+
+use crate::avro::{decimal_from_be, AvroToArrow, Input, SchemaProblem, VALUE_SLACK};
+use crate::error::{MergeError, Result};
+use crate::order::{Cls, OrdVal};
+
+pub const COMMAND_BLOCK: i32 = 0;
+pub const DELETE_BLOCK: i32 = 1;
+pub const CORRUPT_BLOCK: i32 = 2;
+pub const AVRO_DATA_BLOCK: i32 = 3;
+pub const HFILE_DATA_BLOCK: i32 = 4;
+pub const PARQUET_DATA_BLOCK: i32 = 5;
+pub const CDC_DATA_BLOCK: i32 = 6;
+
+pub const H_INSTANT_TIME: i32 = 0;
+pub const H_TARGET_INSTANT_TIME: i32 = 1;
+pub const H_SCHEMA: i32 = 2;
+pub const H_COMMAND_BLOCK_TYPE: i32 = 3;
+pub const H_COMPACTED_BLOCK_TIMES: i32 = 4;
+pub const H_IS_PARTIAL: i32 = 7;
+
+/// The rollback command (`HoodieCommandBlockTypeEnum.ROLLBACK_BLOCK`).
+const ROLLBACK: &str = "0";
+
+/// A block that counts, not yet decoded.
+#[derive(Debug, Clone)]
+pub struct Chosen {
+    pub file: usize,
+    pub offset: usize,
+    pub block_type: i32,
+    pub instant: String,
+    pub header: BTreeMap<i32, String>,
+    pub content: std::ops::Range<usize>,
+}
+
+/// Choose the blocks that count, in merge order. `files` are the log files' bytes in merge
+/// order; `names` name them in messages.
+pub fn choose_blocks(
+    files: &[Bytes],
+    names: &[String],
+    visible: &dyn Fn(&str) -> bool,
+) -> Result<Vec<Chosen>> {
+    let mut kept: Vec<Chosen> = Vec::new();
+    for (fi, bytes) in files.iter().enumerate() {
+        let (blocks, problems) = scan_log_blocks(bytes);
+        for p in problems {
+            log::info!(
+                "{}: {p} (a corrupt block; Hudi's readers skip it too)",
+                names[fi]
+            );
+        }
+        for b in blocks {
+            let Some(instant) = b.header.get(&H_INSTANT_TIME).cloned() else {
+                log::info!(
+                    "{}: block at byte {} has no instant time; skipped as corrupt",
+                    names[fi],
+                    b.offset
+                );
+                continue;
+            };
+            let start = b.content.as_ptr() as usize - bytes.as_ptr() as usize;
+            let chosen = Chosen {
+                file: fi,
+                offset: b.offset,
+                block_type: b.block_type,
+                instant: instant.clone(),
+                content: start..start + b.content.len(),
+                header: b.header,
+            };
+            match b.block_type {
+                COMMAND_BLOCK => {
+                    let command = chosen.header.get(&H_COMMAND_BLOCK_TYPE).map(String::as_str);
+                    let target = chosen.header.get(&H_TARGET_INSTANT_TIME);
+                    match (command, target) {
+                        (Some(ROLLBACK), Some(target)) => kept.retain(|k| &k.instant != target),
+                        _ => log::info!(
+                            "{}: command block at byte {} is not a rollback with a target; skipped",
+                            names[fi],
+                            b.offset
+                        ),
+                    }
+                }
+                CORRUPT_BLOCK => {}
+                DELETE_BLOCK | AVRO_DATA_BLOCK | PARQUET_DATA_BLOCK | HFILE_DATA_BLOCK
+                | CDC_DATA_BLOCK => {
+                    if !visible(&instant) {
+                        continue;
+                    }
+                    let what = match b.block_type {
+                        HFILE_DATA_BLOCK => Some("an HFile data block"),
+                        CDC_DATA_BLOCK => Some("a CDC block in a data log"),
+                        _ => None,
+                    };
+                    if let Some(what) = what {
+                        return Err(MergeError::unsupported(format!(
+                            "{}: {what} at byte {} (instant {instant})",
+                            names[fi], b.offset
+                        )));
+                    }
+                    match chosen.header.get(&H_COMPACTED_BLOCK_TIMES) {
+                        Some(times) => {
+                            let replaced: Vec<&str> = times
+                                .split(',')
+                                .map(str::trim)
+                                .filter(|s| !s.is_empty())
+                                .collect();
+                            let at = kept
+                                .iter()
+                                .position(|k| replaced.contains(&k.instant.as_str()))
+                                .unwrap_or(kept.len());
+                            let before = kept[..at].len();
+                            kept.retain(|k| !replaced.contains(&k.instant.as_str()));
+                            kept.insert(before.min(kept.len()), chosen);
+                        }
+                        None => kept.push(chosen),
+                    }
+                }
+                other => {
+                    if visible(&instant) {
+                        return Err(MergeError::unsupported(format!(
+                            "{}: block of unknown type {other} at byte {} (instant {instant})",
+                            names[fi], b.offset
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    Ok(kept)
+}
+
+/// What one counting block holds.
+pub enum BlockRecords {
+    Data {
+        batch: RecordBatch,
+        partial: bool,
+        instant: String,
+    },
+    Deletes {
+        keys: Vec<String>,
+        ordering: Vec<OrdVal>,
+        instant: String,
+    },
+}
+
+fn be_i32(c: &[u8], at: usize) -> Option<i32> {
+    let b = c.get(at..at + 4)?;
+    Some(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Decode one chosen block. `schemas` caches compiled writer schemas by their text.
+pub fn decode_block(
+    block: &Chosen,
+    bytes: &Bytes,
+    name: &str,
+    schemas: &mut HashMap<String, Arc<AvroToArrow>>,
+) -> Result<BlockRecords> {
+    let content = &bytes[block.content.clone()];
+    let at = |e: String| {
+        MergeError::corrupt(format!(
+            "{name}: block at byte {} (instant {}) does not decode: {e}",
+            block.offset, block.instant
+        ))
+    };
+    let partial = block
+        .header
+        .get(&H_IS_PARTIAL)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    match block.block_type {
+        AVRO_DATA_BLOCK => {
+            let version = be_i32(content, 0).ok_or_else(|| at("no content version".into()))?;
+            if version < 3 {
+                return Err(MergeError::unsupported(format!(
+                    "{name}: Avro data block at byte {} has content version {version} (only \
+                     version 3 is merged)",
+                    block.offset
+                )));
+            }
+            if version > 3 {
+                return Err(at(format!("unknown content version {version}")));
+            }
+            let count = be_i32(content, 4).ok_or_else(|| at("no record count".into()))?;
+            let count = usize::try_from(count).map_err(|_| at(format!("record count {count}")))?;
+            let text = block
+                .header
+                .get(&H_SCHEMA)
+                .ok_or_else(|| at("no schema in the block header".into()))?;
+            let decoder = match schemas.get(text) {
+                Some(d) => d.clone(),
+                None => {
+                    let d = Arc::new(AvroToArrow::new(text).map_err(|p| match p {
+                        SchemaProblem::Unsupported(s) => MergeError::unsupported(format!(
+                            "{name}: block at byte {}: {s}",
+                            block.offset
+                        )),
+                        SchemaProblem::Malformed(s) => at(s),
+                    })?);
+                    schemas.insert(text.clone(), d.clone());
+                    d
+                }
+            };
+            // The records: i32 length then the bytes, each checked against what is left.
+            let mut records = Vec::new();
+            let mut pos = 8usize;
+            for i in 0..count {
+                let len = be_i32(content, pos)
+                    .ok_or_else(|| at(format!("record {i} of {count}: truncated")))?;
+                let len = usize::try_from(len).map_err(|_| at(format!("record length {len}")))?;
+                let start = pos + 4;
+                let end = start
+                    .checked_add(len)
+                    .filter(|&e| e <= content.len())
+                    .ok_or_else(|| at(format!("record {i} of {count} runs past the block")))?;
+                records.push(&content[start..end]);
+                pos = end;
+            }
+            if pos != content.len() {
+                return Err(at(format!(
+                    "{} bytes after the last record",
+                    content.len() - pos
+                )));
+            }
+            let batch = decoder
+                .decode(records.into_iter(), content.len() + VALUE_SLACK)
+                .map_err(at)?;
+            Ok(BlockRecords::Data {
+                batch,
+                partial,
+                instant: block.instant.clone(),
+            })
+        }
+        PARQUET_DATA_BLOCK => {
+            let data = bytes.slice(block.content.clone());
+            let batch = std::panic::catch_unwind(|| read_parquet_block(data))
+                .map_err(|_| at("the Parquet decoder gave up".into()))?
+                .map_err(at)?;
+            Ok(BlockRecords::Data {
+                batch,
+                partial,
+                instant: block.instant.clone(),
+            })
+        }
+        DELETE_BLOCK => {
+            let version = be_i32(content, 0).ok_or_else(|| at("no content version".into()))?;
+            if version < 3 {
+                return Err(MergeError::unsupported(format!(
+                    "{name}: delete block at byte {} is of version {version}, Kryo-serialized \
+                     (only version 3, Avro, is merged)",
+                    block.offset
+                )));
+            }
+            let len = be_i32(content, 4).ok_or_else(|| at("no length".into()))?;
+            let len = usize::try_from(len).map_err(|_| at(format!("length {len}")))?;
+            let body = content
+                .get(8..8usize.saturating_add(len))
+                .ok_or_else(|| at(format!("length {len} runs past the block")))?;
+            let (keys, ordering) = decode_delete_records(body).map_err(at)?;
+            Ok(BlockRecords::Deletes {
+                keys,
+                ordering,
+                instant: block.instant.clone(),
+            })
+        }
+        other => Err(at(format!("block type {other} holds no records"))),
+    }
+}
+
+fn read_parquet_block(data: Bytes) -> Result<RecordBatch, String> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(data).map_err(|e| e.to_string())?;
+    let schema = builder.schema().clone();
+    let reader = builder
+        .with_batch_size(8192)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut batches = Vec::new();
+    for b in reader {
+        batches.push(b.map_err(|e| e.to_string())?);
+    }
+    arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| e.to_string())
+}
+
+/// The records of an Avro `HoodieDeleteRecordList` (`{deleteRecordList: [HoodieDeleteRecord]}`
+/// with `recordKey`, `partitionPath` and the `orderingVal` union of wrapper records), decoded
+/// by hand: the schema is fixed and not in the block.
+pub fn decode_delete_records(body: &[u8]) -> Result<(Vec<String>, Vec<OrdVal>), String> {
+    let mut input = Input {
+        bytes: body,
+        pos: 0,
+    };
+    let mut keys = Vec::new();
+    let mut ords = Vec::new();
+    let opt_string = |input: &mut Input| -> Result<Option<String>, String> {
+        match input.long()? {
+            0 => Ok(None),
+            1 => {
+                let b = input.bytes()?;
+                Ok(Some(
+                    std::str::from_utf8(b)
+                        .map_err(|_| "record key is not UTF-8".to_string())?
+                        .to_string(),
+                ))
+            }
+            i => Err(format!("union index {i} of a nullable string")),
+        }
+    };
+    loop {
+        let count = input.block_count()?;
+        if count == 0 {
+            break;
+        }
+        for _ in 0..count {
+            // Each record takes at least three bytes (three union indexes), so a count past
+            // the input ends in an error before it can allocate much.
+            let key = opt_string(&mut input)?;
+            let _partition = opt_string(&mut input)?;
+            let ord = match input.long()? {
+                0 => OrdVal::Default,
+                1 => match input.byte()? {
+                    0 => OrdVal::Bool(false),
+                    1 => OrdVal::Bool(true),
+                    b => return Err(format!("boolean byte {b}")),
+                },
+                2 => OrdVal::int(input.int()? as i64, Cls::Int),
+                3 => OrdVal::int(input.long()?, Cls::Long),
+                4 => {
+                    let b = input.take(4)?;
+                    OrdVal::Float(
+                        f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+                        Cls::Float,
+                    )
+                }
+                5 => {
+                    let b = input.take(8)?;
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(b);
+                    OrdVal::Float(f64::from_le_bytes(a), Cls::Double)
+                }
+                6 => OrdVal::Bytes(input.bytes()?.to_vec()),
+                7 => OrdVal::Str(input.bytes()?.to_vec()),
+                8 => OrdVal::int(input.int()? as i64, Cls::Date),
+                9 => OrdVal::Dec(decimal_from_be(input.bytes()?)?, 15),
+                10 | 11 => OrdVal::int(input.long()?, Cls::Long),
+                i => return Err(format!("union index {i} of orderingVal")),
+            };
+            let key = key.ok_or("a delete record without a record key")?;
+            keys.push(key);
+            ords.push(ord);
+        }
+    }
+    if input.left() != 0 {
+        return Err(format!("{} bytes after the delete records", input.left()));
+    }
+    Ok((keys, ords))
+}

@@ -1,0 +1,72 @@
+//! From a resolved view (hudifs-core's `fsview`) to the slices to merge, and the block
+//! visibility of a view: what the mount (and tests) need to drive the engine.
+
+use std::collections::BTreeMap;
+
+use hudifs_core::fsview::VisibleFile;
+use hudifs_core::timeline::Timeline;
+use hudifs_storage::TablePath;
+
+use crate::engine::{InputFile, Slice};
+
+/// A slice of a view and the newest instant its files hold (for [`crate::merged_file_name`]).
+#[derive(Debug, Clone)]
+pub struct ViewSlice {
+    pub slice: Slice,
+    pub newest_instant: String,
+}
+
+impl ViewSlice {
+    pub fn file_name(&self) -> String {
+        crate::merged_file_name(&self.slice, &self.newest_instant)
+    }
+}
+
+/// Group the files of a view into slices, one per file group, in the order of (partition,
+/// file id). A view shows one slice per group, but while a compaction is pending it adds the
+/// logs of the compaction's slice to the previous one (SEMANTICS §3.3): they are merged
+/// together, and the slice is named after its base file's slice (or the oldest slice of a
+/// group of logs only).
+pub fn slices_of_view(files: &[VisibleFile]) -> Vec<ViewSlice> {
+    let mut groups: BTreeMap<(String, String), ViewSlice> = BTreeMap::new();
+    for f in files {
+        let key = (f.file.partition.to_string(), f.file.file_id().to_string());
+        let entry = groups.entry(key.clone()).or_insert_with(|| ViewSlice {
+            slice: Slice {
+                partition: key.0.clone(),
+                file_id: key.1.clone(),
+                instant: f.slice.clone(),
+                base: None,
+                logs: Vec::new(),
+            },
+            newest_instant: f.slice.clone(),
+        });
+        if f.file.is_base() || (entry.slice.base.is_none() && f.slice < entry.slice.instant) {
+            entry.slice.instant = f.slice.clone();
+        }
+        let Ok(path) = TablePath::new(&f.rel_path()) else {
+            continue;
+        };
+        let input = InputFile::new(path, Some(f.file.size));
+        if f.file.is_base() {
+            entry.slice.base = Some(input);
+        } else {
+            entry.slice.logs.push(input);
+        }
+        let instant = f.writer.as_deref().unwrap_or(f.file.instant());
+        if instant > entry.newest_instant.as_str() {
+            entry.newest_instant = instant.to_string();
+        }
+    }
+    groups.into_values().collect()
+}
+
+/// The block visibility of a snapshot view taken at `t`: a block counts when its instant is
+/// committed (a completed write on the active timeline, or older than the active timeline)
+/// and not after `t`.
+pub fn snapshot_visibility<'a>(
+    timeline: &'a Timeline,
+    t: &'a str,
+) -> impl Fn(&str) -> bool + Sync + 'a {
+    move |instant: &str| instant <= t && timeline.is_committed(instant)
+}

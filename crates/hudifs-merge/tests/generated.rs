@@ -1,0 +1,1192 @@
+//! Generated slices for what the fixture tables lack: v6 logs holding several instants and a
+//! rollback, pending-compaction slices, event-time ordering with late older records, deletes of
+//! keys only in logs, partial updates, log compaction, schema evolution, tables without meta
+//! fields, every refusal (unsupported, corrupt, too big, inputs vanishing mid-merge),
+//! determinism, and the disk cache. Log files are written with the project's own block writer
+//! (`hudifs_testkit::generator::blocks`), base files with parquet's Arrow writer, all in a
+//! `MemStore` (or a `FaultyStore` over one).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use hudifs_merge::{
+    merge_slice, prepare, CacheOptions, Ensured, InputFile, MergeCache, MergeConfig, MergeOptions,
+    Plan, Refusal, Slice,
+};
+use hudifs_storage::{Fault, FaultyStore, MemStore, Op, Rule, Storage, StorageWrite, TablePath};
+use hudifs_testkit::generator::blocks::{self, DeleteOrdering};
+
+const SCHEMA: &str = r#"{"type":"record","name":"r","namespace":"hoodie.t","fields":[
+ {"name":"_hoodie_commit_time","type":["null","string"],"default":null},
+ {"name":"_hoodie_record_key","type":["null","string"],"default":null},
+ {"name":"id","type":"string"},
+ {"name":"v","type":["null","long"],"default":null},
+ {"name":"ts","type":"long"}]}"#;
+
+/// Without `v` (a partial update of `ts` only), and with an added column `extra`.
+const SCHEMA_TS_ONLY: &str = r#"{"type":"record","name":"r","namespace":"hoodie.t","fields":[
+ {"name":"_hoodie_commit_time","type":["null","string"],"default":null},
+ {"name":"_hoodie_record_key","type":["null","string"],"default":null},
+ {"name":"id","type":"string"},
+ {"name":"ts","type":"long"}]}"#;
+const SCHEMA_EXTRA: &str = r#"{"type":"record","name":"r","namespace":"hoodie.t","fields":[
+ {"name":"_hoodie_commit_time","type":["null","string"],"default":null},
+ {"name":"_hoodie_record_key","type":["null","string"],"default":null},
+ {"name":"id","type":"string"},
+ {"name":"v","type":["null","long"],"default":null},
+ {"name":"ts","type":"long"},
+ {"name":"extra","type":["null","string"],"default":null}]}"#;
+
+fn zz(out: &mut Vec<u8>, n: i64) {
+    let mut z = ((n << 1) ^ (n >> 63)) as u64;
+    loop {
+        let b = (z & 0x7f) as u8;
+        z >>= 7;
+        if z == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+fn s(out: &mut Vec<u8>, v: &str) {
+    zz(out, v.len() as i64);
+    out.extend_from_slice(v.as_bytes());
+}
+
+/// A record of `SCHEMA`.
+fn rec(commit: &str, key: &str, v: Option<i64>, ts: i64) -> Vec<u8> {
+    let mut r = Vec::new();
+    zz(&mut r, 1);
+    s(&mut r, commit);
+    zz(&mut r, 1);
+    s(&mut r, key);
+    s(&mut r, key);
+    match v {
+        None => zz(&mut r, 0),
+        Some(v) => {
+            zz(&mut r, 1);
+            zz(&mut r, v)
+        }
+    }
+    zz(&mut r, ts);
+    r
+}
+
+fn rec_ts_only(commit: &str, key: &str, ts: i64) -> Vec<u8> {
+    let mut r = Vec::new();
+    zz(&mut r, 1);
+    s(&mut r, commit);
+    zz(&mut r, 1);
+    s(&mut r, key);
+    s(&mut r, key);
+    zz(&mut r, ts);
+    r
+}
+
+fn rec_extra(commit: &str, key: &str, v: i64, ts: i64, extra: &str) -> Vec<u8> {
+    let mut r = rec(commit, key, Some(v), ts);
+    zz(&mut r, 1);
+    s(&mut r, extra);
+    r
+}
+
+/// A base file of rows (commit, key, v, ts).
+fn base_parquet(rows: &[(&str, &str, Option<i64>, i64)]) -> Vec<u8> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("_hoodie_commit_time", DataType::Utf8, true),
+        Field::new("_hoodie_record_key", DataType::Utf8, true),
+        Field::new("id", DataType::Utf8, false),
+        Field::new("v", DataType::Int64, true),
+        Field::new("ts", DataType::Int64, false),
+    ]));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
+        Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.2))),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.3))),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
+    let mut out = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    out
+}
+
+/// Rows of a merged file: key → (v, ts, commit time).
+fn read_rows(bytes: &[u8]) -> BTreeMap<String, (Option<i64>, i64, String)> {
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        bytes::Bytes::copy_from_slice(bytes),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let mut out = BTreeMap::new();
+    for b in reader {
+        let b = b.unwrap();
+        let key = b
+            .column_by_name("_hoodie_record_key")
+            .unwrap()
+            .as_string::<i32>()
+            .clone();
+        let commit = b
+            .column_by_name("_hoodie_commit_time")
+            .unwrap()
+            .as_string::<i32>()
+            .clone();
+        let v = b
+            .column_by_name("v")
+            .map(|c| c.as_primitive::<Int64Type>().clone());
+        let ts = b
+            .column_by_name("ts")
+            .unwrap()
+            .as_primitive::<Int64Type>()
+            .clone();
+        for i in 0..b.num_rows() {
+            let v = v.as_ref().and_then(|v| (!v.is_null(i)).then(|| v.value(i)));
+            let prev = out.insert(
+                key.value(i).to_string(),
+                (v, ts.value(i), commit.value(i).to_string()),
+            );
+            assert!(prev.is_none(), "duplicate key {} in output", key.value(i));
+        }
+    }
+    out
+}
+
+fn props(kv: &[(&str, &str)]) -> MergeConfig {
+    let mut p: BTreeMap<String, String> = kv
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    p.entry("hoodie.table.version".into())
+        .or_insert_with(|| "9".into());
+    MergeConfig::from_properties(&p).unwrap()
+}
+
+fn commit_time() -> MergeConfig {
+    props(&[("hoodie.record.merge.mode", "COMMIT_TIME_ORDERING")])
+}
+fn event_time() -> MergeConfig {
+    props(&[
+        ("hoodie.record.merge.mode", "EVENT_TIME_ORDERING"),
+        ("hoodie.table.ordering.fields", "ts"),
+    ])
+}
+
+struct Table {
+    store: Arc<MemStore>,
+}
+
+impl Table {
+    fn new() -> Table {
+        Table {
+            store: Arc::new(MemStore::new("gen")),
+        }
+    }
+    fn put(&self, path: &str, bytes: &[u8]) -> InputFile {
+        let p = TablePath::new(path).unwrap();
+        self.store.put(&p, bytes).unwrap();
+        InputFile::new(p, Some(bytes.len() as u64))
+    }
+}
+
+fn slice(base: Option<InputFile>, logs: Vec<InputFile>) -> Slice {
+    Slice {
+        partition: "p".into(),
+        file_id: "f1".into(),
+        instant: "001".into(),
+        base,
+        logs,
+    }
+}
+
+fn merge(
+    store: &dyn Storage,
+    cfg: &MergeConfig,
+    sl: &Slice,
+    visible: impl Fn(&str) -> bool + Sync,
+    opts: &MergeOptions,
+) -> Result<Vec<u8>, hudifs_merge::MergeError> {
+    let mut out = Vec::new();
+    match merge_slice(store, cfg, sl, &visible, opts, &mut out)? {
+        Some(_) => Ok(out),
+        None => {
+            let b = sl.base.as_ref().unwrap();
+            Ok(store.read(&b.path).unwrap())
+        }
+    }
+}
+
+const BASE: &[(&str, &str, Option<i64>, i64)] = &[
+    ("001", "k1", Some(1), 10),
+    ("001", "k2", Some(1), 10),
+    ("001", "k3", Some(1), 10),
+];
+
+#[test]
+fn v6_appended_log_with_several_instants_and_a_rollback() {
+    let t = Table::new();
+    let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    // One v6 log file (named after the base instant 001) with the blocks of three
+    // deltacommits, the second of which failed and was rolled back by 004.
+    let log = [
+        blocks::avro_data("002", SCHEMA, &[rec("002", "k1", Some(2), 11)], &[]),
+        blocks::avro_data(
+            "003",
+            SCHEMA,
+            &[rec("003", "k1", Some(3), 12), rec("003", "k9", Some(3), 12)],
+            &[],
+        ),
+        blocks::rollback("004", "003"),
+        blocks::avro_data("005", SCHEMA, &[rec("005", "k2", Some(5), 13)], &[]),
+    ]
+    .concat();
+    let log = t.put("p/.f1_001.log.1_0-1-1", &log);
+    let sl = slice(Some(base), vec![log]);
+    let committed = |i: &str| ["001", "002", "005"].contains(&i);
+    let cfg = props(&[("hoodie.table.version", "6")]);
+    let rows =
+        read_rows(&merge(&*t.store, &cfg, &sl, committed, &MergeOptions::default()).unwrap());
+    assert_eq!(rows["k1"].0, Some(2), "the rolled-back 003 does not count");
+    assert_eq!(rows["k2"].0, Some(5));
+    assert_eq!(rows["k3"].0, Some(1));
+    assert!(!rows.contains_key("k9"));
+    // The view as of 002 sees only the first block.
+    let as_of = |i: &str| committed(i) && i <= "002";
+    let rows = read_rows(&merge(&*t.store, &cfg, &sl, as_of, &MergeOptions::default()).unwrap());
+    assert_eq!((rows["k1"].0, rows["k2"].0), (Some(2), Some(1)));
+    // Before any block counts the merged file is the base file itself.
+    let p = prepare(
+        &*t.store,
+        &cfg,
+        &sl,
+        &|i: &str| i <= "001",
+        &MergeOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(p.plan(), Plan::BaseUnchanged);
+}
+
+#[test]
+fn pending_compaction_slice_merges_both_logs_in_order() {
+    // v6: compaction 003 is pending; the view shows base 001 with the log of slice 001
+    // (written by 002) and the log named after the pending compaction (written by 004).
+    let t = Table::new();
+    let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    let l1 = t.put(
+        "p/.f1_001.log.1_0-1-1",
+        &blocks::avro_data("002", SCHEMA, &[rec("002", "k1", Some(2), 11)], &[]),
+    );
+    let l2 = t.put(
+        "p/.f1_003.log.1_0-1-1",
+        &blocks::avro_data(
+            "004",
+            SCHEMA,
+            &[rec("004", "k1", Some(4), 12), rec("004", "k4", Some(4), 12)],
+            &[],
+        ),
+    );
+    // Given in the wrong order: the engine orders logs as Java does.
+    let sl = slice(Some(base), vec![l2, l1]);
+    let rows = read_rows(
+        &merge(
+            &*t.store,
+            &commit_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        )
+        .unwrap(),
+    );
+    assert_eq!(rows["k1"], (Some(4), 12, "004".into()));
+    assert_eq!(rows["k4"].0, Some(4));
+    assert_eq!(rows.len(), 4);
+}
+
+#[test]
+fn event_time_ordering_with_late_older_records() {
+    let t = Table::new();
+    let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    let l1 = t.put(
+        "p/.f1_002.log.1_0-1-1",
+        &blocks::avro_data(
+            "002",
+            SCHEMA,
+            &[
+                rec("002", "k1", Some(2), 5),  // older than the base row: loses
+                rec("002", "k2", Some(2), 20), // newer: wins
+                rec("002", "k3", Some(2), 10), // a tie: the later write wins
+                rec("002", "k7", Some(2), 9),
+            ],
+            &[],
+        ),
+    );
+    let l2 = t.put(
+        "p/.f1_003.log.1_0-1-1",
+        &blocks::avro_data(
+            "003",
+            SCHEMA,
+            &[rec("003", "k7", Some(3), 8), rec("003", "k2", Some(3), 30)],
+            &[],
+        ),
+    );
+    let sl = slice(Some(base), vec![l1, l2]);
+    let rows = read_rows(
+        &merge(
+            &*t.store,
+            &event_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        )
+        .unwrap(),
+    );
+    assert_eq!(rows["k1"], (Some(1), 10, "001".into()));
+    assert_eq!(rows["k2"], (Some(3), 30, "003".into()));
+    assert_eq!(rows["k3"], (Some(2), 10, "002".into()));
+    assert_eq!(
+        rows["k7"],
+        (Some(2), 9, "002".into()),
+        "a late older log record loses"
+    );
+    // Commit-time ordering takes the later write regardless.
+    let rows = read_rows(
+        &merge(
+            &*t.store,
+            &commit_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        )
+        .unwrap(),
+    );
+    assert_eq!(rows["k1"].0, Some(2));
+    assert_eq!(rows["k7"].0, Some(3));
+}
+
+#[test]
+fn deletes_of_keys_only_in_logs_and_default_ordering_deletes() {
+    let t = Table::new();
+    let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    let l1 = t.put(
+        "p/.f1_002.log.1_0-1-1",
+        &blocks::avro_data(
+            "002",
+            SCHEMA,
+            &[rec("002", "k5", Some(2), 50), rec("002", "k6", Some(2), 50)],
+            &[],
+        ),
+    );
+    let l2 = t.put(
+        "p/.f1_003.log.1_0-1-1",
+        &blocks::delete(
+            "003",
+            SCHEMA,
+            &[
+                ("k5", "p", DeleteOrdering::None),    // a key only in logs
+                ("k1", "p", DeleteOrdering::Long(1)), // older than the base row (ts 10)
+                ("k2", "p", DeleteOrdering::Int(0)),  // the default ordering value: wins
+                ("k6", "p", DeleteOrdering::Long(40)),
+            ],
+        ),
+    );
+    let sl = slice(Some(base), vec![l1, l2]);
+    let rows = read_rows(
+        &merge(
+            &*t.store,
+            &event_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        )
+        .unwrap(),
+    );
+    assert!(!rows.contains_key("k5"));
+    assert!(
+        rows.contains_key("k1"),
+        "a delete with a lower ordering value loses"
+    );
+    assert!(!rows.contains_key("k2"));
+    assert!(
+        rows.contains_key("k6"),
+        "a delete older than the log record loses"
+    );
+    let rows = read_rows(
+        &merge(
+            &*t.store,
+            &commit_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        )
+        .unwrap(),
+    );
+    assert_eq!(rows.keys().collect::<Vec<_>>(), ["k3"]);
+}
+
+#[test]
+fn partial_updates_log_compaction_and_added_columns() {
+    let t = Table::new();
+    let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    // A partial update of ts only: v keeps the base value.
+    let l1 = t.put(
+        "p/.f1_002.log.1_0-1-1",
+        &blocks::avro_data(
+            "002",
+            SCHEMA_TS_ONLY,
+            &[rec_ts_only("002", "k1", 99)],
+            &[(blocks::IS_PARTIAL, "true")],
+        ),
+    );
+    let l2 = t.put(
+        "p/.f1_003.log.1_0-1-1",
+        &blocks::avro_data("003", SCHEMA, &[rec("003", "k2", Some(3), 11)], &[]),
+    );
+    let l3 = t.put(
+        "p/.f1_004.log.1_0-1-1",
+        &blocks::avro_data("004", SCHEMA, &[rec("004", "k2", Some(4), 12)], &[]),
+    );
+    // Log compaction 006 of 002 and 003, holding their merged records; 004 was written
+    // meanwhile and still overrides it.
+    let l4 = t.put(
+        "p/.f1_006.log.1_0-1-1",
+        &blocks::avro_data(
+            "006",
+            SCHEMA,
+            &[rec("002", "k1", Some(1), 99), rec("003", "k2", Some(3), 11)],
+            &[(blocks::COMPACTED_BLOCK_TIMES, "002,003")],
+        ),
+    );
+    let sl = slice(
+        Some(base.clone()),
+        vec![l1.clone(), l2.clone(), l3.clone(), l4],
+    );
+    let rows = read_rows(
+        &merge(
+            &*t.store,
+            &commit_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        )
+        .unwrap(),
+    );
+    assert_eq!(rows["k1"], (Some(1), 99, "002".into()));
+    assert_eq!(rows["k2"], (Some(4), 12, "004".into()));
+    // Without the compacted block: the partial update alone.
+    let sl = slice(Some(base.clone()), vec![l1]);
+    let rows = read_rows(
+        &merge(
+            &*t.store,
+            &commit_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        )
+        .unwrap(),
+    );
+    assert_eq!(rows["k1"], (Some(1), 99, "002".into()));
+    // A column added by a later schema is added to the output, null for older rows.
+    let l5 = t.put(
+        "p/.f1_007.log.1_0-1-1",
+        &blocks::avro_data(
+            "007",
+            SCHEMA_EXTRA,
+            &[rec_extra("007", "k3", 7, 70, "new")],
+            &[],
+        ),
+    );
+    let sl = slice(Some(base), vec![l5]);
+    let out = merge(
+        &*t.store,
+        &commit_time(),
+        &sl,
+        |_: &str| true,
+        &MergeOptions::default(),
+    )
+    .unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        bytes::Bytes::from(out),
+    )
+    .unwrap();
+    let names: Vec<String> = reader
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(names.last().map(String::as_str), Some("extra"));
+    let batch = reader.build().unwrap().next().unwrap().unwrap();
+    assert_eq!(batch.column_by_name("extra").unwrap().null_count(), 2);
+}
+
+#[test]
+fn log_only_slices_and_tables_without_meta_fields() {
+    let t = Table::new();
+    let l1 = t.put(
+        "p/.f1_002.log.1_0-1-1",
+        &blocks::avro_data(
+            "002",
+            SCHEMA,
+            &[rec("002", "b", Some(2), 1), rec("002", "a", Some(2), 1)],
+            &[],
+        ),
+    );
+    let l2 = t.put(
+        "p/.f1_003.log.1_0-1-1",
+        &blocks::delete("003", SCHEMA, &[("a", "p", DeleteOrdering::None)]),
+    );
+    let sl = slice(None, vec![l1.clone(), l2.clone()]);
+    let rows = read_rows(
+        &merge(
+            &*t.store,
+            &commit_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        )
+        .unwrap(),
+    );
+    assert_eq!(rows.keys().collect::<Vec<_>>(), ["b"]);
+    // Without meta fields the keys are rebuilt from `id` (complex: `id:<value>`), and the
+    // delete block's keys are in that form.
+    let cfg = props(&[
+        ("hoodie.populate.meta.fields", "false"),
+        ("hoodie.table.recordkey.fields", "id"),
+        ("hoodie.table.keygenerator.type", "COMPLEX"),
+    ]);
+    let l3 = t.put(
+        "p/.f1_004.log.1_0-1-1",
+        &blocks::delete("004", SCHEMA, &[("id:b", "p", DeleteOrdering::None)]),
+    );
+    let sl = slice(None, vec![l1, l2, l3]);
+    let mut out = Vec::new();
+    let stats = merge_slice(
+        &*t.store,
+        &cfg,
+        &sl,
+        &|_: &str| true,
+        &MergeOptions::default(),
+        &mut out,
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        stats.rows, 1,
+        "'a' (a plain key) is not this table's key; 'id:b' is"
+    );
+}
+
+fn errno_of(r: Result<Vec<u8>, hudifs_merge::MergeError>) -> (Refusal, i32, String) {
+    let e = r.expect_err("must be refused");
+    (e.kind, e.errno(), e.to_string())
+}
+
+#[test]
+fn refusals() {
+    let t = Table::new();
+    let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    let all = |_: &str| true;
+    let opts = MergeOptions::default();
+    let cfg = commit_time();
+    let one = |name: &str, bytes: Vec<u8>| slice(Some(base.clone()), vec![t.put(name, &bytes)]);
+    let cases: Vec<(&str, Slice, Refusal)> = vec![
+        (
+            "HFile data block",
+            one(
+                "p/.f1_002.log.1_0-1-1",
+                blocks::raw(blocks::HFILE_DATA, &[(0, "002"), (2, SCHEMA)], b"HFILEBLK"),
+            ),
+            Refusal::Unsupported,
+        ),
+        (
+            "CDC block",
+            one(
+                "p/.f1_003.log.1_0-1-1",
+                blocks::raw(blocks::CDC_DATA, &[(0, "003"), (2, SCHEMA)], b""),
+            ),
+            Refusal::Unsupported,
+        ),
+        (
+            "Kryo delete block",
+            one(
+                "p/.f1_004.log.1_0-1-1",
+                blocks::raw(blocks::DELETE, &[(0, "004")], &[0, 0, 0, 2, 0, 0, 0, 1, 7]),
+            ),
+            Refusal::Unsupported,
+        ),
+        (
+            "Avro data block version 2",
+            one(
+                "p/.f1_005.log.1_0-1-1",
+                blocks::raw(
+                    blocks::AVRO_DATA,
+                    &[(0, "005"), (2, SCHEMA)],
+                    &[0, 0, 0, 2, 0, 0, 0, 0],
+                ),
+            ),
+            Refusal::Unsupported,
+        ),
+        (
+            "undecodable committed block",
+            one(
+                "p/.f1_006.log.1_0-1-1",
+                blocks::raw(
+                    blocks::AVRO_DATA,
+                    &[(0, "006"), (2, SCHEMA)],
+                    &[0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xff],
+                ),
+            ),
+            Refusal::Corrupt,
+        ),
+        (
+            "a count of 2^31-1 records in 12 bytes",
+            one(
+                "p/.f1_007.log.1_0-1-1",
+                blocks::raw(
+                    blocks::AVRO_DATA,
+                    &[(0, "007"), (2, SCHEMA)],
+                    &[0, 0, 0, 3, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0],
+                ),
+            ),
+            Refusal::Corrupt,
+        ),
+        (
+            "a delete block announcing 2^62 records",
+            one(
+                "p/.f1_008.log.1_0-1-1",
+                blocks::raw(
+                    blocks::DELETE,
+                    &[(0, "008")],
+                    &[
+                        0, 0, 0, 3, 0, 0, 0, 9, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                        0x7f,
+                    ],
+                ),
+            ),
+            Refusal::Corrupt,
+        ),
+    ];
+    for (what, sl, kind) in cases {
+        let started = std::time::Instant::now();
+        let (k, errno, msg) = errno_of(merge(&*t.store, &cfg, &sl, all, &opts));
+        assert_eq!(k, kind, "{what}: {msg}");
+        assert_eq!(
+            errno,
+            match kind {
+                Refusal::Unsupported => libc::EOPNOTSUPP,
+                Refusal::Corrupt => libc::EIO,
+                Refusal::TooBig => libc::EFBIG,
+            }
+        );
+        assert!(
+            msg.contains("p/f1@001"),
+            "{what}: the message names the slice: {msg}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "{what}"
+        );
+        // The same block, not committed, is skipped.
+        let inst = sl.logs[0].path.name()[4..7].to_string();
+        assert!(
+            merge(&*t.store, &cfg, &sl, |i: &str| i != inst, &opts).is_ok(),
+            "{what}"
+        );
+    }
+    // A corrupt stretch (a truncated block) is skipped, as Hudi's readers skip it.
+    let mut torn = blocks::avro_data("009", SCHEMA, &[rec("009", "k1", Some(9), 1)], &[]);
+    torn.truncate(torn.len() - 3);
+    torn.extend(blocks::avro_data(
+        "010",
+        SCHEMA,
+        &[rec("010", "k2", Some(10), 1)],
+        &[],
+    ));
+    let sl = one("p/.f1_009.log.1_0-1-1", torn);
+    let rows = read_rows(&merge(&*t.store, &cfg, &sl, all, &opts).unwrap());
+    assert_eq!((rows["k1"].0, rows["k2"].0), (Some(1), Some(10)));
+    // Non-Parquet base files.
+    let lance = t.put("p/f1_0-1-1_001.lance", b"lance");
+    let sl = slice(Some(lance), vec![]);
+    assert!(sl.needs_merge());
+    let (k, errno, _) = errno_of(merge(&*t.store, &cfg, &sl, all, &opts));
+    assert_eq!((k, errno), (Refusal::Unsupported, libc::EOPNOTSUPP));
+    // Too big for the memory cap.
+    let big: Vec<Vec<u8>> = (0..2000)
+        .map(|i| rec("011", &format!("key{i}"), Some(i), i))
+        .collect();
+    let sl = one(
+        "p/.f1_011.log.1_0-1-1",
+        blocks::avro_data("011", SCHEMA, &big, &[]),
+    );
+    let small = MergeOptions {
+        memory_cap: 20_000,
+        ..Default::default()
+    };
+    let (k, errno, msg) = errno_of(merge(&*t.store, &cfg, &sl, all, &small));
+    assert_eq!((k, errno), (Refusal::TooBig, libc::EFBIG), "{msg}");
+    let tiny = MergeOptions {
+        memory_cap: 100,
+        ..Default::default()
+    };
+    assert_eq!(
+        errno_of(merge(&*t.store, &cfg, &sl, all, &tiny)).0,
+        Refusal::TooBig
+    );
+    assert!(merge(&*t.store, &cfg, &sl, all, &opts).is_ok());
+}
+
+#[test]
+fn inputs_that_vanish_mid_merge() {
+    let mem = Arc::new(MemStore::new("gen"));
+    let put = |p: &str, b: &[u8]| {
+        let p = TablePath::new(p).unwrap();
+        mem.put(&p, b).unwrap();
+        InputFile::new(p, Some(b.len() as u64))
+    };
+    let base = put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    let log = put(
+        "p/.f1_002.log.1_0-1-1",
+        &blocks::avro_data("002", SCHEMA, &[rec("002", "k1", Some(2), 1)], &[]),
+    );
+    let sl = slice(Some(base.clone()), vec![log.clone()]);
+    let faulty = FaultyStore::new(mem.clone(), 1);
+    // The log is gone by the time it is read.
+    faulty.add(
+        Rule::new(Fault::Error(std::io::ErrorKind::NotFound))
+            .on(&[Op::Read])
+            .matching(".log."),
+    );
+    let (k, errno, msg) = errno_of(merge(
+        &faulty,
+        &commit_time(),
+        &sl,
+        |_: &str| true,
+        &MergeOptions::default(),
+    ));
+    assert_eq!((k, errno), (Refusal::Corrupt, libc::EIO));
+    assert!(msg.contains("vanished"), "{msg}");
+    // The base file fails while its rows are read.
+    faulty.clear();
+    faulty.add(Rule::new(Fault::Error(std::io::ErrorKind::NotFound)).on(&[Op::ReadAt]));
+    assert_eq!(
+        errno_of(merge(
+            &faulty,
+            &commit_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default()
+        ))
+        .1,
+        libc::EIO
+    );
+    faulty.clear();
+    faulty.add(Rule::new(Fault::ShortRead).on(&[Op::ReadAt]));
+    assert_eq!(
+        errno_of(merge(
+            &faulty,
+            &commit_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default()
+        ))
+        .1,
+        libc::EIO
+    );
+    // A base deleted before the merge starts; a log of another size than the view listed.
+    faulty.clear();
+    mem.delete(&base.path).unwrap();
+    assert_eq!(
+        errno_of(merge(
+            &faulty,
+            &commit_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default()
+        ))
+        .1,
+        libc::EIO
+    );
+    let changed = slice(None, vec![InputFile::new(log.path.clone(), Some(1))]);
+    assert_eq!(
+        errno_of(merge(
+            &faulty,
+            &commit_time(),
+            &changed,
+            |_: &str| true,
+            &MergeOptions::default()
+        ))
+        .1,
+        libc::EIO
+    );
+}
+
+#[test]
+fn same_inputs_same_bytes() {
+    let t = Table::new();
+    let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    let log = t.put(
+        "p/.f1_002.log.1_0-1-1",
+        &blocks::avro_data(
+            "002",
+            SCHEMA,
+            &[rec("002", "k9", Some(2), 1), rec("002", "k1", Some(2), 1)],
+            &[],
+        ),
+    );
+    let sl = slice(Some(base), vec![log]);
+    let a = merge(
+        &*t.store,
+        &event_time(),
+        &sl,
+        |_: &str| true,
+        &MergeOptions::default(),
+    )
+    .unwrap();
+    for _ in 0..3 {
+        let b = merge(
+            &*t.store,
+            &event_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(a, b);
+    }
+    let meta = parquet::file::reader::SerializedFileReader::new(bytes::Bytes::from(a)).unwrap();
+    use parquet::file::reader::FileReader;
+    assert_eq!(
+        meta.metadata().file_metadata().created_by(),
+        Some(hudifs_merge::CREATED_BY)
+    );
+}
+
+#[test]
+fn the_cache_merges_once_checks_claims_and_evicts() {
+    let t = Table::new();
+    let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    let log = t.put(
+        "p/.f1_002.log.1_0-1-1",
+        &blocks::avro_data("002", SCHEMA, &[rec("002", "k1", Some(2), 1)], &[]),
+    );
+    let sl = slice(Some(base.clone()), vec![log.clone()]);
+    let dir = tempfile::tempdir().unwrap();
+    let cdir = dir.path().join("cache");
+    let cache = Arc::new(
+        MergeCache::open(&CacheOptions {
+            dir: cdir.clone(),
+            max_bytes: 1 << 30,
+        })
+        .unwrap(),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&cdir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    let cfg = commit_time();
+    let opts = MergeOptions::default();
+    // Eight concurrent first lookups merge once.
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let (cache, store, cfg, sl, opts) = (
+                cache.clone(),
+                t.store.clone(),
+                cfg.clone(),
+                sl.clone(),
+                opts.clone(),
+            );
+            std::thread::spawn(move || {
+                match cache
+                    .ensure(&*store, "gen", &cfg, &sl, &|_: &str| true, &opts)
+                    .unwrap()
+                {
+                    Ensured::Merged { size, path, .. } => (size, path),
+                    Ensured::Base => panic!("must merge"),
+                }
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(cache.merges(), 1);
+    assert!(results.windows(2).all(|w| w[0] == w[1]));
+    let (size, path) = results[0].clone();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
+    let direct = merge(&*t.store, &cfg, &sl, |_: &str| true, &opts).unwrap();
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        direct,
+        "the cached file is the merge"
+    );
+    // A reopened cache (a remount) finds it.
+    let cache2 = MergeCache::open(&CacheOptions {
+        dir: cdir.clone(),
+        max_bytes: 1 << 30,
+    })
+    .unwrap();
+    assert!(matches!(
+        cache2
+            .ensure(&*t.store, "gen", &cfg, &sl, &|_: &str| true, &opts)
+            .unwrap(),
+        Ensured::Merged { .. }
+    ));
+    assert_eq!(cache2.merges(), 0);
+    // A planted symbolic link in place of the entry is not followed: the slice is merged again.
+    let target = dir.path().join("elsewhere.parquet");
+    std::fs::write(&target, b"not this").unwrap();
+    std::fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink(&target, &path).unwrap();
+    let cache3 = MergeCache::open(&CacheOptions {
+        dir: cdir.clone(),
+        max_bytes: 1 << 30,
+    })
+    .unwrap();
+    match cache3
+        .ensure(&*t.store, "gen", &cfg, &sl, &|_: &str| true, &opts)
+        .unwrap()
+    {
+        Ensured::Merged { path: p, .. } => assert_eq!(std::fs::read(p).unwrap(), direct),
+        Ensured::Base => panic!(),
+    }
+    assert_eq!(cache3.merges(), 1);
+    assert_eq!(std::fs::read(&target).unwrap(), b"not this");
+    // An entry whose file was tampered with (its claim no longer holds) is merged again.
+    std::fs::write(&path, b"PAR1 garbage PAR1").unwrap();
+    let cache4 = MergeCache::open(&CacheOptions {
+        dir: cdir.clone(),
+        max_bytes: 1 << 30,
+    })
+    .unwrap();
+    cache4
+        .ensure(&*t.store, "gen", &cfg, &sl, &|_: &str| true, &opts)
+        .unwrap();
+    assert_eq!(cache4.merges(), 1);
+    // Changed inputs (the log rewritten) are another entry.
+    let log2 = t.put(
+        "p/.f1_002.log.1_0-1-1",
+        &blocks::avro_data("002", SCHEMA, &[rec("002", "k1", Some(3), 1)], &[]),
+    );
+    let sl2 = slice(Some(base.clone()), vec![log2]);
+    cache4
+        .ensure(&*t.store, "gen", &cfg, &sl2, &|_: &str| true, &opts)
+        .unwrap();
+    assert_eq!(cache4.merges(), 2);
+    // LRU by bytes: a cache that holds one file keeps the newest.
+    let small = MergeCache::open(&CacheOptions {
+        dir: dir.path().join("small"),
+        max_bytes: size + 10,
+    })
+    .unwrap();
+    small
+        .ensure(&*t.store, "gen", &cfg, &sl2, &|_: &str| true, &opts)
+        .unwrap();
+    let other = slice(
+        Some(base),
+        vec![t.put(
+            "p/.f1_003.log.1_0-1-1",
+            &blocks::avro_data("003", SCHEMA, &[rec("003", "k2", Some(3), 1)], &[]),
+        )],
+    );
+    small
+        .ensure(&*t.store, "gen", &cfg, &other, &|_: &str| true, &opts)
+        .unwrap();
+    assert!(
+        small.total_bytes() <= size + 10
+            || std::fs::read_dir(dir.path().join("small")).unwrap().count() == 2
+    );
+    let files = std::fs::read_dir(dir.path().join("small")).unwrap().count();
+    assert_eq!(files, 2, "one entry (file and claim) left");
+    // A refused merge is remembered for the same inputs, not retried.
+    let bad = slice(
+        None,
+        vec![t.put(
+            "p/.f1_004.log.1_0-1-1",
+            &blocks::raw(
+                blocks::AVRO_DATA,
+                &[(0, "004"), (2, SCHEMA)],
+                &[0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 1, 0xff],
+            ),
+        )],
+    );
+    let before = small.merges();
+    for _ in 0..3 {
+        assert_eq!(
+            small
+                .ensure(&*t.store, "gen", &cfg, &bad, &|_: &str| true, &opts)
+                .unwrap_err()
+                .errno(),
+            libc::EIO
+        );
+    }
+    assert_eq!(small.merges(), before + 1);
+    // A symbolic link in place of the cache directory is refused.
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(dir.path().join("small"), &link).unwrap();
+    assert!(MergeCache::open(&CacheOptions {
+        dir: link,
+        max_bytes: 1
+    })
+    .is_err());
+}
+
+const SCHEMA_DELETED: &str = r#"{"type":"record","name":"r","namespace":"hoodie.t","fields":[
+ {"name":"_hoodie_commit_time","type":["null","string"],"default":null},
+ {"name":"_hoodie_record_key","type":["null","string"],"default":null},
+ {"name":"id","type":"string"},
+ {"name":"v","type":["null","long"],"default":null},
+ {"name":"ts","type":"long"},
+ {"name":"_hoodie_is_deleted","type":["null","boolean"],"default":null}]}"#;
+
+fn rec_deleted(commit: &str, key: &str, ts: i64, deleted: bool) -> Vec<u8> {
+    let mut r = rec(commit, key, None, ts);
+    zz(&mut r, 1);
+    r.push(deleted as u8);
+    r
+}
+
+#[test]
+fn is_deleted_records_and_parquet_data_blocks() {
+    let t = Table::new();
+    let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    // `_hoodie_is_deleted = true` deletes; under event-time ordering only when not older.
+    let l1 = t.put(
+        "p/.f1_002.log.1_0-1-1",
+        &blocks::avro_data(
+            "002",
+            SCHEMA_DELETED,
+            &[
+                rec_deleted("002", "k1", 20, true),
+                rec_deleted("002", "k2", 5, true),
+                rec_deleted("002", "k3", 20, false),
+            ],
+            &[],
+        ),
+    );
+    // A Parquet data block (a whole Parquet file inside the block).
+    let l2 = t.put(
+        "p/.f1_003.log.1_0-1-1",
+        &blocks::parquet_data("003", SCHEMA, &base_parquet(&[("003", "k8", Some(8), 80)])),
+    );
+    let sl = slice(Some(base.clone()), vec![l1, l2]);
+    let rows = read_rows(
+        &merge(
+            &*t.store,
+            &event_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        )
+        .unwrap(),
+    );
+    assert!(!rows.contains_key("k1"));
+    assert_eq!(
+        rows["k2"].2, "001",
+        "an older delete marker loses under event time"
+    );
+    assert_eq!(rows["k3"], (None, 20, "002".into()));
+    assert_eq!(rows["k8"], (Some(8), 80, "003".into()));
+    // A Parquet data block that is not Parquet: a committed block that does not decode.
+    let l3 = t.put(
+        "p/.f1_004.log.1_0-1-1",
+        &blocks::parquet_data("004", SCHEMA, b"PAR1 not parquet PAR1"),
+    );
+    let sl = slice(Some(base), vec![l3]);
+    let (k, errno, _) = errno_of(merge(
+        &*t.store,
+        &commit_time(),
+        &sl,
+        |_: &str| true,
+        &MergeOptions::default(),
+    ));
+    assert_eq!((k, errno), (Refusal::Corrupt, libc::EIO));
+}
+
+#[test]
+fn mutated_log_files_never_panic_or_hang() {
+    // Flip, truncate and overwrite bytes of a valid log (Avro data, delete and command blocks)
+    // many times: every merge ends with rows or a refusal, quickly, and never because a decoder
+    // panicked ("gave up").
+    let t = Table::new();
+    let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    let good = [
+        blocks::avro_data(
+            "002",
+            SCHEMA_EXTRA,
+            &[
+                rec_extra("002", "k1", 2, 11, "x"),
+                rec_extra("002", "k5", 5, 1, "y"),
+            ],
+            &[],
+        ),
+        blocks::delete(
+            "003",
+            SCHEMA,
+            &[
+                ("k2", "p", DeleteOrdering::Long(3)),
+                ("k5", "p", DeleteOrdering::None),
+            ],
+        ),
+        blocks::rollback("004", "009"),
+        blocks::avro_data(
+            "005",
+            SCHEMA_TS_ONLY,
+            &[rec_ts_only("005", "k3", 7)],
+            &[(blocks::IS_PARTIAL, "true")],
+        ),
+    ]
+    .concat();
+    let mut seed = 0x9e3779b97f4a7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let started = std::time::Instant::now();
+    for round in 0..600 {
+        let mut bytes = good.clone();
+        match round % 3 {
+            0 => {
+                for _ in 0..1 + next() % 4 {
+                    let i = (next() as usize) % bytes.len();
+                    bytes[i] ^= 1 << (next() % 8);
+                }
+            }
+            1 => {
+                let n = (next() as usize) % bytes.len();
+                bytes.truncate(n);
+            }
+            _ => {
+                let i = (next() as usize) % bytes.len();
+                let v = [0x00, 0x7f, 0xff, 0x80][(next() % 4) as usize];
+                for b in bytes.iter_mut().skip(i).take(8) {
+                    *b = v;
+                }
+            }
+        }
+        let sl = slice(
+            Some(base.clone()),
+            vec![t.put("p/.f1_002.log.1_0-1-1", &bytes)],
+        );
+        match merge(
+            &*t.store,
+            &event_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        ) {
+            Ok(out) => assert!(out.ends_with(b"PAR1")),
+            Err(e) => assert!(!e.reason.contains("gave up"), "round {round}: {e}"),
+        }
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+}

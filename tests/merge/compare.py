@@ -1,0 +1,115 @@
+"""Compare merged slices with hudi-rs 0.5.0's read() of the same snapshot and with Spark's gold
+data. Input (JSON on stdin): {"table": root, "gold": dir or null, "views": [{"label", "as_of"
+(or null for latest), "dir", "refused"}]}. Output: one JSON object on stdout with per-view
+results.
+"""
+import datetime
+import decimal
+import glob
+import json
+import math
+import os
+import sys
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def canon(v):
+    if v is None:
+        return None
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        return repr(float(v))
+    if isinstance(v, (bytes, bytearray)):
+        return "b:" + bytes(v).hex()
+    if isinstance(v, decimal.Decimal):
+        return "d:" + str(v.normalize())
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        return "t:" + v.isoformat()
+    if isinstance(v, (datetime.date, datetime.time)):
+        return "t:" + v.isoformat()
+    if isinstance(v, dict):
+        return {str(k): canon(x) for k, x in sorted(v.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(v, (list, tuple)):
+        # pyarrow gives maps as lists of (key, value) tuples
+        if v and all(isinstance(x, tuple) and len(x) == 2 for x in v):
+            return {str(k): canon(x) for k, x in sorted(v, key=lambda kv: str(kv[0]))}
+        return [canon(x) for x in v]
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return v
+    return str(v)
+
+
+def rows(tables, columns):
+    out = Counter()
+    for t in tables:
+        names = t.column_names
+        cols = {c: t.column(c).to_pylist() if c in names else [None] * t.num_rows for c in columns}
+        for i in range(t.num_rows):
+            out[json.dumps([canon(cols[c][i]) for c in columns], sort_keys=True)] += 1
+    return out
+
+
+def read_dir(d):
+    files = sorted(glob.glob(os.path.join(d, "**", "*.parquet"), recursive=True))
+    return [pq.read_table(f) for f in files]
+
+
+def compare(ours, theirs):
+    ours_cols = set().union(*[set(t.column_names) for t in ours]) if ours else set()
+    theirs_cols = set().union(*[set(t.column_names) for t in theirs]) if theirs else set()
+    cols = sorted(ours_cols & theirs_cols) if ours and theirs else sorted(ours_cols | theirs_cols)
+    a = rows(ours, cols)
+    b = rows(theirs, cols)
+    na, nb = sum(a.values()), sum(b.values())
+    same = a == b
+    res = {"rows": na, "reference_rows": nb, "match": same, "columns": len(cols)}
+    if not same:
+        extra = list((a - b).elements())[:3]
+        missing = list((b - a).elements())[:3]
+        res["extra"] = extra
+        res["missing"] = missing
+        res["column_names"] = cols
+    return res
+
+
+def main():
+    req = json.load(sys.stdin)
+    out = {"views": []}
+    try:
+        from hudi import HudiReadOptions, HudiTableBuilder
+        table = HudiTableBuilder.from_base_uri(req["table"]).build()
+    except Exception as e:  # noqa: BLE001
+        table = None
+        out["hudi_error"] = repr(e)[:300]
+    for v in req["views"]:
+        r = {"label": v["label"]}
+        if v.get("refused"):
+            r["refused"] = v["refused"]
+        ours = read_dir(v["dir"]) if not v.get("refused") else None
+        if table is not None and ours is not None:
+            try:
+                if v["as_of"] is None:
+                    batches = table.read()
+                else:
+                    batches = table.read(HudiReadOptions().with_as_of_timestamp(v["as_of"]))
+                theirs = [pa.Table.from_batches([b]) for b in batches]
+                r["hudi_rs"] = compare(ours, theirs)
+            except Exception as e:  # noqa: BLE001
+                r["hudi_rs_error"] = repr(e)[:300]
+        if v["as_of"] is None and req.get("gold") and ours is not None:
+            gold = read_dir(req["gold"])
+            if gold:
+                r["spark"] = compare(ours, gold)
+        out["views"].append(r)
+    json.dump(out, sys.stdout)
+
+
+main()

@@ -1,0 +1,119 @@
+//! Shared by the merged-view tests: the Python that reads merged files and runs hudi-rs, the
+//! merge of every slice of one view into a directory, and the comparison script.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use hudifs_core::fsview::{self, ViewKey};
+use hudifs_core::snapshot::TableSnapshot;
+use hudifs_merge::{prepare, MergeConfig, MergeOptions, Plan};
+use hudifs_storage::LocalStore;
+use serde_json::Value;
+
+/// Python with pyarrow and `hudi==0.5.0` (hudi-rs): `HUDIFS_MERGE_PYTHON`, else a venv in
+/// target/pyenv-merge, created and filled from PyPI on first use.
+pub fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("HUDIFS_MERGE_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pyenv-merge");
+    let py = venv.join("bin/python");
+    let ok = |py: &Path| {
+        Command::new(py)
+            .args([
+                "-c",
+                "import pyarrow, hudi; assert hudi.__version__ == '0.5.0'",
+            ])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !ok(&py) {
+        let st = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .expect("python3 -m venv");
+        assert!(st.success(), "could not create {}", venv.display());
+        let st = Command::new(&py)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(["hudi==0.5.0", "pyarrow"])
+            .status()
+            .expect("pip install");
+        assert!(st.success(), "pip install hudi==0.5.0 pyarrow failed");
+    }
+    assert!(
+        ok(&py),
+        "{} cannot import pyarrow and hudi 0.5.0",
+        py.display()
+    );
+    py
+}
+
+/// Merge every slice of one view into `out`; `Err` names the refusal.
+pub fn merge_view(
+    root: &Path,
+    snap: &TableSnapshot,
+    key: &ViewKey,
+    out: &Path,
+) -> Result<usize, String> {
+    let ctx = snap.context();
+    let plan = fsview::plan(&ctx, key, false).map_err(|e| e.to_string())?;
+    let view = fsview::resolve(&ctx, &snap.listing, key, false).map_err(|e| e.to_string())?;
+    let t = plan.t.clone().unwrap_or_default();
+    let cfg = MergeConfig::from_properties(&snap.cfg.properties).map_err(|e| e.to_string())?;
+    let store = LocalStore::new(root).map_err(|e| e.to_string())?;
+    let vis = hudifs_merge::snapshot_visibility(&ctx.timeline, &t);
+    let opts = MergeOptions::default();
+    let mut n = 0;
+    for vs in hudifs_merge::slices_of_view(&view.files) {
+        let dir = out.join(&vs.slice.partition);
+        std::fs::create_dir_all(&dir).unwrap();
+        let dest = dir.join(vs.file_name());
+        let copy_base = |vs: &hudifs_merge::ViewSlice| {
+            let b = vs.slice.base.as_ref().unwrap();
+            std::fs::copy(root.join(b.path.as_str()), &dest).unwrap();
+        };
+        if !vs.slice.needs_merge() {
+            copy_base(&vs);
+        } else {
+            let p = prepare(&store, &cfg, &vs.slice, &vis, &opts).map_err(|e| e.to_string())?;
+            if p.plan() == Plan::BaseUnchanged {
+                copy_base(&vs);
+            } else {
+                let f = std::fs::File::create(&dest).unwrap();
+                p.write_to(std::io::BufWriter::new(f))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Run tests/merge/compare.py on one request; its JSON answer.
+pub fn compare(py: &Path, input: &Value) -> Value {
+    use std::io::Write;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/merge/compare.py");
+    let mut child = Command::new(py)
+        .arg(&script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "compare.py failed");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
