@@ -12,8 +12,8 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use hudifs_core::fsview::ViewKey;
-use hudifs_core::snapshot::TableSnapshot;
+use hudifs_core::instant_time::InstantTime;
+use hudifs_core::viewkey::ViewKey;
 use serde_json::{json, Value};
 use support::{merge_view, python};
 
@@ -77,17 +77,21 @@ fn compare_table(
     let tmp = tempfile::tempdir().unwrap();
     let root = common::unzip(zip, tmp.path());
     let gold = tmp.path().join("gold_data");
-    let snap = TableSnapshot::open(&root).unwrap();
+    let snap = common::snapshot(&root);
     let times = as_of.unwrap_or_else(|| {
-        snap.timeline
+        snap.timeline()
             .instants()
             .filter(|i| i.is_completed_write())
-            .map(|i| i.requested.clone())
+            .map(|i| i.requested.to_string())
             .collect()
     });
     let mut views = vec![("latest".to_string(), None::<String>, ViewKey::Latest)];
     for t in times {
-        views.push((format!("as_of/{t}"), Some(t.clone()), ViewKey::AsOf(t)));
+        views.push((
+            format!("as_of/{t}"),
+            Some(t.clone()),
+            ViewKey::AsOf(InstantTime::parse(&t).unwrap()),
+        ));
     }
     let mut req = Vec::new();
     for (label, as_of, key) in &views {

@@ -6,15 +6,16 @@
 //! with hudi-rs 0.5.0's `read()` of the same snapshot and, for `latest`, with the generator's
 //! own model of the committed rows.
 
+mod common;
 #[path = "merge/support.rs"]
 mod support;
 
 use std::path::Path;
 
-use hudifs_core::fsview::ViewKey;
-use hudifs_core::snapshot::TableSnapshot;
+use hudifs_core::instant_time::InstantTime;
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
+use hudifs_core::viewkey::ViewKey;
 use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
 use serde_json::json;
 
@@ -62,13 +63,13 @@ fn check(version: u32) {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("table");
     let (w, after_compaction) = build(&root, version);
-    let snap = TableSnapshot::open(&root).unwrap();
+    let snap = common::snapshot(&root);
     let mut views = vec![("latest".to_string(), None::<String>, ViewKey::Latest)];
     for t in w.completed_writes().keys() {
         views.push((
             format!("as_of/{t}"),
             Some(t.clone()),
-            ViewKey::AsOf(t.clone()),
+            ViewKey::AsOf(InstantTime::parse(t).unwrap()),
         ));
     }
     let mut req = Vec::new();

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use hudifs_core::fsview::{self, ViewKey};
-use hudifs_core::snapshot::TableSnapshot;
+use hudifs_core::snapshot::Snapshot;
+use hudifs_core::viewkey::ViewKey;
 use hudifs_merge::{prepare, MergeConfig, MergeOptions, Plan};
 use hudifs_storage::LocalStore;
 use serde_json::Value;
@@ -59,17 +59,16 @@ pub fn python() -> PathBuf {
 /// Merge every slice of one view into `out`; `Err` names the refusal.
 pub fn merge_view(
     root: &Path,
-    snap: &TableSnapshot,
+    snap: &Snapshot,
     key: &ViewKey,
     out: &Path,
 ) -> Result<usize, String> {
-    let ctx = snap.context();
-    let plan = fsview::plan(&ctx, key, false).map_err(|e| e.to_string())?;
-    let view = fsview::resolve(&ctx, &snap.listing, key, false).map_err(|e| e.to_string())?;
-    let t = plan.t.clone().unwrap_or_default();
+    let plan = snap.plan(key, false).map_err(|e| e.to_string())?;
+    let view = snap.resolve(key, false).map_err(|e| e.to_string())?;
+    let t = plan.t.as_ref().map(|t| t.to_string()).unwrap_or_default();
     let cfg = MergeConfig::from_properties(&snap.cfg.properties).map_err(|e| e.to_string())?;
     let store = LocalStore::new(root).map_err(|e| e.to_string())?;
-    let vis = hudifs_merge::snapshot_visibility(&ctx.timeline, &t);
+    let vis = hudifs_merge::snapshot_visibility(snap.timeline(), &t);
     let opts = MergeOptions::default();
     let mut n = 0;
     for vs in hudifs_merge::slices_of_view(&view.files) {

@@ -104,6 +104,10 @@ fn check_latest(log: &Log, rep: &mut Report, w: &Walk) {
     let crossed = w.x1 != w.x2 || distinct.len() > 1;
     let top_dirs: BTreeSet<String> = top.iter().cloned().collect();
     let mut ok = crossed && cands.iter().any(|(_, s)| s.partitions() == top_dirs);
+    let mut unmatched = Vec::new();
+    if !cands.iter().any(|(_, s)| s.partitions() == top_dirs) {
+        unmatched.push(format!("top {top_dirs:?}"));
+    }
     for (p, l) in &w.dirs {
         if let DirList::Err(e) = l {
             if *e != libc::ENOENT {
@@ -113,12 +117,16 @@ fn check_latest(log: &Log, rep: &mut Report, w: &Walk) {
                 );
             }
         }
-        ok &= match l {
+        let matched = match l {
             DirList::Names(n) if !n.is_empty() => {
                 cands.iter().any(|(_, s)| s.in_partition(p) == *n)
             }
             _ => cands.iter().any(|(_, s)| !s.partitions().contains(p)),
         };
+        if !matched {
+            unmatched.push(format!("{p}: {l:?}"));
+        }
+        ok &= matched;
     }
     if ok {
         rep.latest_spanning += 1;
@@ -139,8 +147,8 @@ fn check_latest(log: &Log, rep: &mut Report, w: &Walk) {
         })
         .unwrap_or_else(|| "no snapshot published yet".into());
     rep.bad("latest-mixes-snapshots", format!(
-        "a walk of latest/ ({}..{} ms, user.hudi.instant {:?} then {:?}) matches no snapshot the writer logged: {diff}",
-        w.start, w.end, w.x1, w.x2
+        "a walk of latest/ ({}..{} ms, user.hudi.instant {:?} then {:?}) matches no snapshot the writer logged: {diff}; candidates {:?}; no candidate shows {unmatched:?}",
+        w.start, w.end, w.x1, w.x2, cands.iter().map(|(_, s)| &s.instant).collect::<Vec<_>>()
     ));
 }
 

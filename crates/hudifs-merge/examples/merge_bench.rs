@@ -14,10 +14,12 @@
 use std::path::Path;
 use std::time::Instant;
 
-use hudifs_core::fsview::ViewKey;
-use hudifs_core::snapshot::TableSnapshot;
+use std::sync::Arc;
+
+use hudifs_core::snapshot::Snapshot;
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
+use hudifs_core::viewkey::ViewKey;
 use hudifs_merge::{merge_slice, MergeConfig, MergeOptions};
 use hudifs_storage::LocalStore;
 use hudifs_testkit::generator::{rows_with_ids, TableSpec, TableWriter};
@@ -49,14 +51,13 @@ fn gen(root: &Path, rows: usize, files: usize, pct: usize) {
 
 fn merge(root: &Path, out: &Path, threads: usize) {
     let started = Instant::now();
-    let snap = TableSnapshot::open(root).unwrap();
-    let ctx = snap.context();
-    let plan = hudifs_core::fsview::plan(&ctx, &ViewKey::Latest, false).unwrap();
-    let view = hudifs_core::fsview::resolve(&ctx, &snap.listing, &ViewKey::Latest, false).unwrap();
-    let t = plan.t.clone().unwrap_or_default();
-    let cfg = MergeConfig::from_properties(&snap.cfg.properties).unwrap();
     let store = LocalStore::new(root).unwrap();
-    let vis = hudifs_merge::snapshot_visibility(&ctx.timeline, &t);
+    let snap = Snapshot::open(Arc::new(store.clone())).unwrap();
+    let plan = snap.plan(&ViewKey::Latest, false).unwrap();
+    let view = snap.resolve(&ViewKey::Latest, false).unwrap();
+    let t = plan.t.as_ref().map(|t| t.to_string()).unwrap_or_default();
+    let cfg = MergeConfig::from_properties(&snap.cfg.properties).unwrap();
+    let vis = hudifs_merge::snapshot_visibility(snap.timeline(), &t);
     let slices = hudifs_merge::slices_of_view(&view.files);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let rows = std::sync::atomic::AtomicU64::new(0);

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use bytes::Bytes;
-use hudifs_core::archive::scan_log_blocks;
+use hudifs_core::logblock::scan_log_blocks;
 
 use crate::avro::{decimal_from_be, AvroToArrow, Input, SchemaProblem, VALUE_SLACK};
 use crate::error::{MergeError, Result};

@@ -1,9 +1,9 @@
-//! From a resolved view (hudifs-core's `fsview`) to the slices to merge, and the block
+//! From a resolved view (hudifs-core's `Snapshot::resolve`) to the slices to merge, and the block
 //! visibility of a view: what the mount (and tests) need to drive the engine.
 
 use std::collections::BTreeMap;
 
-use hudifs_core::fsview::VisibleFile;
+use hudifs_core::rules::VisibleFile;
 use hudifs_core::timeline::Timeline;
 use hudifs_storage::TablePath;
 

@@ -309,7 +309,9 @@ impl LocalStore {
 
     /// The owner of the table root: `(uid, gid)`.
     pub fn owner(&self) -> Option<(u32, u32)> {
-        std::fs::metadata(&self.root).ok().map(|m| (m.uid(), m.gid()))
+        std::fs::metadata(&self.root)
+            .ok()
+            .map(|m| (m.uid(), m.gid()))
     }
 }
 

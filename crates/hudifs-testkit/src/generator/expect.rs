@@ -1,5 +1,5 @@
 //! What readers should see: the writer's own model of the table's views, independent of the
-//! reading half of hudifs (`fsview`), for tests that compare the two.
+//! reading half of hudifs (`hudifs_core::rules`), for tests that compare the two.
 //!
 //! The rules are those of SEMANTICS.md §3 applied to what the writer knows:
 //! per live file group the newest slice at or before `T` (a pending compaction's slice merged
