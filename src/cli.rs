@@ -241,7 +241,39 @@ pub struct MountArgs {
     /// FUSE worker threads.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub threads: usize,
+    /// Directory of the merged view's cache of merged files (default: $XDG_CACHE_HOME/hudifs/merge,
+    /// else ~/.cache/hudifs/merge). Created private (0700); shared by the mounts of one user.
+    #[arg(long, value_name = "DIR")]
+    pub merge_cache: Option<PathBuf>,
+    /// How much the merge cache may hold (bytes, or with a K, M, G or T suffix).
+    #[arg(long, value_name = "SIZE", default_value = "4G", value_parser = parse_size)]
+    pub merge_cache_size: u64,
+    /// How much memory the log records of one slice may take while it is merged; a slice that
+    /// needs more fails with EFBIG.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
+    pub merge_memory: u64,
     /// Extra mount options, comma separated (e.g. -o fsname=trips).
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
+}
+
+/// A size in bytes: a number with an optional K, M, G or T suffix (powers of 1024, `KiB` and
+/// `KB` spellings too).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(digits);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 4G, 512M, 1048576)"))?;
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => return Err(format!("{s:?}: unknown size unit (K, M, G or T)")),
+    };
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("{s:?} is too large"))
 }

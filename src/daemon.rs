@@ -181,6 +181,11 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
                 Some(z) => Some(crate::cli::zone(Some(z), None)?),
                 None => None,
             },
+            merge: crate::fs::MergeSettings {
+                cache_dir: args.merge_cache.clone(),
+                cache_bytes: args.merge_cache_size,
+                memory_cap: args.merge_memory,
+            },
         },
     )?);
     let table = fs.store().describe(&Default::default());
@@ -348,6 +353,14 @@ fn launch_background(args: &MountArgs) -> Result<()> {
     }
     child_args.push(format!("--poll-interval={}", args.poll_interval).into());
     child_args.push(format!("--threads={}", args.threads).into());
+    if let Some(dir) = &args.merge_cache {
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+        let mut a = OsString::from("--merge-cache=");
+        a.push(dir);
+        child_args.push(a);
+    }
+    child_args.push(format!("--merge-cache-size={}", args.merge_cache_size).into());
+    child_args.push(format!("--merge-memory={}", args.merge_memory).into());
     for o in &args.options {
         child_args.push(format!("-o{o}").into());
     }

@@ -111,6 +111,9 @@ pub fn errno_of(e: &Error) -> i32 {
         // caller is concerned it does not exist; the log line says why.
         Error::Refused(_) => libc::ENOENT,
         Error::Usage(_) | Error::Invalid(_) => libc::EINVAL,
+        Error::Unsupported(_) => libc::EOPNOTSUPP,
+        Error::TooBig(_) => libc::EFBIG,
+        Error::Corrupt(_) => libc::EIO,
         Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
         Error::NotATable(_) | Error::BadTableConfig { .. } | Error::BadMetadata { .. } => libc::EIO,
     }

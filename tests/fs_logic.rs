@@ -1,6 +1,7 @@
 //! The file system as plain logic, without a kernel: walking views through `lookup`/`readdir`,
 //! reading bytes, provenance attributes, directory handles that keep one snapshot, open files
-//! that outlive the cleaner, and the atomic switch of `latest/`.
+//! that outlive the cleaner, the atomic switch of `latest/`, and the merged view's naming without
+//! merging and merging on first lookup.
 
 mod common;
 
@@ -8,7 +9,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 
 use hudifs::follow::Follower;
-use hudifs::fs::{DirCache, FsOptions, HudiFs, Kind, ROOT, TTL_FRESH};
+use hudifs::fs::{DirCache, FsOptions, HudiFs, Kind, MergeSettings, ROOT, TTL_FRESH};
 
 const TABLE: &str = "sample_table/cow/v6_simplekeygen_nonhivestyle_overwritetable";
 const C2: &str = "20240707001302376";
@@ -17,14 +18,7 @@ const R3: &str = "20240707001303088";
 fn open_fs(tmp: &Path) -> Option<(HudiFs, std::path::PathBuf)> {
     let dir = common::fixtures_dir()?;
     let root = common::unzip(&dir.join("tables").join(format!("{TABLE}.zip")), tmp);
-    let fs = HudiFs::new(
-        &root,
-        FsOptions {
-            read_optimized: false,
-            zone: None,
-        },
-    )
-    .unwrap();
+    let fs = HudiFs::new(&root, FsOptions::default()).unwrap();
     Some((fs, root))
 }
 
@@ -52,7 +46,7 @@ fn views_walk_read_and_describe_themselves() {
     };
     assert_eq!(
         names(&fs, ROOT),
-        ["latest", "as_of", "incremental", "timeline"]
+        ["latest", "as_of", "incremental", "timeline", "merged"]
     );
     let as_of = walk(&fs, &["as_of"]).unwrap();
     assert_eq!(names(&fs, as_of), ["20240707001301554", C2, R3]);
@@ -189,4 +183,131 @@ fn latest_switches_atomically_and_open_handles_keep_their_snapshot() {
     assert_eq!(got, on_disk);
     fs.release(fh);
     assert_eq!(fs.open_file_count(), 0);
+}
+
+/// A merge-on-read fixture whose `latest/` is compacted (base files only) and whose earlier
+/// `as_of` times have slices with logs.
+const MOR_TABLE: &str = "sample_table/mor/avro/v9_txns_simple_meta";
+
+fn open_merged_fs(tmp: &Path, cache: &Path) -> Option<(HudiFs, std::path::PathBuf)> {
+    let dir = common::fixtures_dir()?;
+    let root = tmp.join("table");
+    if !root.exists() {
+        let unzipped = common::unzip(&dir.join("tables").join(format!("{MOR_TABLE}.zip")), tmp);
+        std::fs::rename(unzipped, &root).unwrap();
+    }
+    let opts = FsOptions {
+        merge: MergeSettings {
+            cache_dir: Some(cache.to_path_buf()),
+            ..MergeSettings::default()
+        },
+        ..FsOptions::default()
+    };
+    Some((HudiFs::new(&root, opts).unwrap(), root))
+}
+
+fn read_all(fs: &HudiFs, ino: u64) -> Vec<u8> {
+    let fh = fs.open(ino).unwrap().fh;
+    let mut got = Vec::new();
+    loop {
+        let chunk = fs.read(fh, got.len() as u64, 65_536).unwrap();
+        if chunk.is_empty() {
+            break;
+        }
+        got.extend(chunk);
+    }
+    fs.release(fh);
+    got
+}
+
+#[test]
+fn merged_views_list_without_merging_and_merge_once_on_lookup() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let Some((fs, root)) = open_merged_fs(tmp.path(), &cache) else {
+        return;
+    };
+    assert_eq!(
+        names(&fs, walk(&fs, &["merged"]).unwrap()),
+        ["as_of", "latest"]
+    );
+
+    // A compacted latest/: every slice is its base file, same names, same bytes.
+    let latest = walk(&fs, &["latest"]).unwrap();
+    let merged_latest = walk(&fs, &["merged", "latest"]).unwrap();
+    assert_eq!(names(&fs, latest), names(&fs, merged_latest));
+    for p in names(&fs, latest) {
+        let plain = names(&fs, walk(&fs, &["latest", &p]).unwrap());
+        assert_eq!(
+            plain,
+            names(&fs, walk(&fs, &["merged", "latest", &p]).unwrap())
+        );
+        for f in plain {
+            let ino = walk(&fs, &["merged", "latest", &p, &f]).unwrap();
+            assert_eq!(
+                read_all(&fs, ino),
+                std::fs::read(root.join(&p).join(&f)).unwrap()
+            );
+        }
+    }
+    assert_eq!(fs.merges_run(), 0, "base files are served as they are");
+
+    // Every merged/as_of/<T>: listing names slices but merges nothing.
+    let as_of = walk(&fs, &["merged", "as_of"]).unwrap();
+    let times = names(&fs, as_of);
+    assert_eq!(times, names(&fs, walk(&fs, &["as_of"]).unwrap()));
+    let mut merged_files = Vec::new();
+    for t in &times {
+        for p in names(&fs, walk(&fs, &["merged", "as_of", t]).unwrap()) {
+            let dir = walk(&fs, &["merged", "as_of", t, &p]).unwrap();
+            for e in fs.readdir_entries(dir).unwrap() {
+                if e.name.ends_with(".merged.parquet") {
+                    assert_eq!(e.entry.attr.size, 0, "not merged yet: no size");
+                    assert_eq!(e.entry.ttl, std::time::Duration::ZERO);
+                    merged_files.push((t.clone(), p.clone(), e.name.to_string()));
+                }
+            }
+        }
+    }
+    assert!(
+        merged_files.len() >= 3,
+        "the fixture has slices with logs: {merged_files:?}"
+    );
+    assert_eq!(fs.merges_run(), 0, "readdir merges nothing");
+    assert!(!cache.exists(), "the cache is created on first merge");
+
+    // Lookup merges (once); getattr, a second lookup and reads do not merge again.
+    let (t, p, f) = &merged_files[0];
+    let path = ["merged", "as_of", t.as_str(), p.as_str(), f.as_str()];
+    let ino = walk(&fs, &path).unwrap();
+    assert_eq!(fs.merges_run(), 1);
+    let size = fs.getattr(ino).unwrap().attr.size;
+    assert!(size > 12);
+    assert_eq!(walk(&fs, &path).unwrap(), ino);
+    let bytes = read_all(&fs, ino);
+    assert_eq!(bytes.len() as u64, size);
+    assert_eq!(&bytes[..4], b"PAR1");
+    assert_eq!(&bytes[bytes.len() - 4..], b"PAR1");
+    assert_eq!(fs.merges_run(), 1);
+    let dir = walk(&fs, &path[..4]).unwrap();
+    let listed = fs.readdir_entries(dir).unwrap();
+    let e = listed.iter().find(|e| &*e.name == f.as_str()).unwrap();
+    assert_eq!(
+        e.entry.attr.size, size,
+        "a merged slice lists with its size"
+    );
+    let x: std::collections::HashMap<_, _> = fs.xattrs(ino).unwrap().into_iter().collect();
+    let inputs: Vec<&str> = x["user.hudi.merged_from"].lines().collect();
+    assert!(
+        inputs.len() >= 2 && inputs[1..].iter().all(|l| l.contains(".log.")),
+        "{inputs:?}"
+    );
+    assert!(f.starts_with(&x["user.hudi.file_id"]));
+    drop(fs);
+
+    // Another mount on the same cache finds the merged file: no merge, same bytes.
+    let (fs, _) = open_merged_fs(tmp.path(), &cache).unwrap();
+    let ino = walk(&fs, &path).unwrap();
+    assert_eq!(fs.merges_run(), 0);
+    assert_eq!(read_all(&fs, ino), bytes);
 }

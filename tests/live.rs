@@ -26,10 +26,7 @@ fn cow_table(dir: &Path) -> (TableWriter, String) {
 }
 
 fn opts() -> FsOptions {
-    FsOptions {
-        read_optimized: false,
-        zone: None,
-    }
+    FsOptions::default()
 }
 
 /// Every view a caller can list: latest, each as_of, each window, with their files.

@@ -3,11 +3,12 @@
 //! An inode number encodes what it names, so the table costs nothing per file:
 //!
 //! ```text
-//!  63..62  kind   0 special, 1 directory in a view, 2 file in a view
-//!  61..36  view   interned view key (as_of/<T>, incremental/<w>, latest)
-//!  35..0   item   kind 0: 1 root, 2 as_of/, 3 incremental/, 4 timeline/, or (view 1) a
-//!                 timeline file id; kind 1: interned directory path; kind 2: file id in the
-//!                 registry of table files
+//!  63..62  kind   0 special, 1 directory in a view, 2 table file in a view, 3 merged file
+//!  61..36  view   interned view (as_of/<T>, incremental/<w>, latest, and the merged/ views)
+//!  35..0   item   kind 0: 1 root, 2 as_of/, 3 incremental/, 4 timeline/, 5 merged/,
+//!                 6 merged/as_of/, or (view 1) a timeline file id; kind 1: interned directory
+//!                 path; kind 2: file id in the registry of table files; kind 3: slice id in the
+//!                 registry of merged slices
 //! ```
 //!
 //! Every spelling of a time resolves to one canonical view key, so `as_of/2024-04-18` and
@@ -25,6 +26,12 @@ pub const ROOT_INO: u64 = 1;
 pub const AS_OF_INO: u64 = 2;
 pub const INCREMENTAL_INO: u64 = 3;
 pub const TIMELINE_INO: u64 = 4;
+pub const MERGED_INO: u64 = 5;
+pub const MERGED_AS_OF_INO: u64 = 6;
+
+/// The view id of `latest/` and of `merged/latest/` (interned first).
+pub const LATEST_VIEW: u32 = 0;
+pub const MERGED_LATEST_VIEW: u32 = 1;
 
 const KIND_SHIFT: u32 = 62;
 const VIEW_SHIFT: u32 = 36;
@@ -40,6 +47,8 @@ pub enum Node {
     AsOfDir,
     IncrementalDir,
     TimelineDir,
+    MergedDir,
+    MergedAsOfDir,
     /// One instant file of `timeline/`, by its interned name.
     TimelineFile {
         name: u32,
@@ -54,6 +63,18 @@ pub enum Node {
         view: u32,
         file: u64,
     },
+    /// A merged file slice of a `merged/` view, by its id in the registry of merged slices.
+    MergedFile {
+        view: u32,
+        slice: u64,
+    },
+}
+
+/// A view as the mount shows it: a view key, as table files or as merged slices (`merged/`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ViewName {
+    pub key: ViewKey,
+    pub merged: bool,
 }
 
 impl Node {
@@ -66,9 +87,12 @@ impl Node {
             Node::AsOfDir => AS_OF_INO,
             Node::IncrementalDir => INCREMENTAL_INO,
             Node::TimelineDir => TIMELINE_INO,
+            Node::MergedDir => MERGED_INO,
+            Node::MergedAsOfDir => MERGED_AS_OF_INO,
             Node::TimelineFile { name } => pack(0, TIMELINE_FILES, name as u64),
             Node::ViewDir { view, dir } => pack(1, view as u64, dir as u64),
             Node::ViewFile { view, file } => pack(2, view as u64, file),
+            Node::MergedFile { view, slice } => pack(3, view as u64, slice),
         }
     }
 
@@ -81,6 +105,8 @@ impl Node {
             (0, 0, 2) => Node::AsOfDir,
             (0, 0, 3) => Node::IncrementalDir,
             (0, 0, 4) => Node::TimelineDir,
+            (0, 0, 5) => Node::MergedDir,
+            (0, 0, 6) => Node::MergedAsOfDir,
             (0, TIMELINE_FILES, n) => Node::TimelineFile {
                 name: u32::try_from(n).ok()?,
             },
@@ -91,6 +117,10 @@ impl Node {
             (2, v, f) => Node::ViewFile {
                 view: v as u32,
                 file: f,
+            },
+            (3, v, s) => Node::MergedFile {
+                view: v as u32,
+                slice: s,
             },
             _ => return None,
         })
@@ -145,7 +175,7 @@ impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
 
 /// The interners behind inode numbers: view keys, directory paths inside views, timeline names.
 pub struct InodeTable {
-    pub views: Interner<Arc<ViewKey>>,
+    pub views: Interner<Arc<ViewName>>,
     pub dirs: Interner<Arc<str>>,
     pub timeline_names: Interner<Arc<str>>,
 }
@@ -163,9 +193,16 @@ impl InodeTable {
             dirs: Interner::new(u32::MAX - 1),
             timeline_names: Interner::new(u32::MAX - 1),
         };
-        // Directory 0 is every view's root; view 0 is `latest/`.
+        // Directory 0 is every view's root; view 0 is `latest/`, view 1 `merged/latest/`.
         t.dirs.id(&Arc::from(""));
-        t.views.id(&Arc::new(ViewKey::Latest));
+        t.views.id(&Arc::new(ViewName {
+            key: ViewKey::Latest,
+            merged: false,
+        }));
+        t.views.id(&Arc::new(ViewName {
+            key: ViewKey::Latest,
+            merged: true,
+        }));
         t
     }
 }
@@ -181,6 +218,13 @@ mod tests {
             Node::AsOfDir,
             Node::IncrementalDir,
             Node::TimelineDir,
+            Node::MergedDir,
+            Node::MergedAsOfDir,
+            Node::MergedFile { view: 1, slice: 0 },
+            Node::MergedFile {
+                view: 7,
+                slice: (1 << 36) - 1,
+            },
             Node::TimelineFile { name: 0 },
             Node::TimelineFile { name: 77 },
             Node::ViewDir { view: 0, dir: 0 },
@@ -199,28 +243,28 @@ mod tests {
             assert_eq!(Node::from_ino(ino), Some(node), "{ino:#x}");
         }
         assert_eq!(Node::from_ino(0), None);
-        assert_eq!(Node::from_ino(3 << 62), None);
+        assert_eq!(Node::from_ino(7), None);
         assert_eq!(Node::from_ino(99), None);
     }
 
     #[test]
     fn interned_ids_are_stable() {
         let t = InodeTable::new();
-        let a = t
-            .views
-            .id(&Arc::new(ViewKey::AsOf(
+        let name = |key: ViewKey, merged: bool| Arc::new(ViewName { key, merged });
+        let as_of = || {
+            ViewKey::AsOf(
                 hudifs_core::instant_time::InstantTime::parse("20240101000000000").unwrap(),
-            )))
-            .unwrap();
-        let l = t.views.id(&Arc::new(ViewKey::Latest)).unwrap();
-        assert_eq!(l, 0);
-        assert_eq!(a, 1);
+            )
+        };
+        let a = t.views.id(&name(as_of(), false)).unwrap();
+        let m = t.views.id(&name(as_of(), true)).unwrap();
+        assert_eq!(t.views.id(&name(ViewKey::Latest, false)), Some(LATEST_VIEW));
         assert_eq!(
-            t.views.id(&Arc::new(ViewKey::AsOf(
-                hudifs_core::instant_time::InstantTime::parse("20240101000000000").unwrap()
-            ))),
-            Some(a)
+            t.views.id(&name(ViewKey::Latest, true)),
+            Some(MERGED_LATEST_VIEW)
         );
+        assert_eq!((a, m), (2, 3));
+        assert_eq!(t.views.id(&name(as_of(), false)), Some(a));
         assert_eq!(t.dirs.id(&Arc::from("")), Some(0));
         let small = Interner::<u8>::new(1);
         assert_eq!(small.id(&1), Some(0));

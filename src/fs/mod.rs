@@ -3,11 +3,12 @@
 //! kernel replies, so everything here is tested without a kernel.
 //!
 //! ```text
-//! /                       latest/  as_of/  incremental/  timeline/
+//! /                       latest/  as_of/  incremental/  timeline/  merged/
 //! latest/                 the snapshot at the newest completed write (moves with the table)
 //! as_of/<T>/              the snapshot as of T; lists completed write instants and savepoints
 //! incremental/<t1>..<t2>/ merge-ready files of the writes in (t1, t2]
 //! timeline/<instant file> the instant's metadata as pretty JSON
+//! merged/latest/, merged/as_of/<T>/   the same snapshots, one merged Parquet file per slice
 //! ```
 //!
 //! A view is planned against one table snapshot and its partitions are resolved only when a
@@ -16,10 +17,12 @@
 //! to the end even if the cleaner deletes it (`ops`). What the kernel may cache of `latest/` and
 //! what a switch invalidates is in `kernel_cache` and `switch`; `timeline/` files are rendered in
 //! `timeline_files`, extended attributes in `xattr`, inode numbers in `inode`, partition listings
-//! in `partitions` (SEMANTICS.md §2, §6).
+//! in `partitions`, the merged view's slices and their materialisation in `merged` (SEMANTICS.md
+//! §2, §6, §10).
 
 mod inode;
 mod kernel_cache;
+mod merged;
 mod ops;
 mod partitions;
 mod switch;
@@ -31,23 +34,26 @@ use std::collections::{BTreeSet, HashMap};
 use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 
 use hudifs_core::error::{Error, Result};
 use hudifs_core::rules::InstantInterner;
 use hudifs_core::snapshot::{Snapshot, Touched};
 use hudifs_core::timefmt::TimelineZone;
+use hudifs_merge::MergeCache;
 use hudifs_storage::{LocalStore, OpenFile, Storage, TablePath};
 use lru::LruCache;
 
 pub use inode::{Node, AS_OF_INO, INCREMENTAL_INO, ROOT_INO, TIMELINE_INO};
 pub use kernel_cache::{Deferred, AGAIN};
+pub use merged::{default_cache_dir, MergeSettings, DEFAULT_CACHE_BYTES, DEFAULT_MEMORY_CAP};
 pub use ops::{DirCache, DirListing, OpenedDir, StaleDir};
 pub use switch::{Invalidations, KernelNotifier};
 
 use inode::InodeTable;
 use kernel_cache::KernelCache;
+use merged::MergedRegistry;
 use partitions::PartitionCache;
 use views::{ResolvedPartition, ViewState};
 
@@ -115,6 +121,8 @@ pub struct FsOptions {
     pub read_optimized: bool,
     /// Zone of naive times in paths; `None`: the table's, else UTC.
     pub zone: Option<TimelineZone>,
+    /// The merged view's cache and limits.
+    pub merge: MergeSettings,
 }
 
 /// An open file: a table file's storage handle, or the bytes of a rendered timeline file.
@@ -144,6 +152,9 @@ pub struct HudiFs {
     /// One allocation per instant shown, shared by every resolved partition.
     interner: InstantInterner,
     inodes: InodeTable,
+    /// The merged slices handed out, and the cache they are merged into (opened on first use).
+    merged: MergedRegistry,
+    merge_cache: OnceLock<std::result::Result<Arc<MergeCache>, String>>,
     open_files: Mutex<HashMap<u64, Arc<OpenHandle>>>,
     open_dirs: Mutex<HashMap<u64, OpenDir>>,
     /// What the kernel holds of `latest/` (names handed out, who may fill its cached listings).
@@ -200,6 +211,8 @@ impl HudiFs {
             )),
             interner: InstantInterner::default(),
             inodes: InodeTable::new(),
+            merged: MergedRegistry::default(),
+            merge_cache: OnceLock::new(),
             open_files: Mutex::new(HashMap::new()),
             open_dirs: Mutex::new(HashMap::new()),
             kernel: KernelCache::default(),
@@ -242,6 +255,9 @@ impl HudiFs {
     /// returned invalidations to the kernel and then calls [`HudiFs::switched`].
     pub fn install(&self, next: Snapshot, touched: Touched) -> Invalidations {
         let previous = self.snapshot();
+        // What `merged/latest/` showed before (its resolved partitions are what the kernel may
+        // hold).
+        let merged_before = lock(&self.views).peek(&inode::MERGED_LATEST_VIEW).cloned();
         // From here until `switched`, no open of the directories the change touches reuses the
         // kernel's cached listing (an open between install and invalidation would read the old
         // one).
@@ -251,7 +267,9 @@ impl HudiFs {
             None => self.partitions.invalidate_all(),
         }
         *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
-        self.latest_invalidations(&previous, touched.as_ref())
+        let mut inv = self.latest_invalidations(&previous, touched.as_ref());
+        self.merged_latest_invalidations(merged_before.as_deref(), touched.as_ref(), &mut inv);
+        inv
     }
 
     /// The instant `latest/` shows.

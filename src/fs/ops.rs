@@ -11,14 +11,18 @@ use hudifs_core::error::{Error, Result};
 use hudifs_core::listing::{partition_dir, DataFile};
 use hudifs_core::viewkey::{self, ViewKey};
 
-use super::inode::{Node, AS_OF_INO};
+use super::inode::{Node, AS_OF_INO, MERGED_AS_OF_INO};
+use super::merged::{Materialised, MergedNode, MergedSlice};
 use super::views::{ResolvedPartition, ViewState};
 use super::{
     join, lock, Attr, DirEntry, Entry, HudiFs, Kind, OpenDir, OpenHandle, Opened, TTL_FRESH,
 };
 
-const ROOT_NAMES: [&str; 4] = ["latest", "as_of", "incremental", "timeline"];
+const ROOT_NAMES: [&str; 5] = ["latest", "as_of", "incremental", "timeline", "merged"];
 const MAX_NAME: usize = 255;
+
+/// An opened file's handle, whether its pages may be kept, and its backing file.
+type OpenedParts = (OpenHandle, bool, Option<Arc<dyn hudifs_storage::OpenFile>>);
 
 /// How the kernel may cache the listing of an opened directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,8 +103,9 @@ impl HudiFs {
     /// The node a name at the mount root stands for.
     fn root_child(&self, name: &str) -> Result<Node> {
         match name {
-            "latest" => self.view_root(ViewKey::Latest),
+            "latest" => self.view_root(ViewKey::Latest, false),
             "as_of" => Ok(Node::AsOfDir),
+            "merged" => Ok(Node::MergedDir),
             "incremental" => Ok(Node::IncrementalDir),
             "timeline" => Ok(Node::TimelineDir),
             _ => Err(Error::NotFound(name.to_string())),
@@ -114,8 +119,16 @@ impl HudiFs {
     /// Attributes and TTL of a node.
     pub fn getattr(&self, ino: u64) -> Result<Entry> {
         match Self::node(ino)? {
-            Node::Root | Node::AsOfDir | Node::IncrementalDir | Node::TimelineDir => {
-                Ok(self.dir_entry(ino, TTL_FRESH))
+            Node::Root
+            | Node::AsOfDir
+            | Node::IncrementalDir
+            | Node::TimelineDir
+            | Node::MergedDir
+            | Node::MergedAsOfDir => Ok(self.dir_entry(ino, TTL_FRESH)),
+            Node::MergedFile { view, slice } => {
+                let ms = self.merged_slice(slice)?;
+                let ttl = self.view(view).map(|v| v.ttl()).unwrap_or(TTL_FRESH);
+                self.merged_entry(ino, &ms, ttl)
             }
             Node::ViewDir { view, dir } => {
                 let v = self.view(view)?;
@@ -158,11 +171,20 @@ impl HudiFs {
             Node::Root => self.root_child(name)?,
             Node::AsOfDir => {
                 let snap = self.snapshot();
-                self.view_root(viewkey::parse_as_of(name, &self.zone(&snap))?)?
+                self.view_root(viewkey::parse_as_of(name, &self.zone(&snap))?, false)?
             }
             Node::IncrementalDir => {
                 let snap = self.snapshot();
-                self.view_root(snap.parse_window(name, &self.zone(&snap))?)?
+                self.view_root(snap.parse_window(name, &self.zone(&snap))?, false)?
+            }
+            Node::MergedDir => match name {
+                "latest" => self.view_root(ViewKey::Latest, true)?,
+                "as_of" => Node::MergedAsOfDir,
+                _ => return Err(Error::NotFound(format!("merged/{name}"))),
+            },
+            Node::MergedAsOfDir => {
+                let snap = self.snapshot();
+                self.view_root(viewkey::parse_as_of(name, &self.zone(&snap))?, true)?
             }
             Node::TimelineDir => {
                 let snap = self.snapshot();
@@ -177,7 +199,7 @@ impl HudiFs {
                 Node::TimelineFile { name: id }
             }
             Node::ViewDir { view, dir } => return self.lookup_in_view(view, dir, name),
-            Node::ViewFile { .. } | Node::TimelineFile { .. } => {
+            Node::ViewFile { .. } | Node::TimelineFile { .. } | Node::MergedFile { .. } => {
                 return Err(Error::NotFound(format!(
                     "{name}: parent is not a directory"
                 )))
@@ -196,7 +218,21 @@ impl HudiFs {
     fn lookup_in_view(&self, view: u32, dir: u32, name: &str) -> Result<Entry> {
         let v = self.view(view)?;
         let path = self.dir_path(dir)?;
-        if let Some(i) = self.partition_index(&v, &path) {
+        if let Some(i) = self.partition_index(&v, &path).filter(|_| v.merged) {
+            if let Some(node) = self.merged_part(&v, i)?.find(name) {
+                let ttl = v.ttl();
+                return match node {
+                    MergedNode::Base(file) => {
+                        let f = self.registered(file)?;
+                        Ok(self.file_entry(Node::ViewFile { view, file }.ino(), &f, ttl))
+                    }
+                    MergedNode::Slice(slice) => {
+                        let ms = self.merged_slice(slice)?;
+                        self.merged_entry(Node::MergedFile { view, slice }.ino(), &ms, ttl)
+                    }
+                };
+            }
+        } else if let Some(i) = self.partition_index(&v, &path) {
             let pv = self.part(&v, i)?;
             if let Some(pos) = pv.position(name) {
                 if view == 0 {
@@ -245,22 +281,28 @@ impl HudiFs {
                 }
                 out
             }
-            Node::AsOfDir => {
+            Node::AsOfDir | Node::MergedAsOfDir => {
+                let merged = matches!(Self::node(ino)?, Node::MergedAsOfDir);
                 let names = snap.as_of_names();
                 let mut out = Vec::with_capacity(names.len());
                 for t in names {
                     let name = t.to_string();
-                    out.push(dir(&name, self.view_root(ViewKey::AsOf(t))?, TTL_FRESH));
+                    let node = self.view_root(ViewKey::AsOf(t), merged)?;
+                    out.push(dir(&name, node, TTL_FRESH));
                 }
                 out
             }
+            Node::MergedDir => vec![
+                dir("as_of", Node::MergedAsOfDir, TTL_FRESH),
+                dir("latest", self.view_root(ViewKey::Latest, true)?, TTL_FRESH),
+            ],
             Node::IncrementalDir => {
                 let names = snap.window_names();
                 let zone = self.zone(&snap);
                 let mut out = Vec::with_capacity(names.len());
                 for w in &names {
                     let key = viewkey::parse_window(w, &zone, None)?;
-                    out.push(dir(w, self.view_root(key)?, TTL_FRESH));
+                    out.push(dir(w, self.view_root(key, false)?, TTL_FRESH));
                 }
                 out
             }
@@ -284,8 +326,30 @@ impl HudiFs {
                         .ok_or_else(|| Error::NotFound(child.clone()))?;
                     out.push(dir(&s, Node::ViewDir { view, dir: id }, v.ttl()));
                 }
-                // Files of the partition at `path`.
-                if let Some(i) = self.partition_index(&v, &path) {
+                // Files of the partition at `path`: of a merged view, its slices (named, not
+                // merged: a slice not merged yet gets attributes the kernel must not keep).
+                if let Some(i) = self.partition_index(&v, &path).filter(|_| v.merged) {
+                    for (name, node) in &self.merged_part(&v, i)?.entries {
+                        let entry = match *node {
+                            MergedNode::Base(file) => {
+                                let f = self.registered(file)?;
+                                self.file_entry(Node::ViewFile { view, file }.ino(), &f, v.ttl())
+                            }
+                            MergedNode::Slice(slice) => {
+                                let ms = self.merged_slice(slice)?;
+                                self.merged_listed(
+                                    Node::MergedFile { view, slice }.ino(),
+                                    &ms,
+                                    v.ttl(),
+                                )
+                            }
+                        };
+                        out.push(DirEntry {
+                            name: name.clone(),
+                            entry,
+                        });
+                    }
+                } else if let Some(i) = self.partition_index(&v, &path) {
                     let pv = self.part(&v, i)?;
                     if view == 0 {
                         self.kernel.handed_files(dir_id, v.snap.generation, &pv);
@@ -307,7 +371,7 @@ impl HudiFs {
                 }
                 out
             }
-            Node::ViewFile { .. } | Node::TimelineFile { .. } => {
+            Node::ViewFile { .. } | Node::TimelineFile { .. } | Node::MergedFile { .. } => {
                 return Err(Error::Invalid("not a directory".into()))
             }
         })
@@ -424,25 +488,22 @@ impl HudiFs {
     /// Open a file for reading.
     pub fn open(&self, ino: u64) -> Result<Opened> {
         let (file, keep_cache, backing) = match Self::node(ino)? {
-            Node::ViewFile { view: _, file } => {
-                // Visibility was decided when the name was looked up (a listing of one snapshot);
-                // a file that left the view since keeps opening for whoever listed it, as in a
-                // Hudi reader working from its listing. Lookups no longer find it.
-                let f = self
-                    .partitions
-                    .registry
-                    .get(file)
-                    .ok_or_else(|| Error::NotFound(format!("file {file}")))?;
-                let path = partition_dir(&f.partition)?
-                    .child(f.name())
-                    .map_err(|e| Error::NotFound(e.to_string()))?;
-                let handle = self
-                    .store
-                    .open(&path)
-                    .map_err(|e| Error::io(self.store.describe(&path), e))?;
-                // A data file's name carries its instant and write token: its bytes never change.
-                let backing = handle.as_file().is_some().then(|| handle.clone());
-                (OpenHandle::Data(handle), true, backing)
+            // Visibility was decided when the name was looked up (a listing of one snapshot); a
+            // file that left the view since keeps opening for whoever listed it, as in a Hudi
+            // reader working from its listing. Lookups no longer find it.
+            Node::ViewFile { view: _, file } => self.open_table_file(file)?,
+            Node::MergedFile { view: _, slice } => {
+                let ms = self.merged_slice(slice)?;
+                match self.materialise(&ms)? {
+                    Materialised::Base(file) => self.open_table_file(file)?,
+                    Materialised::Merged { path, size } => {
+                        let f = self.open_merged(&ms, &path, size)?;
+                        let handle = hudifs_storage::local_file_handle(f)
+                            .map_err(|e| Error::io(path.display().to_string(), e))?;
+                        // The bytes of a merged slice are fixed by its inputs (the inode's key).
+                        (OpenHandle::Data(handle.clone()), true, Some(handle))
+                    }
+                }
             }
             Node::TimelineFile { name } => {
                 let name = self.timeline_name(name)?;
@@ -461,6 +522,69 @@ impl HudiFs {
             keep_cache,
             backing,
         })
+    }
+
+    /// A table file by registry id, opened through the storage.
+    fn open_table_file(&self, file: u64) -> Result<OpenedParts> {
+        let f = self.registered(file)?;
+        let path = partition_dir(&f.partition)?
+            .child(f.name())
+            .map_err(|e| Error::NotFound(e.to_string()))?;
+        let handle = self
+            .store
+            .open(&path)
+            .map_err(|e| Error::io(self.store.describe(&path), e))?;
+        // A data file's name carries its instant and write token: its bytes never change.
+        let backing = handle.as_file().is_some().then(|| handle.clone());
+        Ok((OpenHandle::Data(handle), true, backing))
+    }
+
+    /// A table file of the registry.
+    pub(super) fn registered(&self, file: u64) -> Result<Arc<DataFile>> {
+        self.partitions
+            .registry
+            .get(file)
+            .ok_or_else(|| Error::NotFound(format!("file {file}")))
+    }
+
+    /// A merged slice of the registry.
+    pub(super) fn merged_slice(&self, slice: u64) -> Result<Arc<MergedSlice>> {
+        self.merged
+            .get(slice)
+            .ok_or_else(|| Error::NotFound(format!("merged slice {slice}")))
+    }
+
+    /// The entry of a merged slice: merged now if it is not yet.
+    fn merged_entry(&self, ino: u64, ms: &MergedSlice, ttl: Duration) -> Result<Entry> {
+        let size = match self.materialise(ms)? {
+            Materialised::Base(file) => self.registered(file)?.size,
+            Materialised::Merged { size, .. } => size,
+        };
+        Ok(self.merged_attr(ino, ms, size, ttl))
+    }
+
+    /// The entry of a merged slice in a listing: without merging. One not merged yet shows
+    /// size 0 with a zero TTL, so that the kernel asks (and the slice is merged) on `stat`.
+    fn merged_listed(&self, ino: u64, ms: &MergedSlice, ttl: Duration) -> Entry {
+        match ms.size_if_known(|id| self.partitions.registry.get(id).map(|f| f.size)) {
+            Some(size) => self.merged_attr(ino, ms, size, ttl),
+            None => self.merged_attr(ino, ms, 0, Duration::ZERO),
+        }
+    }
+
+    fn merged_attr(&self, ino: u64, ms: &MergedSlice, size: u64, ttl: Duration) -> Entry {
+        Entry {
+            attr: Attr {
+                ino,
+                kind: Kind::File,
+                size,
+                mtime: ms.mtime,
+                perm: 0o444,
+                uid: self.uid,
+                gid: self.gid,
+            },
+            ttl,
+        }
     }
 
     /// Read up to `size` bytes at `offset` of an open file.
@@ -508,9 +632,11 @@ impl HudiFs {
         lock(&self.open_files).remove(&fh);
     }
 
-    /// Every view id whose root lies in `as_of/` or `incremental/`, with the name it has there.
-    pub(super) fn history_name(key: &ViewKey) -> Option<(u64, String)> {
+    /// Where the root of a view of `as_of/`, `incremental/` or `merged/as_of/` lies: the parent
+    /// directory and the name it has there.
+    pub(super) fn history_name(key: &ViewKey, merged: bool) -> Option<(u64, String)> {
         match key {
+            ViewKey::AsOf(t) if merged => Some((MERGED_AS_OF_INO, t.to_string())),
             ViewKey::AsOf(t) => Some((AS_OF_INO, t.to_string())),
             ViewKey::Incremental { start, end } => Some((
                 super::inode::INCREMENTAL_INO,

@@ -12,7 +12,8 @@ use hudifs_core::rules::{PartitionChoice, Plan};
 use hudifs_core::snapshot::Snapshot;
 use hudifs_core::viewkey::ViewKey;
 
-use super::inode::Node;
+use super::inode::{Node, ViewName};
+use super::merged::MergedPartition;
 use super::partitions::PartitionListing;
 use super::{lock, HudiFs, TTL_FINAL, TTL_FRESH};
 
@@ -48,15 +49,19 @@ pub struct ViewState {
     pub snap: Arc<Snapshot>,
     pub plan: Plan,
     parts: Vec<OnceLock<std::result::Result<Arc<ResolvedPartition>, String>>>,
+    /// A `merged/` view: each partition's slices, built from `parts` on demand.
+    pub merged: bool,
+    merged_parts: Vec<OnceLock<Arc<MergedPartition>>>,
     pub is_final: bool,
 }
 
 impl ViewState {
     /// How long the kernel may keep this view's names and attributes: for good if it can no
     /// longer change, or if it is `latest/`, whose changes the kernel is told of at every switch
-    /// (`kernel_cache.rs`); briefly otherwise.
+    /// (`kernel_cache.rs`); briefly otherwise (`merged/latest/` too: its switch drops what the
+    /// kernel holds, but without the bookkeeping of `latest/`, SEMANTICS.md §10).
     pub fn ttl(&self) -> Duration {
-        if self.is_final || self.plan.key == ViewKey::Latest {
+        if self.is_final || (self.plan.key == ViewKey::Latest && !self.merged) {
             TTL_FINAL
         } else {
             TTL_FRESH
@@ -75,14 +80,15 @@ impl HudiFs {
                 return Ok(v.clone());
             }
         }
-        let key = self
+        let name = self
             .inodes
             .views
             .get(view)
             .ok_or_else(|| Error::NotFound(format!("view {view}")))?;
         // Planning is cheap and always against the current snapshot: a view that can no longer
-        // change keeps its files, but a clean can still make it refused.
-        let plan = snap.plan(&key, self.opts.read_optimized)?;
+        // change keeps its files, but a clean can still make it refused. A merged view is a
+        // snapshot view whatever the mount's read-optimized option says.
+        let plan = snap.plan(&name.key, self.opts.read_optimized && !name.merged)?;
         if let Some(v) = cached.filter(|v| v.is_final) {
             return Ok(v);
         }
@@ -91,6 +97,14 @@ impl HudiFs {
             parts: (0..snap.partitions.len())
                 .map(|_| OnceLock::new())
                 .collect(),
+            merged: name.merged,
+            merged_parts: if name.merged {
+                (0..snap.partitions.len())
+                    .map(|_| OnceLock::new())
+                    .collect()
+            } else {
+                Vec::new()
+            },
             snap,
             plan,
             is_final,
@@ -151,6 +165,27 @@ impl HudiFs {
                 std::io::Error::other(e),
             )
         })
+    }
+
+    /// The merged partition `i` of a merged view if it was built (handed to the kernel).
+    pub(super) fn merged_part_if_built(v: &ViewState, i: usize) -> Option<Arc<MergedPartition>> {
+        v.merged_parts.get(i).and_then(|s| s.get()).cloned()
+    }
+
+    /// The merged partition `i` of a merged view.
+    pub(super) fn merged_part(&self, v: &ViewState, i: usize) -> Result<Arc<MergedPartition>> {
+        let slot = v
+            .merged_parts
+            .get(i)
+            .ok_or_else(|| Error::NotFound(format!("merged partition {i}")))?;
+        if let Some(m) = slot.get() {
+            return Ok(m.clone());
+        }
+        let pv = self.part(v, i)?;
+        let t = v.plan.t.as_ref().map(|t| t.to_string()).unwrap_or_default();
+        Ok(slot
+            .get_or_init(|| Arc::new(self.merged_partition(&v.snap, &t, &pv.listing, &pv.choice)))
+            .clone())
     }
 
     pub(super) fn partition_index(&self, v: &ViewState, partition: &str) -> Option<usize> {
@@ -242,12 +277,12 @@ impl HudiFs {
         });
     }
 
-    /// The root directory node of the view `key`.
-    pub(super) fn view_root(&self, key: ViewKey) -> Result<Node> {
+    /// The root directory node of the view `key`, plain or merged.
+    pub(super) fn view_root(&self, key: ViewKey, merged: bool) -> Result<Node> {
         let view = self
             .inodes
             .views
-            .id(&Arc::new(key))
+            .id(&Arc::new(ViewName { key, merged }))
             .ok_or_else(|| Error::NotFound("too many distinct views".into()))?;
         Ok(Node::ViewDir { view, dir: 0 })
     }

@@ -1,6 +1,7 @@
 //! Provenance as extended attributes (`user.hudi.*`, SEMANTICS.md §2.7): on a view root the
 //! instant it shows (or an incremental window's selected instants and effective end), on a
-//! file the instant that wrote it, its file group, partition and slice.
+//! file the instant that wrote it, its file group, partition and slice; on a merged file the
+//! newest instant it holds and the table files merged into it (SEMANTICS.md §10).
 
 use hudifs_core::error::Result;
 use hudifs_core::instant_time::EARLIEST;
@@ -24,7 +25,9 @@ impl HudiFs {
                         if let Some(i) = &p.instant {
                             out.push(("user.hudi.instant".into(), i.to_string()));
                         }
-                        let mode = if self.opts.read_optimized {
+                        let mode = if v.merged {
+                            "merged"
+                        } else if self.opts.read_optimized {
                             "read_optimized"
                         } else {
                             "snapshot"
@@ -59,6 +62,16 @@ impl HudiFs {
                 out.push(("user.hudi.file_id".into(), f.file_id().to_string()));
                 out.push(("user.hudi.partition".into(), f.partition.to_string()));
                 out.push(("user.hudi.slice".into(), pv.choice.slice(&c).to_string()));
+            }
+            Node::MergedFile { view, slice } => {
+                // Asked of a node the kernel holds: the view must still be servable.
+                self.view(view)?;
+                let ms = self.merged_slice(slice)?;
+                out.push(("user.hudi.instant".into(), ms.newest.clone()));
+                out.push(("user.hudi.file_id".into(), ms.slice.file_id.clone()));
+                out.push(("user.hudi.partition".into(), ms.partition.to_string()));
+                out.push(("user.hudi.slice".into(), ms.slice.instant.clone()));
+                out.push(("user.hudi.merged_from".into(), ms.inputs().join("\n")));
             }
             _ => {}
         }

@@ -44,6 +44,21 @@ pub enum Error {
     #[error("{0}")]
     Invalid(String),
 
+    /// Something hudifs does not support in this table (a merged view of a slice it cannot
+    /// merge: HFile blocks, Lance base files, a custom merge mode, ...).
+    #[error("not supported: {0}")]
+    Unsupported(String),
+
+    /// An input larger than a configured limit (a merged slice whose log records exceed the
+    /// memory cap).
+    #[error("too big: {0}")]
+    TooBig(String),
+
+    /// Committed data that does not decode, or an input that vanished while it was read (a
+    /// merged slice).
+    #[error("unreadable: {0}")]
+    Corrupt(String),
+
     /// Bad command-line usage.
     #[error("{0}")]
     Usage(String),
@@ -57,10 +72,14 @@ impl Error {
         }
     }
 
-    /// Whether this error is routine (a lookup of a name that is not there) and so is logged at
-    /// debug level rather than as a warning.
+    /// Whether this error is routine (a lookup of a name that is not there) or was logged
+    /// where it arose (a refused merge is logged once per slice), and so is logged at debug
+    /// level rather than as a warning.
     pub fn is_routine(&self) -> bool {
-        matches!(self, Error::NotFound(_))
+        matches!(
+            self,
+            Error::NotFound(_) | Error::Unsupported(_) | Error::TooBig(_) | Error::Corrupt(_)
+        )
     }
 }
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 pub use faulty::{Fault, FaultyStore, Op, Rule};
-pub use local::{network_file_system, FsStats, LocalStore, Watch, WatchEvents};
+pub use local::{local_file_handle, network_file_system, FsStats, LocalStore, Watch, WatchEvents};
 pub use memory::MemStore;
 pub use path::{InvalidPath, TablePath};
 

@@ -102,6 +102,13 @@ struct LocalFile {
     size: u64,
 }
 
+/// A handle on a local file opened by the caller (a file of a disk cache, say), read like a
+/// table file and usable for kernel passthrough.
+pub fn local_file_handle(file: std::fs::File) -> io::Result<Arc<dyn OpenFile>> {
+    let size = file.metadata()?.len();
+    Ok(Arc::new(LocalFile { file, size }))
+}
+
 impl OpenFile for LocalFile {
     fn size(&self) -> u64 {
         self.size
