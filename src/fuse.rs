@@ -606,7 +606,11 @@ impl MountConfig {
                         continue;
                     }
                     o => match o.split_once('=') {
-                        Some(("fsname", v)) => MountOption::FSName(v.to_string()),
+                        Some(("fsname", v)) => {
+                            // Replaces the default: the mount takes the first name given.
+                            opts.retain(|o| !matches!(o, MountOption::FSName(_)));
+                            MountOption::FSName(v.to_string())
+                        }
                         _ => MountOption::CUSTOM(o.to_string()),
                     },
                 };
