@@ -111,6 +111,9 @@ fn check_mountpoint(mp: &Path) -> Result<()> {
 
 /// `hudifs mount`.
 pub fn mount(args: &MountArgs) -> Result<()> {
+    // `-o` options become flags; what is left of them goes to the kernel (options.rs).
+    let resolved = crate::options::resolve(args)?;
+    let args = &resolved;
     if args.threads == 0 {
         return Err(Error::Usage("--threads must be at least 1".into()));
     }
@@ -147,9 +150,13 @@ fn mount_config(args: &MountArgs, table: &str) -> MountConfig {
             .options
             .iter()
             .any(|g| g.split(',').any(|o| o.trim() == "allow_other"));
+    let mut options = args.options.clone();
+    if args.kernel_checks_permissions() {
+        options.push("default_permissions".into());
+    }
     MountConfig {
         fsname: format!("hudifs:{table}"),
-        options: args.options.clone(),
+        options,
         allow_other,
         threads: args.threads,
         passthrough: !args.no_passthrough,
@@ -181,6 +188,7 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
                 Some(z) => Some(crate::cli::zone(Some(z), None)?),
                 None => None,
             },
+            access: args.access(),
         },
     )?);
     let table = fs.store().describe(&Default::default());
@@ -352,6 +360,21 @@ fn launch_background(args: &MountArgs) -> Result<()> {
     child_args.push(format!("--threads={}", args.threads).into());
     for o in &args.options {
         child_args.push(format!("-o{o}").into());
+    }
+    if let Some(uid) = args.uid {
+        child_args.push(format!("--uid={uid}").into());
+    }
+    if let Some(gid) = args.gid {
+        child_args.push(format!("--gid={gid}").into());
+    }
+    if let Some(mode) = args.file_mode {
+        child_args.push(format!("--file-mode={mode:o}").into());
+    }
+    if let Some(mode) = args.dir_mode {
+        child_args.push(format!("--dir-mode={mode:o}").into());
+    }
+    if args.default_permissions {
+        child_args.push("--default-permissions".into());
     }
     let wfd = write_end.as_raw_fd();
     let mut cmd = std::process::Command::new(exe);

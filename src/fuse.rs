@@ -601,6 +601,8 @@ impl MountConfig {
                 let opt = match o {
                     "rw" => return Err("-o rw: hudifs mounts are always read-only".into()),
                     "ro" => MountOption::RO,
+                    "default_permissions" => MountOption::DefaultPermissions,
+                    "noexec" => MountOption::NoExec,
                     "allow_other" => {
                         allow_other = true;
                         continue;

@@ -7,11 +7,14 @@
 //! - `follow`: following writers (inotify or polling) and installing new snapshots;
 //! - `fuse`: the FUSE adapter, the only module that knows `fuser`;
 //! - `daemon`: mount and umount, background launch, signals;
-//! - `cli`: the command line; `error`: its errors and exit codes.
+//! - `cli`: the command line; `error`: its errors and exit codes;
+//! - `options`: `-o` options as mount(8) and fstab give them; `access`: owner and modes.
 
+pub mod access;
 pub mod cli;
 pub mod daemon;
 pub mod error;
 pub mod follow;
 pub mod fs;
 pub mod fuse;
+pub mod options;

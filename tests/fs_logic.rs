@@ -22,6 +22,7 @@ fn open_fs(tmp: &Path) -> Option<(HudiFs, std::path::PathBuf)> {
         FsOptions {
             read_optimized: false,
             zone: None,
+            ..Default::default()
         },
     )
     .unwrap();

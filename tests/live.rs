@@ -29,6 +29,7 @@ fn opts() -> FsOptions {
     FsOptions {
         read_optimized: false,
         zone: None,
+        ..Default::default()
     }
 }
 

@@ -115,6 +115,9 @@ pub struct FsOptions {
     pub read_optimized: bool,
     /// Zone of naive times in paths; `None`: the table's, else UTC.
     pub zone: Option<TimelineZone>,
+    /// Owner and permission bits shown on every node (`--uid`, `--gid`, `--file-mode`,
+    /// `--dir-mode`); unset parts keep the defaults (`ops.rs`).
+    pub access: crate::access::Access,
 }
 
 /// An open file: a table file's storage handle, or the bytes of a rendered timeline file.
@@ -190,6 +193,10 @@ impl HudiFs {
             // SAFETY: plain getters without preconditions.
             None => unsafe { (libc::getuid(), libc::getgid()) },
         };
+        let (uid, gid) = (
+            opts.access.uid.unwrap_or(uid),
+            opts.access.gid.unwrap_or(gid),
+        );
         Ok(HudiFs {
             store,
             opts,
