@@ -209,6 +209,10 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
         fs.latest_instant().unwrap_or_else(|| "none".into())
     );
     report_ready();
+    crate::notify::ready(
+        std::process::id(),
+        &format!("mounted {table} at {}", args.mountpoint.display()),
+    );
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut unmounter = session.unmounter();
@@ -221,6 +225,7 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
             // SAFETY: `sigset` holds the signals blocked above; `sig` is a valid out-pointer.
             unsafe { libc::sigwait(&sigset, &mut sig) };
             log::info!("signal {sig}: unmounting {}", mp.display());
+            crate::notify::stopping();
             stop_sig.store(true, Ordering::SeqCst);
             if let Err(e) = unmounter.unmount() {
                 log::warn!("unmount of {} failed: {e}", mp.display());
@@ -333,8 +338,21 @@ fn launch_background(args: &MountArgs) -> Result<()> {
     if let Some(dir) = log_path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
     }
-    let log = std::fs::File::create(&log_path)
-        .map_err(|e| Error::io(log_path.display().to_string(), e))?;
+    // Under systemd (a .mount unit runs mount(8), which runs us) standard error is the journal:
+    // the daemon keeps it rather than writing a file nobody reads.
+    let journal = crate::notify::stderr_is_journal();
+    let log = if journal {
+        std::process::Stdio::inherit()
+    } else {
+        std::fs::File::create(&log_path)
+            .map_err(|e| Error::io(log_path.display().to_string(), e))?
+            .into()
+    };
+    let log_name = if journal {
+        "journal".to_string()
+    } else {
+        log_path.display().to_string()
+    };
 
     let mut child_args: Vec<OsString> = vec!["mount".into(), "-f".into()];
     child_args.push(args.table.clone().into());
@@ -381,6 +399,8 @@ fn launch_background(args: &MountArgs) -> Result<()> {
     cmd.args(&child_args)
         .env(READY_FD_ENV, wfd.to_string())
         .env(DAEMON_ENV, "1")
+        // The launcher tells systemd, naming the daemon as the main process.
+        .env_remove("NOTIFY_SOCKET")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log);
@@ -403,7 +423,15 @@ fn launch_background(args: &MountArgs) -> Result<()> {
             args.table.display(),
             args.mountpoint.display(),
             child.id(),
-            log_path.display()
+            log_name
+        );
+        crate::notify::ready(
+            child.id(),
+            &format!(
+                "mounted {} at {}",
+                args.table.display(),
+                args.mountpoint.display()
+            ),
         );
         return Ok(());
     }
@@ -416,7 +444,13 @@ fn launch_background(args: &MountArgs) -> Result<()> {
         .find(|l| l.starts_with("hudifs: "))
         .map(|l| l.trim_start_matches("hudifs: ").to_string())
         .unwrap_or_else(|| {
-            format!("the daemon exited ({status:?}) before the mount was live: {text}")
+            if journal {
+                format!(
+                    "the daemon exited ({status:?}) before the mount was live (see the journal)"
+                )
+            } else {
+                format!("the daemon exited ({status:?}) before the mount was live: {text}")
+            }
         });
     Err(Error::Mount(msg))
 }

@@ -8,7 +8,8 @@
 //! - `fuse`: the FUSE adapter, the only module that knows `fuser`;
 //! - `daemon`: mount and umount, background launch, signals;
 //! - `cli`: the command line; `error`: its errors and exit codes;
-//! - `options`: `-o` options as mount(8) and fstab give them; `access`: owner and modes.
+//! - `options`: `-o` options as mount(8) and fstab give them; `access`: owner and modes;
+//! - `notify`: systemd readiness and the journal.
 
 pub mod access;
 pub mod cli;
@@ -17,4 +18,5 @@ pub mod error;
 pub mod follow;
 pub mod fs;
 pub mod fuse;
+pub mod notify;
 pub mod options;
