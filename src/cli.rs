@@ -21,7 +21,7 @@ use hudifs_storage::LocalStore;
 #[derive(Parser, Debug)]
 #[command(
     name = "hudifs",
-    version,
+    version = crate::VERSION,
     about = "Mount an Apache Hudi table read-only and see exactly the files its timeline makes visible",
     after_help = "`hudifs TABLE MOUNTPOINT -o OPTIONS` (no subcommand, as mount.fuse3 runs it for \
                   `mount -t fuse.hudifs` and fstab lines) is `hudifs mount`."
@@ -44,6 +44,25 @@ pub enum Command {
     Ls(LsArgs),
     /// Print the table's active timeline.
     Timeline(TimelineArgs),
+    /// List live hudifs mounts: table, the instant latest/ shows, daemon pid and log.
+    Status(StatusArgs),
+    /// Print a shell completion script (bash, zsh, fish) to standard output.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) to standard output: `hudifs man | man -l -`.
+    Man,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// Only this mount point (exit 1 if it is not a live hudifs mount).
+    pub mountpoint: Option<PathBuf>,
+    /// Machine-readable output (stable).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args, Debug)]

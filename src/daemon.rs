@@ -26,6 +26,9 @@ const READY_FD_ENV: &str = "HUDIFS_READY_FD";
 /// Set for a daemon started by a background launch.
 const DAEMON_ENV: &str = "HUDIFS_DAEMON";
 
+/// Where a background daemon's log goes, as the launcher decided: the log file, or `journal`.
+const LOG_ENV: &str = "HUDIFS_LOG";
+
 /// Where a background daemon logs: one file per mount point, under the temp directory, so that
 /// remounting the same place reuses (truncates) the same file.
 pub fn log_path(mountpoint: &Path) -> std::path::PathBuf {
@@ -208,6 +211,26 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
         args.mountpoint.display(),
         fs.latest_instant().unwrap_or_else(|| "none".into())
     );
+    // Beside the log, for `hudifs status`, before anyone hears the mount is live; removed when
+    // this function returns.
+    let log = log_path(&args.mountpoint);
+    let _state = crate::status::State {
+        mountpoint: mount_path
+            .clone()
+            .unwrap_or_else(|| args.mountpoint.clone()),
+        table: table.clone(),
+        pid: std::process::id(),
+        log: if std::env::var_os(DAEMON_ENV).is_some() {
+            std::env::var(LOG_ENV).unwrap_or_else(|_| log.display().to_string())
+        } else if crate::notify::stderr_is_journal() {
+            "journal".into()
+        } else {
+            "stderr".into()
+        },
+    }
+    .write(&crate::status::state_path(&log))
+    .map_err(|e| log::warn!("no state file for hudifs status: {e}"))
+    .ok();
     report_ready();
     crate::notify::ready(
         std::process::id(),
@@ -399,6 +422,7 @@ fn launch_background(args: &MountArgs) -> Result<()> {
     cmd.args(&child_args)
         .env(READY_FD_ENV, wfd.to_string())
         .env(DAEMON_ENV, "1")
+        .env(LOG_ENV, &log_name)
         // The launcher tells systemd, naming the daemon as the main process.
         .env_remove("NOTIFY_SOCKET")
         .stdin(std::process::Stdio::null())
@@ -465,7 +489,12 @@ pub fn umount(mountpoint: &Path) -> Result<()> {
         .map_err(|_| Error::Usage("mount point contains a NUL byte".into()))?;
     // SAFETY: `c` is a valid C string.
     let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
+    // A daemon that died left its state file behind (a live one removes its own on exit).
+    let forget = || {
+        let _ = std::fs::remove_file(crate::status::state_path(&log_path(&abs)));
+    };
     if rc == 0 {
+        forget();
         return Ok(());
     }
     let err = std::io::Error::last_os_error();
@@ -482,6 +511,7 @@ pub fn umount(mountpoint: &Path) -> Result<()> {
             // A dead daemon's mount: detach it.
             // SAFETY: `c` is a valid C string.
             if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+                forget();
                 Ok(())
             } else {
                 Err(Error::io(abs.display().to_string(), err))

@@ -23,6 +23,9 @@ fn main() {
         Command::Timeline(args) => hudifs::cli::run_timeline(args, &mut stdout),
         Command::Mount(args) => hudifs::daemon::mount(args),
         Command::Umount { mountpoint } => hudifs::daemon::umount(mountpoint),
+        Command::Status(args) => hudifs::status::run(args, &mut stdout),
+        Command::Completions { shell } => hudifs::manual::completions(*shell, &mut stdout),
+        Command::Man => hudifs::manual::man(&mut stdout),
     };
     if let Err(e) = result {
         eprintln!("hudifs: {e}");
