@@ -27,7 +27,8 @@ pub fn man(out: &mut dyn Write) -> Result<()> {
     page.render_synopsis_section(out).map_err(w)?;
     page.render_description_section(out).map_err(w)?;
     page.render_options_section(out).map_err(w)?;
-    page.render_subcommands_section(out).map_err(w)?;
+    // Each subcommand is a section of this page (not a page of its own, as clap_mangen's
+    // SUBCOMMANDS section would have it).
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         let name = sub.get_name();
         writeln!(out, ".SH \"HUDIFS {}\"", name.to_uppercase()).map_err(w)?;
