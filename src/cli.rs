@@ -21,8 +21,10 @@ use hudifs_storage::LocalStore;
 #[derive(Parser, Debug)]
 #[command(
     name = "hudifs",
-    version,
-    about = "Mount an Apache Hudi table read-only and see exactly the files its timeline makes visible"
+    version = crate::VERSION,
+    about = "Mount an Apache Hudi table read-only and see exactly the files its timeline makes visible",
+    after_help = "`hudifs TABLE MOUNTPOINT -o OPTIONS` (no subcommand, as mount.fuse3 runs it for \
+                  `mount -t fuse.hudifs` and fstab lines) is `hudifs mount`."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -42,6 +44,25 @@ pub enum Command {
     Ls(LsArgs),
     /// Print the table's active timeline.
     Timeline(TimelineArgs),
+    /// List live hudifs mounts: table, the instant latest/ shows, daemon pid and log.
+    Status(StatusArgs),
+    /// Print a shell completion script (bash, zsh, fish) to standard output.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) to standard output: `hudifs man | man -l -`.
+    Man,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// Only this mount point (exit 1 if it is not a live hudifs mount).
+    pub mountpoint: Option<PathBuf>,
+    /// Machine-readable output (stable).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -213,48 +234,75 @@ pub fn run_timeline(args: &TimelineArgs, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Clone)]
+#[command(
+    after_help = "Every option above is also an -o option, dashes as underscores \
+    (-o poll_interval=500,read_optimized,uid=1000), as in an fstab line: \
+    `/data/trips /mnt/trips fuse.hudifs ro,allow_other,poll_interval=500 0 0`. \
+    -o also takes fsname=NAME and noexec (for the kernel), ignores ro, defaults, _netdev, nofail, \
+    noauto, user, users, x-systemd.* and the other options of mount(8), and refuses rw."
+)]
 pub struct MountArgs {
     /// The table root (the directory that holds .hoodie/).
     pub table: PathBuf,
     /// An empty directory to mount on.
     pub mountpoint: PathBuf,
-    /// Stay in the foreground.
-    #[arg(short, long)]
+    /// Stay in the foreground (logs to standard error; tells systemd when the mount is live).
+    #[arg(short, long, help_heading = MOUNTING)]
     pub foreground: bool,
     /// Base files only (merge-on-read tables).
-    #[arg(long)]
+    #[arg(long, help_heading = VIEWS)]
     pub read_optimized: bool,
     /// Let other users read the mount (needs user_allow_other in /etc/fuse.conf for non-root).
-    #[arg(long)]
+    #[arg(long, help_heading = ACCESS)]
     pub allow_other: bool,
     /// Time zone of naive times in paths (default: the table's, else UTC).
-    #[arg(long, value_name = "TZ")]
+    #[arg(long, value_name = "TZ", help_heading = VIEWS)]
     pub timezone: Option<String>,
     /// How often to poll the timeline for new instants where inotify cannot see them (tables
     /// on network or FUSE file systems), in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    #[arg(long, value_name = "MS", default_value_t = 1000, help_heading = FOLLOWING)]
     pub poll_interval: u64,
     /// Read table files through the daemon instead of kernel FUSE passthrough.
-    #[arg(long)]
+    #[arg(long, help_heading = PERFORMANCE)]
     pub no_passthrough: bool,
     /// FUSE worker threads.
-    #[arg(long, value_name = "N", default_value_t = 4)]
+    #[arg(long, value_name = "N", default_value_t = 4, help_heading = PERFORMANCE)]
     pub threads: usize,
     /// Directory of the merged view's cache of merged files (default: $XDG_CACHE_HOME/hudifs/merge,
     /// else ~/.cache/hudifs/merge). Created private (0700); shared by the mounts of one user.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = VIEWS)]
     pub merge_cache: Option<PathBuf>,
     /// How much the merge cache may hold (bytes, or with a K, M, G or T suffix).
-    #[arg(long, value_name = "SIZE", default_value = "4G", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "4G", value_parser = parse_size, help_heading = VIEWS)]
     pub merge_cache_size: u64,
     /// How much memory the log records of one slice may take while it is merged; a slice that
     /// needs more fails with EFBIG.
-    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size, help_heading = VIEWS)]
     pub merge_memory: u64,
-    /// Extra mount options, comma separated (e.g. -o fsname=trips).
-    #[arg(short = 'o', value_name = "OPTIONS")]
+    /// Mount options, comma separated: every option of this command as NAME or NAME=VALUE,
+    /// fsname=NAME, noexec, and mount(8)'s generic ones (see below).
+    #[arg(short = 'o', value_name = "OPTIONS", help_heading = MOUNTING)]
     pub options: Vec<String>,
+    /// Owner of every file and directory, a user name or number (default: the table root's
+    /// owner).
+    #[arg(long, value_name = "USER", value_parser = crate::access::parse_uid, help_heading = ACCESS)]
+    pub uid: Option<u32>,
+    /// Group of every file and directory, a group name or number (default: the table root's
+    /// group).
+    #[arg(long, value_name = "GROUP", value_parser = crate::access::parse_gid, help_heading = ACCESS)]
+    pub gid: Option<u32>,
+    /// Permission bits of every file, octal, no write bit (default: the table file's r and x
+    /// bits; 0444 for timeline/ files).
+    #[arg(long, value_name = "MODE", value_parser = crate::access::parse_mode, help_heading = ACCESS)]
+    pub file_mode: Option<u16>,
+    /// Permission bits of every directory, octal, no write bit (default: 0555).
+    #[arg(long, value_name = "MODE", value_parser = crate::access::parse_mode, help_heading = ACCESS)]
+    pub dir_mode: Option<u16>,
+    /// Let the kernel check the permission bits against the caller (implied by --uid, --gid,
+    /// --file-mode and --dir-mode).
+    #[arg(long, help_heading = ACCESS)]
+    pub default_permissions: bool,
 }
 
 /// A size in bytes: a number with an optional K, M, G or T suffix (powers of 1024, `KiB` and
@@ -277,3 +325,10 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(1u64 << shift)
         .ok_or_else(|| format!("{s:?} is too large"))
 }
+
+// `hudifs mount --help`, by topic.
+const MOUNTING: &str = "Mounting";
+const VIEWS: &str = "Views";
+const FOLLOWING: &str = "Following writers";
+const ACCESS: &str = "Access (shared mounts)";
+const PERFORMANCE: &str = "Performance";

@@ -26,6 +26,9 @@ const READY_FD_ENV: &str = "HUDIFS_READY_FD";
 /// Set for a daemon started by a background launch.
 const DAEMON_ENV: &str = "HUDIFS_DAEMON";
 
+/// Where a background daemon's log goes, as the launcher decided: the log file, or `journal`.
+const LOG_ENV: &str = "HUDIFS_LOG";
+
 /// Where a background daemon logs: one file per mount point, under the temp directory, so that
 /// remounting the same place reuses (truncates) the same file.
 pub fn log_path(mountpoint: &Path) -> std::path::PathBuf {
@@ -111,6 +114,9 @@ fn check_mountpoint(mp: &Path) -> Result<()> {
 
 /// `hudifs mount`.
 pub fn mount(args: &MountArgs) -> Result<()> {
+    // `-o` options become flags; what is left of them goes to the kernel (options.rs).
+    let resolved = crate::options::resolve(args)?;
+    let args = &resolved;
     if args.threads == 0 {
         return Err(Error::Usage("--threads must be at least 1".into()));
     }
@@ -147,9 +153,13 @@ fn mount_config(args: &MountArgs, table: &str) -> MountConfig {
             .options
             .iter()
             .any(|g| g.split(',').any(|o| o.trim() == "allow_other"));
+    let mut options = args.options.clone();
+    if args.kernel_checks_permissions() {
+        options.push("default_permissions".into());
+    }
     MountConfig {
         fsname: format!("hudifs:{table}"),
-        options: args.options.clone(),
+        options,
         allow_other,
         threads: args.threads,
         passthrough: !args.no_passthrough,
@@ -186,6 +196,7 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
                 cache_bytes: args.merge_cache_size,
                 memory_cap: args.merge_memory,
             },
+            access: args.access(),
         },
     )?);
     let table = fs.store().describe(&Default::default());
@@ -205,7 +216,31 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
         args.mountpoint.display(),
         fs.latest_instant().unwrap_or_else(|| "none".into())
     );
+    // Beside the log, for `hudifs status`, before anyone hears the mount is live; removed when
+    // this function returns.
+    let log = log_path(&args.mountpoint);
+    let _state = crate::status::State {
+        mountpoint: mount_path
+            .clone()
+            .unwrap_or_else(|| args.mountpoint.clone()),
+        table: table.clone(),
+        pid: std::process::id(),
+        log: if std::env::var_os(DAEMON_ENV).is_some() {
+            std::env::var(LOG_ENV).unwrap_or_else(|_| log.display().to_string())
+        } else if crate::notify::stderr_is_journal() {
+            "journal".into()
+        } else {
+            "stderr".into()
+        },
+    }
+    .write(&crate::status::state_path(&log))
+    .map_err(|e| log::warn!("no state file for hudifs status: {e}"))
+    .ok();
     report_ready();
+    crate::notify::ready(
+        std::process::id(),
+        &format!("mounted {table} at {}", args.mountpoint.display()),
+    );
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut unmounter = session.unmounter();
@@ -218,6 +253,7 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
             // SAFETY: `sigset` holds the signals blocked above; `sig` is a valid out-pointer.
             unsafe { libc::sigwait(&sigset, &mut sig) };
             log::info!("signal {sig}: unmounting {}", mp.display());
+            crate::notify::stopping();
             stop_sig.store(true, Ordering::SeqCst);
             if let Err(e) = unmounter.unmount() {
                 log::warn!("unmount of {} failed: {e}", mp.display());
@@ -328,9 +364,144 @@ fn launch_background(args: &MountArgs) -> Result<()> {
     if let Some(dir) = log_path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
     }
-    let log = std::fs::File::create(&log_path)
-        .map_err(|e| Error::io(log_path.display().to_string(), e))?;
+    // Under systemd (a .mount unit runs mount(8), which runs us) standard error is the journal:
+    // the daemon keeps it rather than writing a file nobody reads.
+    let journal = crate::notify::stderr_is_journal();
+    let log = if journal {
+        std::process::Stdio::inherit()
+    } else {
+        std::fs::File::create(&log_path)
+            .map_err(|e| Error::io(log_path.display().to_string(), e))?
+            .into()
+    };
+    let log_name = if journal {
+        "journal".to_string()
+    } else {
+        log_path.display().to_string()
+    };
 
+    let child_args = daemon_argv(args);
+    let wfd = write_end.as_raw_fd();
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(&child_args)
+        .env(READY_FD_ENV, wfd.to_string())
+        .env(DAEMON_ENV, "1")
+        .env(LOG_ENV, &log_name)
+        // The launcher tells systemd, naming the daemon as the main process.
+        .env_remove("NOTIFY_SOCKET")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setsid();
+            libc::fcntl(wfd, libc::F_SETFD, 0);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| Error::io("spawn daemon", e))?;
+    drop(write_end);
+    let mut reader = std::fs::File::from(read_end);
+    let mut buf = [0u8; 1];
+    let got = reader.read(&mut buf).unwrap_or(0);
+    if got == 1 && buf[0] == b'R' {
+        println!(
+            "hudifs: mounted {} at {} (daemon pid {}, log {})",
+            args.table.display(),
+            args.mountpoint.display(),
+            child.id(),
+            log_name
+        );
+        crate::notify::ready(
+            child.id(),
+            &format!(
+                "mounted {} at {}",
+                args.table.display(),
+                args.mountpoint.display()
+            ),
+        );
+        return Ok(());
+    }
+    let status = child.wait().ok();
+    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&log_path);
+    let msg = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("hudifs: "))
+        .map(|l| l.trim_start_matches("hudifs: ").to_string())
+        .unwrap_or_else(|| {
+            if journal {
+                format!(
+                    "the daemon exited ({status:?}) before the mount was live (see the journal)"
+                )
+            } else {
+                format!("the daemon exited ({status:?}) before the mount was live: {text}")
+            }
+        });
+    Err(Error::Mount(msg))
+}
+
+/// `hudifs umount`: unmount, also when the daemon died ("Transport endpoint is not connected").
+pub fn umount(mountpoint: &Path) -> Result<()> {
+    let abs = std::path::absolute(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    if !is_mount_point(&abs) {
+        return Err(Error::Mount(format!("{} is not mounted", abs.display())));
+    }
+    let c = std::ffi::CString::new(abs.as_os_str().as_encoded_bytes())
+        .map_err(|_| Error::Usage("mount point contains a NUL byte".into()))?;
+    // SAFETY: `c` is a valid C string.
+    let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
+    // A daemon that died left its state file behind (a live one removes its own on exit).
+    let forget = || {
+        let _ = std::fs::remove_file(crate::status::state_path(&log_path(&abs)));
+    };
+    if rc == 0 {
+        forget();
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EBUSY) => Err(Error::io(
+            abs.display().to_string(),
+            std::io::Error::new(
+                err.kind(),
+                "busy: a process still uses the mount (see `fuser -m`), close it and retry",
+            ),
+        )),
+        Some(libc::EPERM) => fusermount_unmount(&abs),
+        _ => {
+            // A dead daemon's mount: detach it.
+            // SAFETY: `c` is a valid C string.
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+                forget();
+                Ok(())
+            } else {
+                Err(Error::io(abs.display().to_string(), err))
+            }
+        }
+    }
+}
+
+fn fusermount_unmount(mp: &Path) -> Result<()> {
+    for bin in ["fusermount3", "fusermount"] {
+        if let Ok(status) = std::process::Command::new(bin).arg("-u").arg(mp).status() {
+            if status.success() {
+                return Ok(());
+            }
+        }
+    }
+    Err(Error::Mount(format!(
+        "cannot unmount {}: permission denied and no working fusermount3",
+        mp.display()
+    )))
+}
+
+/// The command line of the daemon a background launch starts: `mount -f` with every option of
+/// `args` (paths made absolute: the daemon does not share the caller's directory). A test parses
+/// it back and checks nothing is lost.
+fn daemon_argv(args: &MountArgs) -> Vec<OsString> {
     let mut child_args: Vec<OsString> = vec!["mount".into(), "-f".into()];
     child_args.push(args.table.clone().into());
     child_args.push(
@@ -364,96 +535,79 @@ fn launch_background(args: &MountArgs) -> Result<()> {
     for o in &args.options {
         child_args.push(format!("-o{o}").into());
     }
-    let wfd = write_end.as_raw_fd();
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args(&child_args)
-        .env(READY_FD_ENV, wfd.to_string())
-        .env(DAEMON_ENV, "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(log);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::setsid();
-            libc::fcntl(wfd, libc::F_SETFD, 0);
-            Ok(())
-        });
+    if let Some(uid) = args.uid {
+        child_args.push(format!("--uid={uid}").into());
     }
-    let mut child = cmd.spawn().map_err(|e| Error::io("spawn daemon", e))?;
-    drop(write_end);
-    let mut reader = std::fs::File::from(read_end);
-    let mut buf = [0u8; 1];
-    let got = reader.read(&mut buf).unwrap_or(0);
-    if got == 1 && buf[0] == b'R' {
-        println!(
-            "hudifs: mounted {} at {} (daemon pid {}, log {})",
-            args.table.display(),
-            args.mountpoint.display(),
-            child.id(),
-            log_path.display()
+    if let Some(gid) = args.gid {
+        child_args.push(format!("--gid={gid}").into());
+    }
+    if let Some(mode) = args.file_mode {
+        child_args.push(format!("--file-mode={mode:o}").into());
+    }
+    if let Some(mode) = args.dir_mode {
+        child_args.push(format!("--dir-mode={mode:o}").into());
+    }
+    if args.default_permissions {
+        child_args.push("--default-permissions".into());
+    }
+    child_args
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(argv: &[OsString]) -> MountArgs {
+        let mut full = vec![OsString::from("hudifs")];
+        full.extend(argv.iter().cloned());
+        match Cli::try_parse_from(full).unwrap().command {
+            Command::Mount(m) => m,
+            c => panic!("not a mount: {c:?}"),
+        }
+    }
+
+    #[test]
+    fn the_daemon_gets_every_option_of_a_background_launch() {
+        let given = parse(
+            &[
+                "mount",
+                "/t",
+                "/m",
+                "--read-optimized",
+                "--allow-other",
+                "--no-passthrough",
+                "--timezone",
+                "UTC",
+                "--poll-interval",
+                "250",
+                "--threads",
+                "7",
+                "--merge-cache",
+                "/c",
+                "--merge-cache-size",
+                "3G",
+                "--merge-memory",
+                "64M",
+                "-o",
+                "fsname=x",
+                "--uid",
+                "12",
+                "--gid",
+                "34",
+                "--file-mode",
+                "0440",
+                "--dir-mode",
+                "0550",
+                "--default-permissions",
+            ]
+            .map(OsString::from),
         );
-        return Ok(());
+        let mut got = parse(&daemon_argv(&given));
+        assert!(got.foreground);
+        got.foreground = given.foreground;
+        assert_eq!(format!("{got:?}"), format!("{given:?}"));
     }
-    let status = child.wait().ok();
-    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&log_path);
-    let msg = text
-        .lines()
-        .rev()
-        .find(|l| l.starts_with("hudifs: "))
-        .map(|l| l.trim_start_matches("hudifs: ").to_string())
-        .unwrap_or_else(|| {
-            format!("the daemon exited ({status:?}) before the mount was live: {text}")
-        });
-    Err(Error::Mount(msg))
-}
-
-/// `hudifs umount`: unmount, also when the daemon died ("Transport endpoint is not connected").
-pub fn umount(mountpoint: &Path) -> Result<()> {
-    let abs = std::path::absolute(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
-    if !is_mount_point(&abs) {
-        return Err(Error::Mount(format!("{} is not mounted", abs.display())));
-    }
-    let c = std::ffi::CString::new(abs.as_os_str().as_encoded_bytes())
-        .map_err(|_| Error::Usage("mount point contains a NUL byte".into()))?;
-    // SAFETY: `c` is a valid C string.
-    let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::EBUSY) => Err(Error::io(
-            abs.display().to_string(),
-            std::io::Error::new(
-                err.kind(),
-                "busy: a process still uses the mount (see `fuser -m`), close it and retry",
-            ),
-        )),
-        Some(libc::EPERM) => fusermount_unmount(&abs),
-        _ => {
-            // A dead daemon's mount: detach it.
-            // SAFETY: `c` is a valid C string.
-            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
-                Ok(())
-            } else {
-                Err(Error::io(abs.display().to_string(), err))
-            }
-        }
-    }
-}
-
-fn fusermount_unmount(mp: &Path) -> Result<()> {
-    for bin in ["fusermount3", "fusermount"] {
-        if let Ok(status) = std::process::Command::new(bin).arg("-u").arg(mp).status() {
-            if status.success() {
-                return Ok(());
-            }
-        }
-    }
-    Err(Error::Mount(format!(
-        "cannot unmount {}: permission denied and no working fusermount3",
-        mp.display()
-    )))
 }

@@ -604,12 +604,18 @@ impl MountConfig {
                 let opt = match o {
                     "rw" => return Err("-o rw: hudifs mounts are always read-only".into()),
                     "ro" => MountOption::RO,
+                    "default_permissions" => MountOption::DefaultPermissions,
+                    "noexec" => MountOption::NoExec,
                     "allow_other" => {
                         allow_other = true;
                         continue;
                     }
                     o => match o.split_once('=') {
-                        Some(("fsname", v)) => MountOption::FSName(v.to_string()),
+                        Some(("fsname", v)) => {
+                            // Replaces the default: the mount takes the first name given.
+                            opts.retain(|o| !matches!(o, MountOption::FSName(_)));
+                            MountOption::FSName(v.to_string())
+                        }
                         _ => MountOption::CUSTOM(o.to_string()),
                     },
                 };

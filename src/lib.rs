@@ -7,11 +7,27 @@
 //! - `follow`: following writers (inotify or polling) and installing new snapshots;
 //! - `fuse`: the FUSE adapter, the only module that knows `fuser`;
 //! - `daemon`: mount and umount, background launch, signals;
-//! - `cli`: the command line; `error`: its errors and exit codes.
+//! - `cli`: the command line; `error`: its errors and exit codes;
+//! - `options`: `-o` options as mount(8) and fstab give them; `access`: owner and modes;
+//! - `notify`: systemd readiness; `status`: `hudifs status` and the daemon's state file;
+//! - `manual`: completions and the man page.
 
+/// `hudifs --version`: the package version and the build's git revision (`build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("HUDIFS_GIT_REV"),
+    ")"
+);
+
+pub mod access;
 pub mod cli;
 pub mod daemon;
 pub mod error;
 pub mod follow;
 pub mod fs;
 pub mod fuse;
+pub mod manual;
+pub mod notify;
+pub mod options;
+pub mod status;

@@ -1,4 +1,4 @@
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use hudifs::cli::{Cli, Command};
 
 fn main() {
@@ -6,13 +6,26 @@ fn main() {
         env_logger::Env::default().default_filter_or("warn,hudifs=info,fuser=error"),
     )
     .init();
-    let cli = Cli::parse();
+    // `hudifs TABLE MNT -o OPTS`, as mount.fuse3 runs it, is `hudifs mount TABLE MNT -o OPTS`.
+    let names: Vec<String> = Cli::command()
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .chain(["help".to_string()])
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let cli = Cli::parse_from(hudifs::options::helper_argv(
+        std::env::args_os().collect(),
+        &names,
+    ));
     let mut stdout = std::io::stdout().lock();
     let result = match &cli.command {
         Command::Ls(args) => hudifs::cli::run_ls(args, &mut stdout),
         Command::Timeline(args) => hudifs::cli::run_timeline(args, &mut stdout),
         Command::Mount(args) => hudifs::daemon::mount(args),
         Command::Umount { mountpoint } => hudifs::daemon::umount(mountpoint),
+        Command::Status(args) => hudifs::status::run(args, &mut stdout),
+        Command::Completions { shell } => hudifs::manual::completions(*shell, &mut stdout),
+        Command::Man => hudifs::manual::man(&mut stdout),
     };
     if let Err(e) = result {
         eprintln!("hudifs: {e}");

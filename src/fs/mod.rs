@@ -123,6 +123,9 @@ pub struct FsOptions {
     pub zone: Option<TimelineZone>,
     /// The merged view's cache and limits.
     pub merge: MergeSettings,
+    /// Owner and permission bits shown on every node (`--uid`, `--gid`, `--file-mode`,
+    /// `--dir-mode`); unset parts keep the defaults (`ops.rs`).
+    pub access: crate::access::Access,
 }
 
 /// An open file: a table file's storage handle, or the bytes of a rendered timeline file.
@@ -198,6 +201,10 @@ impl HudiFs {
             // SAFETY: plain getters without preconditions.
             None => unsafe { (libc::getuid(), libc::getgid()) },
         };
+        let (uid, gid) = (
+            opts.access.uid.unwrap_or(uid),
+            opts.access.gid.unwrap_or(gid),
+        );
         Ok(HudiFs {
             store,
             opts,

@@ -77,7 +77,7 @@ impl HudiFs {
                 kind: Kind::Dir,
                 size: 0,
                 mtime: self.root_mtime,
-                perm: 0o555,
+                perm: self.opts.access.dir_mode.unwrap_or(0o555),
                 uid: self.uid,
                 gid: self.gid,
             },
@@ -92,7 +92,7 @@ impl HudiFs {
                 kind: Kind::File,
                 size: f.size,
                 mtime: f.mtime(),
-                perm: f.mode & 0o555,
+                perm: self.opts.access.file_mode.unwrap_or(f.mode & 0o555),
                 uid: self.uid,
                 gid: self.gid,
             },
@@ -154,7 +154,7 @@ impl HudiFs {
                 let mut e = self.dir_entry(ino, TTL_FRESH);
                 e.attr.kind = Kind::File;
                 e.attr.size = bytes.len() as u64;
-                e.attr.perm = 0o444;
+                e.attr.perm = self.opts.access.file_mode.unwrap_or(0o444);
                 e.attr.mtime = mtime.unwrap_or(self.root_mtime);
                 Ok(e)
             }
@@ -389,7 +389,7 @@ impl HudiFs {
             let entry = self.getattr(ino).unwrap_or_else(|_| {
                 let mut entry = self.dir_entry(ino, TTL_FRESH);
                 entry.attr.kind = Kind::File;
-                entry.attr.perm = 0o444;
+                entry.attr.perm = self.opts.access.file_mode.unwrap_or(0o444);
                 entry
             });
             out.push(DirEntry {

@@ -101,22 +101,7 @@ impl MountGuard {
             .output()
             .map_err(|e| format!("{}: {e}", hudifs.display()))?;
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        let pid = stdout
-            .split("daemon pid ")
-            .nth(1)
-            .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
-            .and_then(|s| s.parse().ok());
-        let log = stdout
-            .split(", log ")
-            .nth(1)
-            .map(|s| PathBuf::from(s.trim().trim_end_matches(')')));
-        let guard = MountGuard {
-            hudifs: hudifs.to_path_buf(),
-            mnt: mnt.to_path_buf(),
-            _dir: None,
-            pid,
-            log,
-        };
+        let guard = MountGuard::adopt(hudifs, mnt, &stdout);
         if !out.status.success() {
             return Err(format!(
                 "hudifs mount {} failed: {}{}",
@@ -126,6 +111,29 @@ impl MountGuard {
             ));
         }
         Ok(guard)
+    }
+
+    /// Take charge of a mount at `mnt` made some other way (`mount -t fuse.hudifs`, `mount -T
+    /// FSTAB`, a foreground daemon), from what `hudifs mount` printed on standard output (the
+    /// daemon's pid and log; none when empty); `hudifs` is the program that unmounts it on drop.
+    pub fn adopt(hudifs: &Path, mnt: &Path, stdout: &str) -> MountGuard {
+        let pid = stdout
+            .split("daemon pid ")
+            .nth(1)
+            .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|s| s.parse().ok());
+        let log = stdout
+            .split(", log ")
+            .nth(1)
+            .and_then(|s| s.lines().next())
+            .map(|s| PathBuf::from(s.trim().trim_end_matches(')')));
+        MountGuard {
+            hudifs: hudifs.to_path_buf(),
+            mnt: mnt.to_path_buf(),
+            _dir: None,
+            pid,
+            log,
+        }
     }
 
     /// The mount point.
@@ -176,7 +184,7 @@ impl MountGuard {
                 let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
             }
         }
-        if let Some(log) = self.log.take() {
+        if let Some(log) = self.log.take().filter(|l| l.is_absolute()) {
             let _ = std::fs::remove_file(log);
         }
     }

@@ -1,0 +1,406 @@
+//! `hudifs status [MOUNTPOINT] [--json]`: the live hudifs mounts (SEMANTICS.md §7.9), and the
+//! small state file each daemon keeps beside its log so that status can name its pid and log.
+//!
+//! Mounts come from `/proc/self/mountinfo` (file-system type `fuse.hudifs`, or a source starting
+//! with `hudifs:`); the instant `latest/` shows from its `user.hudi.instant` attribute, read with
+//! a time limit so that a hung daemon cannot hang status; pid and log from the daemon's state file
+//! (`<log file>.state`: JSON, written once the mount is live, removed when the daemon exits),
+//! looked for in `$TMPDIR/hudifs-<uid>/` and `/tmp/hudifs-<uid>/`, where `<uid>` is the mount's
+//! owner as the kernel records it. Nothing secret is written or printed: a table URL loses its
+//! user information and query.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::cli::StatusArgs;
+use crate::error::{Error, Result};
+
+/// How long status waits for a mount to answer.
+const ANSWER_WITHIN: Duration = Duration::from_secs(2);
+
+/// What a daemon records about its mount.
+#[derive(Debug, Clone, PartialEq)]
+pub struct State {
+    pub mountpoint: PathBuf,
+    pub table: String,
+    pub pid: u32,
+    /// The log file, or `stderr` / `journal`.
+    pub log: String,
+}
+
+impl State {
+    fn to_json(&self) -> Value {
+        json!({
+            "mountpoint": self.mountpoint,
+            "table": redact(&self.table),
+            "pid": self.pid,
+            "log": self.log,
+            "version": crate::VERSION,
+        })
+    }
+
+    fn from_json(v: &Value) -> Option<State> {
+        Some(State {
+            mountpoint: PathBuf::from(v.get("mountpoint")?.as_str()?),
+            table: v.get("table")?.as_str()?.to_string(),
+            pid: u32::try_from(v.get("pid")?.as_u64()?).ok()?,
+            log: v.get("log")?.as_str()?.to_string(),
+        })
+    }
+
+    /// Write the state file `path` (atomically); the returned guard removes it when dropped.
+    pub fn write(&self, path: &Path) -> std::io::Result<StateFile> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("state.tmp");
+        std::fs::write(&tmp, format!("{:#}\n", self.to_json()))?;
+        std::fs::rename(&tmp, path)?;
+        Ok(StateFile(path.to_path_buf()))
+    }
+}
+
+/// A written state file, removed on drop (when the daemon exits).
+pub struct StateFile(PathBuf);
+
+impl Drop for StateFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The state file of a daemon whose log is `log` (also for a foreground daemon, which logs to
+/// standard error: the file is where its log would be).
+pub fn state_path(log: &Path) -> PathBuf {
+    log.with_extension("state")
+}
+
+/// A table location without user information or query (where credentials could be).
+pub fn redact(table: &str) -> String {
+    let Some((scheme, rest)) = table.split_once("://") else {
+        return table.to_string();
+    };
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let host = authority
+        .rsplit_once('@')
+        .map(|(_, h)| h)
+        .unwrap_or(authority);
+    format!("{scheme}://{host}{path}")
+}
+
+/// A hudifs mount as the mount table shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MountEntry {
+    pub mountpoint: PathBuf,
+    pub source: String,
+    pub fstype: String,
+    /// The mount's owner (`user_id=` of the FUSE super-block options).
+    pub user_id: Option<u32>,
+}
+
+fn unescape(s: &str) -> String {
+    // Octal escapes of space, tab, newline and backslash.
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 4 <= b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            if let Ok(n) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
+                out.push(n);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).to_string()
+}
+
+/// The hudifs mounts of a mountinfo text.
+pub fn hudifs_mounts(mountinfo: &str) -> Vec<MountEntry> {
+    let mut out = Vec::new();
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let Some(mp) = left.split(' ').nth(4) else {
+            continue;
+        };
+        let mut r = right.split(' ');
+        let (Some(fstype), Some(source)) = (r.next(), r.next()) else {
+            continue;
+        };
+        let source = unescape(source);
+        if fstype != "fuse.hudifs" && !source.starts_with("hudifs:") {
+            continue;
+        }
+        let user_id = r.next().and_then(|opts| {
+            opts.split(',')
+                .find_map(|o| o.strip_prefix("user_id="))
+                .and_then(|v| v.parse().ok())
+        });
+        out.push(MountEntry {
+            mountpoint: PathBuf::from(unescape(mp)),
+            source,
+            fstype: fstype.to_string(),
+            user_id,
+        });
+    }
+    out
+}
+
+/// The live daemon's state for `m`: a state file in one of the places a daemon of its owner
+/// writes one, that names this mount point and a live process.
+fn find_state(m: &MountEntry) -> Option<State> {
+    // SAFETY: no preconditions.
+    let uid = m.user_id.unwrap_or_else(|| unsafe { libc::getuid() });
+    let mut dirs = vec![std::env::temp_dir().join(format!("hudifs-{uid}"))];
+    let tmp = PathBuf::from("/tmp").join(format!("hudifs-{uid}"));
+    if !dirs.contains(&tmp) {
+        dirs.push(tmp);
+    }
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.extension().is_none_or(|x| x != "state") {
+                continue;
+            }
+            let Some(state) = std::fs::read_to_string(&p)
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .and_then(|v| State::from_json(&v))
+            else {
+                continue;
+            };
+            if state.mountpoint == m.mountpoint && process_alive(state.pid) {
+                return Some(state);
+            }
+        }
+    }
+    None
+}
+
+fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| !s.is_empty() && !s.contains(") Z "))
+}
+
+/// The instant `latest/` of the mount at `mp` shows, or why it could not be read.
+fn latest_instant(mp: &Path) -> std::result::Result<String, String> {
+    let path = mp.join("latest");
+    let (tx, rx) = std::sync::mpsc::channel();
+    // A hung daemon would block this thread for good: it is left behind (the process exits).
+    std::thread::spawn(move || {
+        let _ = tx.send(read_xattr(&path, "user.hudi.instant"));
+    });
+    match rx.recv_timeout(ANSWER_WITHIN) {
+        Ok(Ok(v)) => Ok(v),
+        // ECONNABORTED right after the daemon died, ENOTCONN from then on.
+        Ok(Err(e)) if matches!(e.raw_os_error(), Some(libc::ENOTCONN | libc::ECONNABORTED)) => {
+            Err("dead (the daemon is gone): run `hudifs umount`".into())
+        }
+        Ok(Err(e)) if e.raw_os_error() == Some(libc::ENODATA) => Err("none".into()),
+        Ok(Err(e)) => Err(format!("unreadable: {e}")),
+        Err(_) => Err(format!(
+            "unresponsive (no answer within {}s)",
+            ANSWER_WITHIN.as_secs()
+        )),
+    }
+}
+
+fn read_xattr(path: &Path, name: &str) -> std::io::Result<String> {
+    let p = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let n = std::ffi::CString::new(name).expect("attribute name");
+    let mut buf = vec![0u8; 256];
+    // SAFETY: valid C strings and a buffer of the length given.
+    let len = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if len < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buf.truncate(len as usize);
+    Ok(String::from_utf8_lossy(&buf).to_string())
+}
+
+/// One mount as status reports it.
+fn describe(m: &MountEntry) -> Value {
+    let state = find_state(m);
+    let table = state
+        .as_ref()
+        .map(|s| redact(&s.table))
+        .or_else(|| m.source.strip_prefix("hudifs:").map(redact));
+    let (latest, problem) = match latest_instant(&m.mountpoint) {
+        Ok(t) => (Some(t), None),
+        Err(e) => (None, Some(e)),
+    };
+    json!({
+        "mountpoint": m.mountpoint,
+        "source": redact(&m.source),
+        "table": table,
+        "latest_instant": latest,
+        "problem": problem,
+        "pid": state.as_ref().map(|s| s.pid),
+        "log": state.as_ref().map(|s| s.log.clone()),
+    })
+}
+
+/// `hudifs status`.
+pub fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<()> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| Error::io("/proc/self/mountinfo", e))?;
+    let mut mounts = hudifs_mounts(&info);
+    if let Some(mp) = &args.mountpoint {
+        let want = mp
+            .canonicalize()
+            .or_else(|_| std::path::absolute(mp))
+            .map_err(|e| Error::io(mp.display().to_string(), e))?;
+        mounts.retain(|m| m.mountpoint == want);
+        if mounts.is_empty() {
+            return Err(Error::Mount(format!(
+                "{} is not a hudifs mount",
+                want.display()
+            )));
+        }
+    }
+    let rows: Vec<Value> = mounts.iter().map(describe).collect();
+    let w = |e: std::io::Error| Error::io("<stdout>", e);
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &json!({ "mounts": rows }))
+            .map_err(|e| w(e.into()))?;
+        writeln!(out).map_err(w)?;
+        return Ok(());
+    }
+    if rows.is_empty() {
+        writeln!(out, "no hudifs mounts").map_err(w)?;
+        return Ok(());
+    }
+    let s = |v: &Value| match v {
+        Value::Null => "-".to_string(),
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    let table: Vec<[String; 5]> = rows
+        .iter()
+        .map(|r| {
+            let latest = match (&r["latest_instant"], &r["problem"]) {
+                (Value::String(t), _) => t.clone(),
+                (_, p) => s(p),
+            };
+            [
+                s(&r["mountpoint"]),
+                s(&r["table"]),
+                latest,
+                s(&r["pid"]),
+                s(&r["log"]),
+            ]
+        })
+        .collect();
+    let head = ["MOUNT POINT", "TABLE", "LATEST", "PID", "LOG"];
+    let width: Vec<usize> = (0..4)
+        .map(|i| {
+            table
+                .iter()
+                .map(|r| r[i].chars().count())
+                .chain([head[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for r in std::iter::once(head.map(String::from)).chain(table) {
+        writeln!(
+            out,
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            w0 = width[0],
+            w1 = width[1],
+            w2 = width[2],
+            w3 = width[3]
+        )
+        .map_err(w)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INFO: &str = "\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+40 22 0:45 / /mnt/trips rw,nosuid,nodev,relatime shared:20 - fuse.hudifs hudifs:/data/trips ro,user_id=0,group_id=0,allow_other
+41 22 0:46 / /mnt/with\\040space ro,nosuid,nodev master:3 - fuse hudifs:/data/b ro,user_id=1000,group_id=1000
+42 22 0:47 / /mnt/ssh rw,nosuid,nodev - fuse.sshfs host:/x rw,user_id=0,group_id=0
+43 22 0:48 / /mnt/named ro - fuse.hudifs trips ro,user_id=0,group_id=0
+";
+
+    #[test]
+    fn hudifs_mounts_by_type_or_source() {
+        let m = hudifs_mounts(INFO);
+        let points: Vec<_> = m
+            .iter()
+            .map(|m| m.mountpoint.display().to_string())
+            .collect();
+        assert_eq!(points, ["/mnt/trips", "/mnt/with space", "/mnt/named"]);
+        assert_eq!(m[0].source, "hudifs:/data/trips");
+        assert_eq!(m[0].user_id, Some(0));
+        assert_eq!(m[1].user_id, Some(1000));
+        assert_eq!(m[2].source, "trips");
+    }
+
+    #[test]
+    fn secrets_never_leave() {
+        assert_eq!(redact("/data/trips"), "/data/trips");
+        assert_eq!(redact("s3://bucket/t"), "s3://bucket/t");
+        assert_eq!(
+            redact("s3://AKIA:secret@bucket/t?X-Amz-Signature=abc"),
+            "s3://bucket/t"
+        );
+        assert_eq!(redact("https://u:p@host:9000"), "https://host:9000");
+    }
+
+    #[test]
+    fn state_files_round_trip_and_go_away() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("mnt_trips.log");
+        let st = State {
+            mountpoint: "/mnt/trips".into(),
+            table: "s3://k:s@b/t".into(),
+            pid: std::process::id(),
+            log: log.display().to_string(),
+        };
+        let path = state_path(&log);
+        assert_eq!(path, dir.path().join("mnt_trips.state"));
+        let guard = st.write(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("k:s"), "{text}");
+        let back = State::from_json(&serde_json::from_str(&text).unwrap()).unwrap();
+        assert_eq!(back.table, "s3://b/t");
+        assert_eq!((back.pid, &back.mountpoint), (st.pid, &st.mountpoint));
+        drop(guard);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn mountinfo_escapes() {
+        assert_eq!(unescape("a\\040b\\011c\\134d"), "a b\tc\\d");
+        assert_eq!(unescape("plain\\"), "plain\\");
+    }
+}
