@@ -1,9 +1,11 @@
-//! The merged view against the fixture tables: every merge-on-read fixture, `latest` and every
-//! `as_of` time of its expected answers, every slice merged by hudifs-merge, the rows read
-//! back with pyarrow and compared as multisets with hudi-rs 0.5.0's `read()` of the same
-//! snapshot and, for `latest`, with Spark's gold data shipped in the fixture zip.
+//! The merged view against the fixture tables, through a real mount: every merge-on-read
+//! fixture mounted, `merged/latest/` and `merged/as_of/<T>/` for every `as_of` time of its
+//! expected answers read with pyarrow, the rows compared as multisets with hudi-rs 0.5.0's
+//! `read()` of the same snapshot and, for `merged/latest/`, with Spark's gold data shipped in the
+//! fixture zip. Slices hudifs cannot merge (Lance base files, HFile log blocks) must fail with
+//! EOPNOTSUPP and a log line naming the reason.
 //!
-//! Python with pyarrow and `hudi==0.5.0`: see `tests/merge/support.rs`.
+//! Python with pyarrow and `hudi==0.5.0`: `common::python`.
 
 mod common;
 #[path = "merge/support.rs"]
@@ -12,17 +14,18 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use hudifs_core::instant_time::InstantTime;
-use hudifs_core::viewkey::ViewKey;
+use common::MountGuard;
 use serde_json::{json, Value};
-use support::{merge_view, python};
 
 #[test]
 fn merged_slices_match_hudi_rs_and_spark() {
     let Some(dir) = common::fixtures_dir() else {
         return;
     };
-    let py = python();
+    if !common::fuse_available() {
+        return;
+    }
+    let py = common::python();
     let mut totals: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut notes = Vec::new();
     for fx in common::fixtures(&dir) {
@@ -44,11 +47,14 @@ fn merged_slices_match_hudi_rs_and_spark() {
     }
     let report = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/merge-fixtures.txt");
     let _ = std::fs::write(&report, format!("{totals:#?}\n{}\n", notes.join("\n")));
-    // Refused: only the slices with Lance base files and HFile log blocks (EOPNOTSUPP).
+    // Refused: only the slices with Lance base files and HFile log blocks (EOPNOTSUPP, and the
+    // daemon said why).
     for n in &notes {
         if n.contains("refused") {
             assert!(
-                n.contains("base file format \"lance\"") || n.contains("an HFile data block"),
+                n.contains("errno 95")
+                    && ((n.contains("base file format") && n.contains("lance"))
+                        || n.contains("an HFile data block")),
                 "unexpected refusal: {n}"
             );
         }
@@ -85,34 +91,37 @@ fn compare_table(
             .map(|i| i.requested.to_string())
             .collect()
     });
-    let mut views = vec![("latest".to_string(), None::<String>, ViewKey::Latest)];
-    for t in times {
-        views.push((
-            format!("as_of/{t}"),
-            Some(t.clone()),
-            ViewKey::AsOf(InstantTime::parse(&t).unwrap()),
-        ));
-    }
-    let mut req = Vec::new();
-    for (label, as_of, key) in &views {
-        let out = tmp.path().join("merged").join(label.replace('/', "_"));
-        std::fs::create_dir_all(&out).unwrap();
-        let r = merge_view(&root, &snap, key, &out);
-        if let Err(e) = &r {
-            *totals.entry("views refused").or_default() += 1;
-            notes.push(format!("{name} {label}: refused: {e}"));
-        }
-        req.push(json!({"label": label, "as_of": as_of, "dir": out, "refused": r.as_ref().err()}));
-    }
+    let cache = tmp.path().join("merge-cache");
+    let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+    let mut views = vec![("latest".to_string(), None::<String>)];
+    views.extend(times.into_iter().map(|t| (format!("as_of/{t}"), Some(t))));
+    let req: Vec<Value> = views
+        .iter()
+        .map(|(label, as_of)| {
+            let dir = m.path().join("merged").join(label);
+            json!({"label": label, "as_of": as_of, "dir": dir})
+        })
+        .collect();
     let input = json!({"table": root, "gold": gold.is_dir().then_some(&gold), "views": req});
     let res: Value = support::compare(py, &input);
     *totals.entry("tables").or_default() += 1;
     if let Some(e) = res.get("hudi_error") {
         notes.push(format!("{name}: hudi-rs cannot open the table: {e}"));
     }
+    let log = m.log_text();
     for v in res["views"].as_array().unwrap() {
         *totals.entry("views").or_default() += 1;
         let label = v["label"].as_str().unwrap();
+        if let Some(e) = v.get("read_error") {
+            *totals.entry("views refused").or_default() += 1;
+            // The daemon's one log line per refused slice says why.
+            let why: Vec<&str> = log.lines().filter(|l| l.contains("refused")).collect();
+            notes.push(format!(
+                "{name} {label}: refused: errno {} ({}); daemon: {why:?}",
+                e["errno"], e["error"]
+            ));
+            continue;
+        }
         for (who, k) in [("hudi_rs", "hudi-rs"), ("spark", "spark")] {
             let hudi = who == "hudi_rs";
             let Some(c) = v.get(who) else {
@@ -172,7 +181,10 @@ fn extra_tables_against_hudi_rs() {
         eprintln!("SKIP: HUDIFS_MERGE_EXTRA_TABLES not set");
         return;
     };
-    let py = python();
+    if !common::fuse_available() {
+        return;
+    }
+    let py = common::python();
     let mut zips = Vec::new();
     let mut stack = vec![std::path::PathBuf::from(dir)];
     while let Some(d) = stack.pop() {

@@ -83,7 +83,7 @@ fn check(version: u32) {
         }
         req.push(json!({"label": label, "as_of": as_of, "dir": out}));
     }
-    let py = support::python();
+    let py = common::python();
     let res = support::compare(&py, &json!({"table": root, "gold": null, "views": req}));
     let mut bad = Vec::new();
     for v in res["views"].as_array().unwrap() {

@@ -11,45 +11,6 @@ use std::process::Command;
 use common::MountGuard;
 use serde_json::Value;
 
-/// A Python with duckdb and pyarrow: `HUDIFS_PYTHON`, else a venv in target/pyenv (created and
-/// filled from PyPI on first use).
-fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("HUDIFS_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pyenv");
-    let py = venv.join("bin/python");
-    let ok = |py: &Path| {
-        Command::new(py)
-            .args(["-c", "import duckdb, pyarrow"])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !ok(&py) {
-        let st = Command::new("python3")
-            .arg("-m")
-            .arg("venv")
-            .arg(&venv)
-            .status()
-            .expect("python3 -m venv");
-        assert!(st.success(), "could not create {}", venv.display());
-        let st = Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(["duckdb", "pyarrow"])
-            .status()
-            .expect("pip install");
-        assert!(st.success(), "pip install duckdb pyarrow failed");
-    }
-    assert!(ok(&py), "{} cannot import duckdb and pyarrow", py.display());
-    py
-}
-
 fn count_rows(py: &Path, dirs: &[PathBuf]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/readers.py");
     let arg = serde_json::to_string(&dirs.iter().map(|d| d.to_str().unwrap()).collect::<Vec<_>>())
@@ -71,7 +32,7 @@ fn duckdb_and_pyarrow_read_the_mount_with_sparks_row_counts() {
     if !common::fuse_available() {
         return;
     }
-    let py = python();
+    let py = common::python();
     let mut checked = 0;
     let mut problems = Vec::new();
     for fx in common::fixtures(&dir) {

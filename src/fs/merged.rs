@@ -349,7 +349,7 @@ impl HudiFs {
             }
             Err(e) => {
                 if !ms.logged.swap(true, Ordering::Relaxed) {
-                    log::warn!("merged/{}/{}: {e}", ms.partition, ms.name);
+                    log::warn!("merged file {}: {e}", super::join(&ms.partition, &ms.name));
                 }
                 Err(e)
             }
@@ -408,8 +408,8 @@ impl HudiFs {
                 open(&p).map_err(|e| Error::io(p.display().to_string(), e))
             }
             _ => Err(Error::Corrupt(format!(
-                "merged/{}/{}: merged again to a different file",
-                ms.partition, ms.name
+                "merged file {}: merged again to a different file",
+                super::join(&ms.partition, &ms.name)
             ))),
         }
     }

@@ -1,6 +1,7 @@
 //! Shared test support: the fixture tables (fetched on first use from the PyPI source
 //! distribution of `hudi` 0.5.0 into target/fixtures by scripts/fetch-fixtures), unzipped into
-//! temporary folders, and their expected answers (tests/fixtures/, see its README.md).
+//! temporary folders, and their expected answers (tests/fixtures/, see its README.md); the
+//! Python the reader tests run (pyarrow, DuckDB, hudi-rs).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -344,4 +345,57 @@ pub fn config(root: &Path) -> TableConfig {
 /// The table at `root`, read.
 pub fn snapshot(root: &Path) -> Snapshot {
     Snapshot::open(store(root)).unwrap()
+}
+
+/// The Python packages the reader tests need: pyarrow and DuckDB (plain Parquet readers) and
+/// hudi 0.5.0 (hudi-rs, the reference reader of the merged view).
+const PYTHON_PACKAGES: [&str; 3] = ["pyarrow", "duckdb", "hudi==0.5.0"];
+
+/// A Python with [`PYTHON_PACKAGES`]: `HUDIFS_PYTHON`, else a virtual environment in
+/// target/pyenv, created and filled from PyPI on first use.
+pub fn python() -> PathBuf {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        use std::process::Command;
+        if let Ok(p) = std::env::var("HUDIFS_PYTHON") {
+            return PathBuf::from(p);
+        }
+        let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pyenv");
+        let py = venv.join("bin/python");
+        let ok = |py: &Path| {
+            Command::new(py)
+                .args([
+                    "-c",
+                    "import duckdb, pyarrow, hudi; assert hudi.__version__ == '0.5.0'",
+                ])
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !ok(&py) {
+            if !py.exists() {
+                let st = Command::new("python3")
+                    .args(["-m", "venv"])
+                    .arg(&venv)
+                    .status()
+                    .expect("python3 -m venv");
+                assert!(st.success(), "could not create {}", venv.display());
+            }
+            let st = Command::new(&py)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
+                .args(PYTHON_PACKAGES)
+                .status()
+                .expect("pip install");
+            assert!(st.success(), "pip install {PYTHON_PACKAGES:?} failed");
+        }
+        assert!(ok(&py), "{} lacks {PYTHON_PACKAGES:?}", py.display());
+        py
+    })
+    .clone()
 }

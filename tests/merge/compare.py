@@ -1,7 +1,8 @@
 """Compare merged slices with hudi-rs 0.5.0's read() of the same snapshot and with Spark's gold
 data. Input (JSON on stdin): {"table": root, "gold": dir or null, "views": [{"label", "as_of"
 (or null for latest), "dir", "refused"}]}. Output: one JSON object on stdout with per-view
-results.
+results; a view whose files cannot be read (a merged file the mount refuses) has "read_error"
+with the errno and message instead.
 """
 import datetime
 import decimal
@@ -9,6 +10,7 @@ import glob
 import json
 import math
 import os
+import re
 import sys
 from collections import Counter
 
@@ -93,7 +95,16 @@ def main():
         r = {"label": v["label"]}
         if v.get("refused"):
             r["refused"] = v["refused"]
-        ours = read_dir(v["dir"]) if not v.get("refused") else None
+        ours = None
+        if not v.get("refused"):
+            try:
+                ours = read_dir(v["dir"])
+            except Exception as e:  # noqa: BLE001
+                m = re.search(r"errno (\d+)", str(e), re.I)
+                r["read_error"] = {
+                    "errno": getattr(e, "errno", None) or (int(m.group(1)) if m else None),
+                    "error": repr(e)[:300],
+                }
         if table is not None and ours is not None:
             try:
                 if v["as_of"] is None:

@@ -1,8 +1,9 @@
-//! Shared by the merged-view tests: the Python that reads merged files and runs hudi-rs, the
-//! merge of every slice of one view into a directory, and the comparison script.
+//! Shared by the merged-view tests: the merge of every slice of one view into a directory (in
+//! process, for comparing the engine alone), and the comparison script (pyarrow reads the
+//! merged files, hudi-rs reads the table; Python from `common::python`).
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use hudifs_core::snapshot::Snapshot;
@@ -10,51 +11,6 @@ use hudifs_core::viewkey::ViewKey;
 use hudifs_merge::{prepare, MergeConfig, MergeOptions, Plan};
 use hudifs_storage::LocalStore;
 use serde_json::Value;
-
-/// Python with pyarrow and `hudi==0.5.0` (hudi-rs): `HUDIFS_MERGE_PYTHON`, else a venv in
-/// target/pyenv-merge, created and filled from PyPI on first use.
-pub fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("HUDIFS_MERGE_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pyenv-merge");
-    let py = venv.join("bin/python");
-    let ok = |py: &Path| {
-        Command::new(py)
-            .args([
-                "-c",
-                "import pyarrow, hudi; assert hudi.__version__ == '0.5.0'",
-            ])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !ok(&py) {
-        let st = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .expect("python3 -m venv");
-        assert!(st.success(), "could not create {}", venv.display());
-        let st = Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(["hudi==0.5.0", "pyarrow"])
-            .status()
-            .expect("pip install");
-        assert!(st.success(), "pip install hudi==0.5.0 pyarrow failed");
-    }
-    assert!(
-        ok(&py),
-        "{} cannot import pyarrow and hudi 0.5.0",
-        py.display()
-    );
-    py
-}
 
 /// Merge every slice of one view into `out`; `Err` names the refusal.
 pub fn merge_view(

@@ -102,12 +102,14 @@ impl Slice {
 }
 
 /// The name of the merged file of a slice in `merged/`: the base file's own name for a slice
-/// without logs (it is that file), else `<fileId>_<slice instant>_<newest instant>.merged.parquet`,
-/// where the newest instant is the newest write the slice's files hold (the base instant or the
-/// newest log writer the view attributes).
+/// that needs no merge (a Parquet base file without logs: it is that file), else
+/// `<fileId>_<slice instant>_<newest instant>.merged.parquet`, where the newest instant is the
+/// newest write the slice's files hold (the base instant or the newest log writer the view
+/// attributes). A slice of a base file in another format is named like a merged one, so that a
+/// `*.parquet` glob meets it and fails (EOPNOTSUPP) instead of silently skipping it.
 pub fn merged_file_name(slice: &Slice, newest_instant: &str) -> String {
-    match (&slice.base, slice.logs.is_empty()) {
-        (Some(b), true) => b.path.name().to_string(),
+    match &slice.base {
+        Some(b) if !slice.needs_merge() => b.path.name().to_string(),
         _ => format!(
             "{}_{}_{}.merged.parquet",
             slice.file_id, slice.instant, newest_instant
