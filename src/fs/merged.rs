@@ -110,6 +110,9 @@ pub struct MergedSlice {
     /// The newest modification time of the inputs: the merged file's mtime.
     pub mtime: SystemTime,
     done: Mutex<Option<Done>>,
+    /// A refusal that the same inputs always give (EOPNOTSUPP, EFBIG): answered again without
+    /// reading the logs.
+    refused: Mutex<Option<Error>>,
     /// A refusal was logged (one log line per slice).
     logged: AtomicBool,
 }
@@ -192,6 +195,21 @@ impl MergedPartition {
             .binary_search_by(|(n, _)| (**n).cmp(name))
             .ok()
             .map(|i| self.entries[i].1)
+    }
+}
+
+/// Refusals as values (core `Error` is not `Clone`: it may carry an `io::Error`).
+trait CloneRefusal {
+    fn clone_refusal(&self) -> Error;
+}
+
+impl CloneRefusal for Error {
+    fn clone_refusal(&self) -> Error {
+        match self {
+            Error::Unsupported(m) => Error::Unsupported(m.clone()),
+            Error::TooBig(m) => Error::TooBig(m.clone()),
+            e => Error::Corrupt(e.to_string()),
+        }
     }
 }
 
@@ -283,6 +301,7 @@ impl HudiFs {
                 t: t.to_string(),
                 mtime,
                 done: Mutex::new(None),
+                refused: Mutex::new(None),
                 logged: AtomicBool::new(false),
             });
             entries.push((name, MergedNode::Slice(id)));
@@ -338,6 +357,9 @@ impl HudiFs {
                 },
             });
         }
+        if let Some(e) = &*lock(&ms.refused) {
+            return Err(e.clone_refusal());
+        }
         let r = self.merge_now(ms);
         match r {
             Ok(d) => {
@@ -348,6 +370,9 @@ impl HudiFs {
                 })
             }
             Err(e) => {
+                if matches!(e, Error::Unsupported(_) | Error::TooBig(_)) {
+                    *lock(&ms.refused) = Some(e.clone_refusal());
+                }
                 if !ms.logged.swap(true, Ordering::Relaxed) {
                     log::warn!("merged file {}: {e}", super::join(&ms.partition, &ms.name));
                 }

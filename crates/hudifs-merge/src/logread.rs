@@ -1,7 +1,7 @@
 //! Reading the log files of one slice: which blocks count (block-level filtering), and their
 //! records as Arrow batches or delete keys.
 //!
-//! The blocks are found by `hudifs_core::archive::scan_log_blocks`, the project's one parser of
+//! The blocks are found by `hudifs_core::logblock::scan_log_blocks`, the project's one parser of
 //! the Hudi log format (a corrupt stretch is skipped and reading resumes at the next magic, as
 //! Java's `HoodieLogFileReader` turns it into a corrupt block that the record reader skips).
 //! Then, in the order of the log files (Java's log-file comparator: instant, version, write
