@@ -79,6 +79,10 @@ pub struct LsArgs {
     /// Base files only (merge-on-read tables).
     #[arg(long, conflicts_with = "incremental")]
     pub read_optimized: bool,
+    /// The names merged/ shows: one per file slice, with the table files merged into it
+    /// (nothing is merged).
+    #[arg(long, conflicts_with_all = ["incremental", "read_optimized"])]
+    pub merged: bool,
     /// Time zone of naive times (default: the table's hoodie.table.timeline.timezone, else UTC).
     #[arg(long, value_name = "TZ")]
     pub timezone: Option<String>,
@@ -131,6 +135,9 @@ pub fn run_ls(args: &LsArgs, out: &mut dyn Write) -> Result<()> {
     };
     let view = table.resolve(&key, args.read_optimized)?;
     let w = |e: std::io::Error| Error::io("<stdout>", e);
+    if args.merged {
+        return print_merged(&key, &view, args.json, out);
+    }
     if args.json {
         let v = view_json(&key, &view, args.read_optimized);
         serde_json::to_writer_pretty(&mut *out, &v).map_err(|e| w(e.into()))?;
@@ -138,6 +145,45 @@ pub fn run_ls(args: &LsArgs, out: &mut dyn Write) -> Result<()> {
     } else {
         for f in &view.files {
             writeln!(out, "{}", f.rel_path()).map_err(w)?;
+        }
+    }
+    Ok(())
+}
+
+/// `hudifs ls --merged`: the slices of a view as `merged/` names them, each with its inputs.
+fn print_merged(key: &ViewKey, view: &View, json: bool, out: &mut dyn Write) -> Result<()> {
+    let w = |e: std::io::Error| Error::io("<stdout>", e);
+    let slices = hudifs_merge::slices_of_view(&view.files);
+    let path = |partition: &str, name: &str| {
+        if partition.is_empty() {
+            name.to_string()
+        } else {
+            format!("{partition}/{name}")
+        }
+    };
+    if json {
+        let files: Vec<_> = slices
+            .iter()
+            .map(|vs| {
+                let s = &vs.slice;
+                json!({
+                    "path": path(&s.partition, &vs.file_name()),
+                    "partition": s.partition,
+                    "file_id": s.file_id,
+                    "slice": s.instant,
+                    "newest_instant": vs.newest_instant,
+                    "merge": s.needs_merge(),
+                    "inputs": s.base.iter().chain(&s.logs).map(|i| i.path.as_str()).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let v = json!({"view": if matches!(key, ViewKey::Latest) { "merged/latest" } else { "merged/as_of" },
+            "instant": view.instant, "files": files});
+        serde_json::to_writer_pretty(&mut *out, &v).map_err(|e| w(e.into()))?;
+        writeln!(out).map_err(w)?;
+    } else {
+        for vs in &slices {
+            writeln!(out, "{}", path(&vs.slice.partition, &vs.file_name())).map_err(w)?;
         }
     }
     Ok(())

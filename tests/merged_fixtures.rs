@@ -93,6 +93,20 @@ fn compare_table(
     });
     let cache = tmp.path().join("merge-cache");
     let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+    // `hudifs ls --merged` names what merged/latest/ shows, from the same code.
+    let ls = std::process::Command::new(hudifs_testkit::mount::binary("hudifs"))
+        .args(["ls", "--merged"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let mut named: Vec<String> = String::from_utf8_lossy(&ls.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    named.sort();
+    let mut shown = common::walk_files(&m.path().join("merged/latest")).unwrap_or_default();
+    shown.sort();
+    assert_eq!(named, shown, "{name}: hudifs ls --merged vs merged/latest/");
     let mut views = vec![("latest".to_string(), None::<String>)];
     views.extend(times.into_iter().map(|t| (format!("as_of/{t}"), Some(t))));
     let req: Vec<Value> = views
