@@ -3,6 +3,7 @@
 //! - [`engine`]: one file slice (base file + committed log blocks) → one Parquet file holding
 //!   the rows a Hudi snapshot query returns for it ([`prepare`], [`Prepared::write_to`],
 //!   [`merge_slice`], [`merged_file_name`]).
+//!   The key map it merges log records in lives in `merger`, the parquet adapters in `chunks`.
 //! - [`cache`]: the disk cache of merged files (LRU by bytes, private, checked before reuse,
 //!   one merge per slice at a time): [`MergeCache::ensure`] gives path and size.
 //! - [`config`]: the table configuration the merge depends on ([`MergeConfig`]).
@@ -13,10 +14,12 @@
 
 pub mod avro;
 pub mod cache;
+mod chunks;
 pub mod config;
 pub mod engine;
 mod error;
 pub mod logread;
+mod merger;
 pub mod order;
 pub mod schema;
 pub mod view;

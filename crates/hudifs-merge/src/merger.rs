@@ -1,0 +1,440 @@
+//! The key map of one slice's merge: log records by record key, merged with each other (the
+//! delta merge) and then with the base rows (the final merge), and the assembly of output
+//! batches from the base batch and the decoded log batches (engine.rs, steps 1-3).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{DataType, SchemaRef};
+
+use crate::config::{KeyGen, MergeConfig, MergeMode};
+use crate::error::{MergeError, Result};
+use crate::order::{all_default, column_by_path, compare_all, ord_at, OrdVal};
+use crate::schema::conform_array;
+
+/// Where the values of a merged log record come from.
+#[derive(Debug, Clone)]
+enum Src {
+    /// A delete: no values.
+    None,
+    /// Every column from one row of one log batch.
+    Row(u32, u32),
+    /// Per output column, a row of a log batch, or none (the older record's value, or null).
+    Cols(Vec<Option<(u32, u32)>>),
+}
+
+impl Src {
+    fn col(&self, c: usize) -> Option<(u32, u32)> {
+        match self {
+            Src::None => None,
+            Src::Row(b, r) => Some((*b, *r)),
+            Src::Cols(v) => v.get(c).copied().flatten(),
+        }
+    }
+    /// `self`'s columns where set, `under`'s elsewhere.
+    fn over(&self, under: &Src, ncols: usize) -> Src {
+        match self {
+            Src::Row(..) => self.clone(),
+            _ => Src::Cols((0..ncols).map(|c| self.col(c).or(under.col(c))).collect()),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    seq: u32,
+    delete: bool,
+    ord: Vec<OrdVal>,
+    src: Src,
+    used: bool,
+}
+
+impl Entry {
+    fn commit_time_delete(&self) -> bool {
+        self.delete && all_default(&self.ord)
+    }
+}
+
+pub(crate) struct Merger {
+    mode: MergeMode,
+    populate_meta: bool,
+    key_gen: Option<KeyGen>,
+    key_fields: Vec<String>,
+    ordering: Vec<String>,
+    ncols: usize,
+    batches: Vec<RecordBatch>,
+    map: HashMap<String, usize>,
+    entries: Vec<Entry>,
+}
+
+impl Merger {
+    pub(crate) fn new(cfg: &MergeConfig, schema: &SchemaRef) -> Merger {
+        Merger {
+            mode: cfg.mode,
+            populate_meta: cfg.populate_meta_fields,
+            key_gen: cfg.key_gen,
+            key_fields: cfg.record_key_fields.clone(),
+            ordering: cfg.ordering_fields.clone(),
+            ncols: schema.fields().len(),
+            batches: Vec::new(),
+            map: HashMap::new(),
+            entries: Vec::new(),
+        }
+    }
+
+    /// The record keys of a batch's rows.
+    fn keys(&self, batch: &RecordBatch) -> Result<Keys> {
+        let schema = batch.schema();
+        if self.populate_meta {
+            let col = column_by_path(schema.fields(), batch.columns(), "_hoodie_record_key")
+                .ok_or_else(|| MergeError::corrupt("records without _hoodie_record_key"))?;
+            let col = if col.data_type() == &DataType::Utf8 {
+                col
+            } else {
+                arrow_cast::cast(&col, &DataType::Utf8)
+                    .map_err(|e| MergeError::corrupt(format!("_hoodie_record_key: {e}")))?
+            };
+            return Ok(Keys::Column(col));
+        }
+        let gen = self.key_gen.unwrap_or(KeyGen::Complex);
+        let cols = self
+            .key_fields
+            .iter()
+            .map(|f| {
+                column_by_path(schema.fields(), batch.columns(), f).ok_or_else(|| {
+                    MergeError::corrupt(format!("records without the record key field {f}"))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let opts = arrow_cast::display::FormatOptions::default();
+        let fmts = cols
+            .iter()
+            .map(|c| arrow_cast::display::ArrayFormatter::try_new(c.as_ref(), &opts))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| MergeError::corrupt(format!("record key: {e}")))?;
+        let part = |c: &ArrayRef, f: &arrow_cast::display::ArrayFormatter, i: usize| -> String {
+            if c.is_null(i) {
+                "__null__".to_string()
+            } else {
+                let s = f.value(i).to_string();
+                if s.is_empty() {
+                    "__empty__".to_string()
+                } else {
+                    s
+                }
+            }
+        };
+        let mut out = Vec::with_capacity(batch.num_rows());
+        for i in 0..batch.num_rows() {
+            out.push(match gen {
+                KeyGen::Simple => part(&cols[0], &fmts[0], i),
+                KeyGen::Complex => {
+                    let mut s = String::new();
+                    for (j, name) in self.key_fields.iter().enumerate() {
+                        if j > 0 {
+                            s.push(',');
+                        }
+                        s.push_str(name);
+                        s.push(':');
+                        s.push_str(&part(&cols[j], &fmts[j], i));
+                    }
+                    s
+                }
+            });
+        }
+        Ok(Keys::Built(out))
+    }
+
+    fn ordering_columns(&self, batch: &RecordBatch) -> Vec<Option<ArrayRef>> {
+        if self.mode == MergeMode::CommitTime {
+            return Vec::new();
+        }
+        let schema = batch.schema();
+        self.ordering
+            .iter()
+            .map(|f| column_by_path(schema.fields(), batch.columns(), f))
+            .collect()
+    }
+
+    fn ord_of(cols: &[Option<ArrayRef>], row: usize) -> Vec<OrdVal> {
+        cols.iter()
+            .map(|c| {
+                c.as_ref()
+                    .map(|c| ord_at(c, row))
+                    .unwrap_or(OrdVal::Default)
+            })
+            .collect()
+    }
+
+    /// Whether `newer` replaces `older` (Java's `shouldKeepNewerRecord`).
+    fn keep_newer(&self, older_delete_ct: bool, older: &[OrdVal], newer: &Entry) -> bool {
+        self.mode == MergeMode::CommitTime
+            || newer.commit_time_delete()
+            || older_delete_ct
+            || compare_all(&newer.ord, older) != std::cmp::Ordering::Less
+    }
+
+    pub(crate) fn add_batch(
+        &mut self,
+        batch: RecordBatch,
+        present: Option<Vec<bool>>,
+        deleted: Option<arrow_array::BooleanArray>,
+    ) -> Result<()> {
+        let b = self.batches.len() as u32;
+        let keys = self.keys(&batch)?;
+        let ords = self.ordering_columns(&batch);
+        let rows = batch.num_rows();
+        self.batches.push(batch);
+        for r in 0..rows {
+            let Some(key) = keys.get(r) else {
+                return Err(MergeError::corrupt(format!(
+                    "log record {r} has a null record key"
+                )));
+            };
+            let src = match &present {
+                None => Src::Row(b, r as u32),
+                Some(p) => Src::Cols(p.iter().map(|&has| has.then_some((b, r as u32))).collect()),
+            };
+            let new = Entry {
+                seq: 0,
+                delete: deleted
+                    .as_ref()
+                    .is_some_and(|d| d.is_valid(r) && d.value(r)),
+                ord: Self::ord_of(&ords, r),
+                src,
+                used: false,
+            };
+            self.delta_merge(key, new);
+        }
+        Ok(())
+    }
+
+    fn delta_merge(&mut self, key: &str, mut new: Entry) {
+        match self.map.get(key) {
+            None => {
+                new.seq = self.entries.len() as u32;
+                self.map.insert(key.to_string(), self.entries.len());
+                self.entries.push(new);
+            }
+            Some(&i) => {
+                let old = &self.entries[i];
+                let merged = if self.keep_newer(old.commit_time_delete(), &old.ord, &new) {
+                    let src = if new.delete || old.delete {
+                        new.src.clone()
+                    } else {
+                        new.src.over(&old.src, self.ncols)
+                    };
+                    Entry {
+                        src,
+                        seq: old.seq,
+                        ..new
+                    }
+                } else {
+                    let src = if old.delete || new.delete {
+                        old.src.clone()
+                    } else {
+                        old.src.over(&new.src, self.ncols)
+                    };
+                    Entry { src, ..old.clone() }
+                };
+                self.entries[i] = merged;
+            }
+        }
+    }
+
+    pub(crate) fn add_deletes(&mut self, keys: Vec<String>, ordering: Vec<OrdVal>) {
+        for (key, ord) in keys.into_iter().zip(ordering) {
+            let new = Entry {
+                seq: 0,
+                delete: true,
+                ord: vec![ord],
+                src: Src::None,
+                used: false,
+            };
+            match self.map.get(key.as_str()) {
+                None => self.delta_merge(&key, new),
+                Some(&i) => {
+                    let old = &self.entries[i];
+                    let keep_old = self.mode == MergeMode::EventTime
+                        && (old.commit_time_delete()
+                            || (!new.ord[0].is_default()
+                                && old.ord.first().is_some_and(|o| {
+                                    o.same_class(&new.ord[0])
+                                        && o.compare(&new.ord[0]) == std::cmp::Ordering::Greater
+                                })));
+                    if !keep_old {
+                        let seq = old.seq;
+                        self.entries[i] = Entry { seq, ..new };
+                    }
+                }
+            }
+        }
+    }
+
+    /// Merge one base batch with the log records; `None` when every row was dropped.
+    pub(crate) fn merge_base_batch(
+        &mut self,
+        batch: &RecordBatch,
+        schema: &SchemaRef,
+    ) -> Result<Option<RecordBatch>> {
+        if self.map.is_empty() {
+            return Ok(Some(conform_base(batch, schema)?));
+        }
+        let keys = self.keys(batch)?;
+        let ords = self.ordering_columns(batch);
+        // Per row: None keeps it, Some(None) drops it, Some(Some(i)) takes entry i over it.
+        let mut plan: Vec<Option<Option<usize>>> = Vec::new();
+        let mut changed = false;
+        for r in 0..batch.num_rows() {
+            let Some(key) = keys.get(r) else {
+                plan.push(None);
+                continue;
+            };
+            let Some(&i) = self.map.get(key) else {
+                plan.push(None);
+                continue;
+            };
+            if self.entries[i].used {
+                // A duplicate key in the base file: the log record was used by the first row.
+                plan.push(None);
+                continue;
+            }
+            self.entries[i].used = true;
+            let base_ord = Self::ord_of(&ords, r);
+            let e = &self.entries[i];
+            if self.keep_newer(false, &base_ord, e) {
+                changed = true;
+                plan.push(Some(if e.delete { None } else { Some(i) }));
+            } else {
+                plan.push(None);
+            }
+        }
+        let base = conform_base(batch, schema)?;
+        if !changed {
+            return Ok(Some(base));
+        }
+        let kept = plan.iter().filter(|p| !matches!(p, Some(None))).count();
+        if kept == 0 {
+            return Ok(None);
+        }
+        let mut columns = Vec::with_capacity(self.ncols);
+        for c in 0..self.ncols {
+            let mut sources: Vec<&dyn Array> = vec![base.column(c).as_ref()];
+            sources.extend(self.batches.iter().map(|b| b.column(c).as_ref()));
+            let mut idx = Vec::with_capacity(kept);
+            for (r, p) in plan.iter().enumerate() {
+                match p {
+                    None => idx.push((0, r)),
+                    Some(None) => {}
+                    Some(Some(i)) => idx.push(match self.entries[*i].src.col(c) {
+                        Some((b, row)) => (1 + b as usize, row as usize),
+                        None => (0, r),
+                    }),
+                }
+            }
+            columns.push(interleave(&sources, &idx)?);
+        }
+        assemble(schema, columns, kept).map(Some)
+    }
+
+    /// The log records no base row used, in the order their keys first appeared.
+    pub(crate) fn remaining(
+        &self,
+        schema: &SchemaRef,
+        batch_rows: usize,
+    ) -> Result<Vec<RecordBatch>> {
+        let mut order: Vec<usize> = (0..self.entries.len())
+            .filter(|&i| !self.entries[i].used && !self.entries[i].delete)
+            .collect();
+        order.sort_by_key(|&i| self.entries[i].seq);
+        let mut out = Vec::new();
+        for chunk in order.chunks(batch_rows) {
+            let mut columns = Vec::with_capacity(self.ncols);
+            for c in 0..self.ncols {
+                let nulls = new_null_array(schema.field(c).data_type(), 1);
+                let mut sources: Vec<&dyn Array> = vec![nulls.as_ref()];
+                sources.extend(self.batches.iter().map(|b| b.column(c).as_ref()));
+                let idx: Vec<(usize, usize)> = chunk
+                    .iter()
+                    .map(|&i| match self.entries[i].src.col(c) {
+                        Some((b, r)) => (1 + b as usize, r as usize),
+                        None => (0, 0),
+                    })
+                    .collect();
+                columns.push(interleave(&sources, &idx)?);
+            }
+            out.push(assemble(schema, columns, chunk.len())?);
+        }
+        Ok(out)
+    }
+}
+
+enum Keys {
+    Column(ArrayRef),
+    Built(Vec<String>),
+}
+
+impl Keys {
+    fn get(&self, i: usize) -> Option<&str> {
+        match self {
+            Keys::Column(c) => {
+                let s: &StringArray = c.as_string::<i32>();
+                (!s.is_null(i)).then(|| s.value(i))
+            }
+            Keys::Built(v) => v.get(i).map(String::as_str),
+        }
+    }
+}
+
+fn interleave(sources: &[&dyn Array], idx: &[(usize, usize)]) -> Result<ArrayRef> {
+    arrow_select::interleave::interleave(sources, idx)
+        .map_err(|e| MergeError::corrupt(format!("assembling merged rows: {e}")))
+}
+
+fn conform_base(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+    if batch.schema().fields() == schema.fields() {
+        return Ok(batch.clone());
+    }
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for f in schema.fields() {
+        columns.push(match batch.schema().index_of(f.name()) {
+            Ok(i) => conform_array(batch.column(i), f.data_type())
+                .map_err(|e| MergeError::unsupported(format!("column {}: {e}", f.name())))?,
+            Err(_) => new_null_array(f.data_type(), batch.num_rows()),
+        });
+    }
+    assemble(schema, columns, batch.num_rows())
+}
+
+/// A batch of `schema` from columns whose nested field names or nullability may differ from
+/// it (they come from log records): the writer follows the Parquet schema, so the batch's own
+/// schema is taken from the columns where they differ.
+fn assemble(schema: &SchemaRef, columns: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch> {
+    let fields: Vec<arrow_schema::FieldRef> = schema
+        .fields()
+        .iter()
+        .zip(&columns)
+        .map(|(f, c)| {
+            if f.data_type() == c.data_type() && (f.is_nullable() || c.null_count() == 0) {
+                f.clone()
+            } else {
+                Arc::new(arrow_schema::Field::new(
+                    f.name(),
+                    c.data_type().clone(),
+                    true,
+                ))
+            }
+        })
+        .collect();
+    RecordBatch::try_new_with_options(
+        Arc::new(arrow_schema::Schema::new_with_metadata(
+            fields,
+            schema.metadata().clone(),
+        )),
+        columns,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
+    .map_err(|e| MergeError::corrupt(format!("assembling merged rows: {e}")))
+}
