@@ -87,6 +87,8 @@ pub(super) enum OpKind {
     Rewrite,
     /// A new log file of an existing group (merge-on-read update).
     Log,
+    /// A new log file of delete records (merge-on-read delete).
+    Delete,
 }
 
 #[derive(Debug)]
@@ -321,6 +323,29 @@ impl Txn<'_> {
     /// with the slice's base instant and the next version for that (fileId, base instant), in
     /// layout 2 with this write's instant and version 1. Returns the written file's name.
     pub fn update(&mut self, partition: &str, file_id: &str, rows: &[Row]) -> Result<String> {
+        self.append(partition, file_id, rows, false)
+    }
+
+    /// Delete the rows with these ids from a merge-on-read file group: a new log file (named
+    /// as [`Txn::update`] names it) with one Avro delete block (`HoodieDeleteRecordList`, no
+    /// ordering value, so the delete wins whatever the ordering field says). Ids the group does
+    /// not hold are written too (Hudi's reader ignores them). Returns the log file's name.
+    pub fn delete(&mut self, partition: &str, file_id: &str, ids: &[i64]) -> Result<String> {
+        if !self.w.spec.is_mor() {
+            return Err(Error::Usage(
+                "deletes are written as log blocks of merge-on-read tables only".into(),
+            ));
+        }
+        self.append(partition, file_id, &parquet::rows_with_ids(0, ids), true)
+    }
+
+    fn append(
+        &mut self,
+        partition: &str,
+        file_id: &str,
+        rows: &[Row],
+        delete: bool,
+    ) -> Result<String> {
         if self.action == Action::ReplaceCommit {
             return Err(Error::Usage(
                 "a replacecommit inserts and replaces file groups; it does not update".into(),
@@ -396,7 +421,16 @@ impl Txn<'_> {
                 &partition_values,
             )
             .map_err(encode_err(&name))?;
-            let bytes = logfile::avro_data_block(&self.instant, &schema.to_text(), &records);
+            let bytes = if delete {
+                let keys: Vec<String> = stored.iter().map(|r| r.row.id.to_string()).collect();
+                let deletes: Vec<_> = keys
+                    .iter()
+                    .map(|k| (k.as_str(), partition, logfile::blocks::DeleteOrdering::None))
+                    .collect();
+                logfile::blocks::delete(&self.instant, &schema.to_text(), &deletes)
+            } else {
+                logfile::avro_data_block(&self.instant, &schema.to_text(), &records)
+            };
             let path = data_path(partition, &name)?;
             self.w.put(&path, &bytes)?;
             let size = bytes.len() as u64;
@@ -430,16 +464,22 @@ impl Txn<'_> {
                 (self.instant.clone(), String::new(), vec![name.clone()])
             };
             self.task += 1;
+            let (num_writes, updates, inserts, num_deletes) = if delete {
+                (0, 0, 0, updates)
+            } else {
+                (stored.len(), updates, inserts, 0)
+            };
             self.ops.push(Op {
-                kind: OpKind::Log,
+                kind: if delete { OpKind::Delete } else { OpKind::Log },
                 stat: Stat {
                     partition: partition.to_string(),
                     file_id: file_id.to_string(),
                     path: rel_path(partition, &name),
                     prev_commit,
-                    num_writes: stored.len(),
+                    num_writes,
                     num_update_writes: updates,
                     num_inserts: inserts,
+                    num_deletes,
                     size,
                     log: Some((version, base_file, log_files)),
                     ..Stat::default()
@@ -448,6 +488,8 @@ impl Txn<'_> {
                 opaque: false,
             });
             Ok(name)
+        } else if delete {
+            Err(Error::Usage("deletes need a merge-on-read table".into()))
         } else {
             // Copy-on-write: merge into the committed rows. Rows not updated keep their commit
             // time and sequence number; every row gets the new file name when written.
@@ -585,7 +627,8 @@ impl Txn<'_> {
                     g.slices.push(s);
                     g.rows = rows;
                 }
-                OpKind::Log => {
+                OpKind::Log | OpKind::Delete => {
+                    let event_time = w.spec.event_time_ordering();
                     let Some(g) = w.groups.get_mut(&key) else {
                         continue;
                     };
@@ -601,7 +644,18 @@ impl Txn<'_> {
                         s.log_records += op.rows.len();
                     }
                     for r in op.rows {
-                        g.rows.insert(r.row.id, r);
+                        if op.kind == OpKind::Delete {
+                            g.rows.remove(&r.row.id);
+                        } else if event_time
+                            && g.rows
+                                .get(&r.row.id)
+                                .is_some_and(|old| old.row.ts > r.row.ts)
+                        {
+                            // Event-time ordering: an older record loses (a tie goes to the
+                            // later write).
+                        } else {
+                            g.rows.insert(r.row.id, r);
+                        }
                     }
                 }
             }
