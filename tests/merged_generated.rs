@@ -3,7 +3,8 @@
 //! several deltacommits per slice, an abandoned deltacommit rolled back with a command block, a
 //! pending compaction whose slice gets a log named after it, late-arriving older records under
 //! event-time ordering (v9 `EVENT_TIME_ORDERING`, v6 `DefaultHoodieRecordPayload`; ties go to
-//! the later write), Avro delete blocks of keys only in logs and of base-file keys, on table
+//! the later write), Avro delete blocks of keys only in logs and of base-file keys, a log-only
+//! file group (inserts that went straight to a log, then updated and deleted from), on table
 //! versions 6 and 9 with commit-time and event-time ordering.
 //!
 //! `merged/latest/` and every `merged/as_of/<T>/` are read with pyarrow through the mount and
@@ -83,6 +84,8 @@ fn build(root: &Path, spec: TableSpec) -> Built {
     }
     let mut t = w.begin(Action::DeltaCommit).unwrap();
     t.update(pb, fb, &late).unwrap();
+    // A log-only file group: inserts that went straight to a log.
+    let fc = t.insert_log("city=c", &rows(3, 20)).unwrap();
     let c = t.complete().unwrap();
     models.insert(c, model(&w));
     // A deltacommit that fails and is rolled back (v6: a rollback command block).
@@ -98,6 +101,8 @@ fn build(root: &Path, spec: TableSpec) -> Built {
     let mut t = w.begin(Action::DeltaCommit).unwrap();
     t.update(p, f, &rows_with_ids(700, &[1004, 1005, 5000, 5001]))
         .unwrap();
+    t.update("city=c", &fc, &rows_with_ids(800, &[3000, 3001, 3100]))
+        .unwrap();
     let after = t.complete().unwrap();
     assert!(after > c);
     models.insert(after.clone(), model(&w));
@@ -106,6 +111,7 @@ fn build(root: &Path, spec: TableSpec) -> Built {
     let mut t = w.begin(Action::DeltaCommit).unwrap();
     t.delete(p, f, &[5000, 1007, 9999]).unwrap();
     t.delete(pb, fb, &[2001, 2010, 2011]).unwrap();
+    t.delete("city=c", &fc, &[3002, 3100]).unwrap();
     let c = t.complete().unwrap();
     models.insert(c, model(&w));
     Built {

@@ -326,6 +326,35 @@ impl Txn<'_> {
         self.append(partition, file_id, rows, false)
     }
 
+    /// Insert `rows` as a new merge-on-read file group that has no base file, only a log file
+    /// (as Hudi writes inserts with an index that can route them to logs): its first slice's
+    /// base instant is this write, the log is version 1. The group is in the writer's model
+    /// from now on (without rows until the write completes). Returns its file id.
+    pub fn insert_log(&mut self, partition: &str, rows: &[Row]) -> Result<String> {
+        if !self.w.spec.is_mor() {
+            return Err(Error::Usage(
+                "log-only file groups exist in merge-on-read tables only".into(),
+            ));
+        }
+        self.w.check_partition(partition)?;
+        if rows.is_empty() {
+            return Err(Error::Usage("an insert needs at least one row".into()));
+        }
+        let file_id = self.w.new_file_id();
+        self.w.ensure_partition(partition, &self.instant)?;
+        self.w.groups.insert(
+            (partition.to_string(), file_id.clone()),
+            Group {
+                slices: vec![Slice::new(&self.instant, None)],
+                rows: BTreeMap::new(),
+                replaced_by: None,
+                opaque: false,
+            },
+        );
+        self.append(partition, &file_id, rows, false)?;
+        Ok(file_id)
+    }
+
     /// Delete the rows with these ids from a merge-on-read file group: a new log file (named
     /// as [`Txn::update`] names it) with one Avro delete block (`HoodieDeleteRecordList`, no
     /// ordering value, so the delete wins whatever the ordering field says). Ids the group does
