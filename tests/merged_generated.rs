@@ -1,6 +1,7 @@
 //! The merged view on tables written by the project's generator (real Parquet base files, Hudi
 //! log files, timelines), through a real mount, for the shapes the fixtures lack: v6 logs of
-//! several deltacommits per slice, an abandoned deltacommit rolled back with a command block, a
+//! several deltacommits per slice, one v6 log holding blocks of several instants (appended),
+//! one of them an abandoned deltacommit rolled back with a command block, a
 //! pending compaction whose slice gets a log named after it, late-arriving older records under
 //! event-time ordering (v9 `EVENT_TIME_ORDERING`, v6 `DefaultHoodieRecordPayload`; ties go to
 //! the later write), Avro delete blocks of keys only in logs and of base-file keys, a log-only
@@ -15,13 +16,13 @@ mod common;
 #[path = "merge/support.rs"]
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use common::MountGuard;
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
-use hudifs_testkit::generator::{rows, rows_with_ids, Row, TableSpec, TableWriter};
+use hudifs_testkit::generator::{read_blocks, rows, rows_with_ids, Row, TableSpec, TableWriter};
 use serde_json::{json, Value};
 
 /// The rows the writer's model holds now: (id, name, value, ts) of every file group.
@@ -53,6 +54,7 @@ struct Built {
 }
 
 fn build(root: &Path, spec: TableSpec) -> Built {
+    let v6 = spec.version == 6;
     let mut w = TableWriter::create(root, spec, 1_767_225_600_000).unwrap();
     let mut models = BTreeMap::new();
     let mut groups = Vec::new();
@@ -63,14 +65,19 @@ fn build(root: &Path, spec: TableSpec) -> Built {
     }
     let c = t.complete().unwrap();
     models.insert(c, model(&w));
-    // Two updating deltacommits: two logs per slice (v6: one slice instant, versions 1 and 2).
+    // Two updating deltacommits: two logs per slice (v6: one slice instant, versions 1 and 2),
+    // except that on v6 the second appends its block to city=a's first log.
     for round in 0..2u64 {
         let mut t = w.begin(Action::DeltaCommit).unwrap();
         for (i, (p, f)) in groups.iter().enumerate() {
             let base = (i as i64 + 1) * 1000;
             let ids: Vec<i64> = (0..10).map(|k| base + k * 3 + round as i64).collect();
-            t.update(p, f, &rows_with_ids(100 + round * 10 + i as u64, &ids))
-                .unwrap();
+            let r = rows_with_ids(100 + round * 10 + i as u64, &ids);
+            if v6 && round == 1 && i == 0 {
+                t.append_to_log(p, f, &r).unwrap();
+            } else {
+                t.update(p, f, &r).unwrap();
+            }
         }
         let c = t.complete().unwrap();
         models.insert(c, model(&w));
@@ -88,11 +95,16 @@ fn build(root: &Path, spec: TableSpec) -> Built {
     let fc = t.insert_log("city=c", &rows(3, 20)).unwrap();
     let c = t.complete().unwrap();
     models.insert(c, model(&w));
-    // A deltacommit that fails and is rolled back (v6: a rollback command block).
+    // A deltacommit that fails and is rolled back (v6: its block is appended to the log that
+    // holds two committed instants; the rollback writes a command block against it).
     let mut t = w.begin(Action::DeltaCommit).unwrap();
     let (p, f) = &groups[0];
-    t.update(p, f, &rows_with_ids(900, &[1000, 1001, 1002]))
-        .unwrap();
+    let r = rows_with_ids(900, &[1000, 1001, 1002]);
+    if v6 {
+        t.append_to_log(p, f, &r).unwrap();
+    } else {
+        t.update(p, f, &r).unwrap();
+    }
     let failed = t.abandon();
     w.rollback(&failed).unwrap();
     // A compaction scheduled but not run: the next update's log joins its slice; 5000 is a key
@@ -127,6 +139,20 @@ fn check(name: &str, spec: TableSpec, totals: &mut BTreeMap<&'static str, u64>) 
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("table");
     let b = build(&root, spec);
+    if v6 {
+        // The shapes are there: a log holding blocks of three instants (two committed, one
+        // rolled back), and a rollback command block.
+        let (mut most, mut rollbacks) = (0, 0);
+        for e in std::fs::read_dir(root.join("city=a")).unwrap().flatten() {
+            let Ok(blocks) = read_blocks(&std::fs::read(e.path()).unwrap()) else {
+                continue;
+            };
+            let instants: BTreeSet<_> = blocks.iter().filter_map(|b| b.instant()).collect();
+            most = most.max(instants.len());
+            rollbacks += blocks.iter().filter(|b| b.is_rollback_command()).count();
+        }
+        assert_eq!((most, rollbacks), (3, 1), "{name}");
+    }
     let model_rows: usize = b.models.values().last().map_or(0, |m| m.len());
     assert!(model_rows > 90, "{name}: {model_rows} rows");
     let cache = tmp.path().join("merge-cache");

@@ -249,7 +249,9 @@ fn listing_merges_nothing_stat_merges_once_and_bytes_are_stable() {
     ) {
         for p in support::names(&merged.join(&v)) {
             // `ls -l merged/<view>/` stats the partition directories: no merge either.
-            assert!(std::fs::metadata(merged.join(&v).join(&p)).unwrap().is_dir());
+            assert!(std::fs::metadata(merged.join(&v).join(&p))
+                .unwrap()
+                .is_dir());
             listed += support::names(&merged.join(&v).join(p)).len();
         }
     }

@@ -355,6 +355,103 @@ impl Txn<'_> {
         Ok(file_id)
     }
 
+    /// Layout 1 only: upsert `rows` into a file group by appending one Avro data block of this
+    /// write to the slice's newest committed log file (as Hudi 0.x does on storage that
+    /// appends), so that one log file holds blocks of several instants. Returns the log's name.
+    pub fn append_to_log(
+        &mut self,
+        partition: &str,
+        file_id: &str,
+        rows: &[Row],
+    ) -> Result<String> {
+        if !self.w.spec.is_mor() || self.w.layout != Layout::V1 {
+            return Err(Error::Usage(
+                "only layout 1 merge-on-read writers append to log files".into(),
+            ));
+        }
+        self.check_fresh(partition, file_id)?;
+        let key = (partition.to_string(), file_id.to_string());
+        let g = self.w.groups.get(&key).ok_or_else(|| {
+            Error::Usage(format!("no committed file group {partition}/{file_id}"))
+        })?;
+        let slice = g
+            .slices
+            .last()
+            .ok_or_else(|| Error::Usage("no slice".into()))?;
+        let log = slice
+            .logs
+            .iter()
+            .filter(|l| l.committed)
+            .max_by_key(|l| l.version)
+            .ok_or_else(|| Error::Usage(format!("{partition}/{file_id} has no committed log")))?;
+        let (name, version) = (log.name.clone(), log.version);
+        let base_file = slice.base_file.clone().unwrap_or_default();
+        let slice_base = slice.base_instant.clone();
+        let mut slice_logs: Vec<String> = slice.logs.iter().map(|l| l.name.clone()).collect();
+        slice_logs.sort();
+        let mut stored = self.stamp(rows, self.task);
+        stored.sort_by_key(|r| r.row.id);
+        stored.dedup_by_key(|r| r.row.id);
+        let updates = stored
+            .iter()
+            .filter(|r| g.rows.contains_key(&r.row.id))
+            .count();
+        self.write_inflight()?;
+        let spec = &self.w.spec;
+        let schema = parquet::data_schema(
+            &spec.name,
+            spec.populate_meta_fields,
+            &spec.partition_fields,
+        );
+        let records = parquet::encode_rows(
+            &schema,
+            &stored,
+            partition,
+            file_id,
+            spec.populate_meta_fields,
+            &self.w.partition_values(partition),
+        )
+        .map_err(encode_err(&name))?;
+        let path = data_path(partition, &name)?;
+        let mut bytes = self.w.read(&path)?;
+        bytes.extend(logfile::avro_data_block(
+            &self.instant,
+            &schema.to_text(),
+            &records,
+        ));
+        self.w.put(&path, &bytes)?;
+        let size = bytes.len() as u64;
+        if let Some(l) = self
+            .w
+            .groups
+            .get_mut(&key)
+            .and_then(|g| g.slices.last_mut())
+            .and_then(|s| s.logs.iter_mut().find(|l| l.name == name))
+        {
+            l.size = size;
+        }
+        self.record_pending(partition, file_id, &name, true, size);
+        self.task += 1;
+        self.ops.push(Op {
+            kind: OpKind::Log,
+            stat: Stat {
+                partition: partition.to_string(),
+                file_id: file_id.to_string(),
+                path: rel_path(partition, &name),
+                prev_commit: slice_base,
+                num_writes: stored.len(),
+                num_update_writes: updates,
+                num_inserts: stored.len() - updates,
+                size,
+                log: Some((version, base_file, slice_logs)),
+                ..Stat::default()
+            },
+            rows: stored,
+            opaque: false,
+        });
+        Ok(name)
+    }
+
     /// Delete the rows with these ids from a merge-on-read file group: a new log file (named
     /// as [`Txn::update`] names it) with one Avro delete block (`HoodieDeleteRecordList`, no
     /// ordering value, so the delete wins whatever the ordering field says). Ids the group does
