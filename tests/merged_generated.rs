@@ -22,7 +22,9 @@ use std::path::Path;
 use common::MountGuard;
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
-use hudifs_testkit::generator::{read_blocks, rows, rows_with_ids, Row, TableSpec, TableWriter};
+use hudifs_testkit::generator::{
+    blocks, read_blocks, rows, rows_with_ids, Row, TableSpec, TableWriter,
+};
 use serde_json::{json, Value};
 
 /// The rows the writer's model holds now: (id, name, value, ts) of every file group.
@@ -139,18 +141,28 @@ fn check(name: &str, spec: TableSpec, totals: &mut BTreeMap<&'static str, u64>) 
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("table");
     let b = build(&root, spec);
-    if v6 {
-        // The shapes are there: a log holding blocks of three instants (two committed, one
-        // rolled back), and a rollback command block.
-        let (mut most, mut rollbacks) = (0, 0);
-        for e in std::fs::read_dir(root.join("city=a")).unwrap().flatten() {
+    // The shapes are there: delete blocks in three partitions; city=c holds logs only; on v6
+    // a log holding blocks of three instants (two committed, one rolled back) and a rollback
+    // command block.
+    let (mut most, mut rollbacks, mut deletes) = (0, 0, 0);
+    for p in ["city=a", "city=b", "city=c"] {
+        for e in std::fs::read_dir(root.join(p)).unwrap().flatten() {
+            let n = e.file_name().to_string_lossy().to_string();
+            assert!(p != "city=c" || !n.ends_with(".parquet"), "{name}: {n}");
             let Ok(blocks) = read_blocks(&std::fs::read(e.path()).unwrap()) else {
                 continue;
             };
             let instants: BTreeSet<_> = blocks.iter().filter_map(|b| b.instant()).collect();
             most = most.max(instants.len());
             rollbacks += blocks.iter().filter(|b| b.is_rollback_command()).count();
+            deletes += blocks
+                .iter()
+                .filter(|b| b.block_type == blocks::DELETE)
+                .count();
         }
+    }
+    assert_eq!(deletes, 3, "{name}: delete blocks");
+    if v6 {
         assert_eq!((most, rollbacks), (3, 1), "{name}");
     }
     let model_rows: usize = b.models.values().last().map_or(0, |m| m.len());
