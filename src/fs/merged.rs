@@ -12,7 +12,8 @@
 //! - A registered slice is keyed by what decides its bytes: its partition and name, each input
 //!   file (registry id: name, size and mtime) with the instant the view attributes it to, and
 //!   the instants still pending before its newest one (a block of such an instant counts once
-//!   it completes). The same key in another view or a later snapshot is the same inode, so
+//!   it completes), and on layout 1 the newest completed write up to the view time when it is
+//!   newer than the slice's files (a v6 log can hold blocks appended by later writes). The same key in another view or a later snapshot is the same inode, so
 //!   `merged/latest/` keeps the numbers (and the kernel's pages) of slices a commit did not
 //!   touch.
 
@@ -26,6 +27,7 @@ use hudifs_core::error::{Error, Result};
 use hudifs_core::instant_time::InstantTime;
 use hudifs_core::rules::{PartitionChoice, VisibleFile};
 use hudifs_core::snapshot::Snapshot;
+use hudifs_core::timeline::Layout;
 use hudifs_merge::{
     slices_of_view, snapshot_visibility, CacheOptions, Ensured, MergeCache, MergeConfig,
     MergeError, MergeOptions, Refusal, Slice,
@@ -145,6 +147,11 @@ struct SliceKey {
     name: Arc<str>,
     inputs: Vec<(u64, Option<InstantTime>)>,
     pending: Vec<InstantTime>,
+    /// Layout 1 only, where a log file can hold blocks of writes after the one it is attributed
+    /// to (appended): the newest completed write up to the view time, when it is newer than the
+    /// slice's newest instant (blocks up to it may count). Without it, `as_of/<T>` of a later
+    /// T would reuse the merge of an earlier T and miss the blocks appended in between.
+    admitted: Option<InstantTime>,
 }
 
 /// Every merged slice the mount has handed out, by stable id (append-only: an id never changes
@@ -250,6 +257,16 @@ impl HudiFs {
             .iter()
             .map(|f| (f.rel_path(), f.writer.clone()))
             .collect();
+        let newest_write = (snap.timeline().layout == Layout::V1)
+            .then(|| {
+                snap.timeline()
+                    .completed
+                    .keys()
+                    .rev()
+                    .find(|r| r.as_str() <= t)
+                    .cloned()
+            })
+            .flatten();
         let mut entries = Vec::new();
         for vs in slices_of_view(&files) {
             let name: Arc<str> = Arc::from(vs.file_name());
@@ -291,6 +308,9 @@ impl HudiFs {
                 name: name.clone(),
                 inputs,
                 pending,
+                admitted: newest_write
+                    .clone()
+                    .filter(|w| w.as_str() > vs.newest_instant.as_str()),
             };
             let id = self.merged.register(key, || MergedSlice {
                 partition: Arc::from(vs.slice.partition.as_str()),

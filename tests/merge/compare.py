@@ -1,6 +1,7 @@
 """Compare merged slices with hudi-rs 0.5.0's read() of the same snapshot and with Spark's gold
 data. Input (JSON on stdin): {"table": root, "gold": dir or null, "views": [{"label", "as_of"
-(or null for latest), "dir", "refused"}]}. Output: one JSON object on stdout with per-view
+(or null for latest), "dir", "refused", "model" (optional: the rows the view must hold, as
+a list of {column: value}; compared on those columns)}]}. Output: one JSON object on stdout with per-view
 results; a view whose files cannot be read (a merged file the mount refuses) has "read_error"
 with the errno and message instead.
 """
@@ -115,6 +116,11 @@ def main():
                 r["hudi_rs"] = compare(ours, theirs)
             except Exception as e:  # noqa: BLE001
                 r["hudi_rs_error"] = repr(e)[:300]
+        if v.get("model") is not None and ours is not None:
+            model = v["model"]
+            cols = sorted(model[0].keys()) if model else ["id"]
+            mine = [t.select([c for c in cols if c in t.column_names]) for t in ours]
+            r["model"] = compare(mine, [pa.Table.from_pylist(model)] if model else [])
         if v["as_of"] is None and req.get("gold") and ours is not None:
             gold = read_dir(req["gold"])
             if gold:

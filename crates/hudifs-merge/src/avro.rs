@@ -553,9 +553,11 @@ impl Col {
             DataType::Float32 => Col::F32(Vec::new(), NullBufferBuilder::new(0)),
             DataType::Float64 => Col::F64(Vec::new(), NullBufferBuilder::new(0)),
             DataType::Decimal128(_, _) => Col::Dec(Vec::new(), NullBufferBuilder::new(0)),
-            DataType::Binary => Col::Bin(BinaryBuilder::new()),
-            DataType::Utf8 => Col::Str(StringBuilder::new()),
-            DataType::FixedSizeBinary(n) => Col::Fixed(FixedSizeBinaryBuilder::new(*n)),
+            DataType::Binary => Col::Bin(BinaryBuilder::with_capacity(0, 0)),
+            DataType::Utf8 => Col::Str(StringBuilder::with_capacity(0, 0)),
+            DataType::FixedSizeBinary(n) => {
+                Col::Fixed(FixedSizeBinaryBuilder::with_capacity(0, *n))
+            }
             DataType::Struct(fields) => Col::Struct(
                 fields
                     .iter()
@@ -574,7 +576,7 @@ impl Col {
                 };
                 Col::Map(
                     vec![0],
-                    StringBuilder::new(),
+                    StringBuilder::with_capacity(0, 0),
                     Box::new(Col::new(kv[1].data_type())?),
                     NullBufferBuilder::new(0),
                 )

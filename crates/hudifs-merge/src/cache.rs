@@ -317,6 +317,7 @@ impl MergeCache {
             }
         };
         claim.size = Some(stats.bytes);
+        log::info!("merged slice {} ({} bytes)", slice.id(), stats.bytes);
         let path = self.dir.join(format!("{key}.parquet"));
         let claim_path = self.dir.join(format!("{key}.json"));
         let claim_tmp = self

@@ -194,6 +194,7 @@ impl TableWriter {
                         num_writes: op.rows.len(),
                         num_update_writes: op.num_updates,
                         num_inserts: op.num_inserts,
+                        num_deletes: 0,
                         size,
                         log: None,
                         prev_base_file: op.base_file.clone(),

@@ -90,6 +90,9 @@ pub struct TableSpec {
     /// Partition directories named `field=value`.
     pub hive_style: bool,
     pub populate_meta_fields: bool,
+    /// `hoodie.properties` entries that replace (or add to) the generated ones, e.g. a v6
+    /// table's `hoodie.compaction.payload.class` or a v9 table's `hoodie.record.merge.mode`.
+    pub properties: Vec<(String, String)>,
 }
 
 impl TableSpec {
@@ -102,6 +105,34 @@ impl TableSpec {
             partition_fields: Vec::new(),
             hive_style: false,
             populate_meta_fields: true,
+            properties: Vec::new(),
+        }
+    }
+
+    /// Set (or add) one `hoodie.properties` entry.
+    pub fn with_property(mut self, key: &str, value: &str) -> TableSpec {
+        self.properties.retain(|(k, _)| k != key);
+        self.properties.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Whether readers merge by event time (the `ts` ordering field, ties to the later
+    /// write): `hoodie.record.merge.mode=EVENT_TIME_ORDERING` on layout 2 tables (the default
+    /// here), the Default/EventTime payloads on v6. The writer's row model follows it.
+    pub fn event_time_ordering(&self) -> bool {
+        let prop = |k: &str| {
+            self.properties
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
+        if self.version >= 8 {
+            prop("hoodie.record.merge.mode").unwrap_or("EVENT_TIME_ORDERING")
+                == "EVENT_TIME_ORDERING"
+        } else {
+            prop("hoodie.compaction.payload.class").is_some_and(|c| {
+                c.ends_with(".DefaultHoodieRecordPayload") || c.ends_with(".EventTimeAvroPayload")
+            })
         }
     }
 
@@ -368,6 +399,7 @@ struct Stat {
     num_writes: usize,
     num_update_writes: usize,
     num_inserts: usize,
+    num_deletes: usize,
     size: u64,
     /// Log writes: (version, base file name or "", log files).
     log: Option<(u32, String, Vec<String>)>,
@@ -383,7 +415,7 @@ impl Stat {
         o.insert("path".into(), json!(self.path));
         o.insert("prevCommit".into(), json!(self.prev_commit));
         o.insert("numWrites".into(), json!(self.num_writes));
-        o.insert("numDeletes".into(), json!(0));
+        o.insert("numDeletes".into(), json!(self.num_deletes));
         o.insert("numUpdateWrites".into(), json!(self.num_update_writes));
         o.insert("numInserts".into(), json!(self.num_inserts));
         o.insert("totalWriteBytes".into(), json!(self.size));
@@ -620,6 +652,12 @@ impl TableWriter {
             "hoodie.table.create.schema",
             parquet::data_schema(&s.name, false, &s.partition_fields).to_text(),
         ));
+        for (k, v) in &s.properties {
+            match p.iter_mut().find(|(key, _)| key == k) {
+                Some(e) => e.1 = v.clone(),
+                None => p.push((k.as_str(), v.clone())),
+            }
+        }
         // No `hoodie.table.checksum`: Java validates it only when present.
         let date = datetime(self.clock_ms)?;
         let mut text = format!(

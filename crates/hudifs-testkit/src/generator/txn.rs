@@ -87,6 +87,8 @@ pub(super) enum OpKind {
     Rewrite,
     /// A new log file of an existing group (merge-on-read update).
     Log,
+    /// A new log file of delete records (merge-on-read delete).
+    Delete,
 }
 
 #[derive(Debug)]
@@ -321,6 +323,155 @@ impl Txn<'_> {
     /// with the slice's base instant and the next version for that (fileId, base instant), in
     /// layout 2 with this write's instant and version 1. Returns the written file's name.
     pub fn update(&mut self, partition: &str, file_id: &str, rows: &[Row]) -> Result<String> {
+        self.append(partition, file_id, rows, false)
+    }
+
+    /// Insert `rows` as a new merge-on-read file group that has no base file, only a log file
+    /// (as Hudi writes inserts with an index that can route them to logs): its first slice's
+    /// base instant is this write, the log is version 1. The group is in the writer's model
+    /// from now on (without rows until the write completes). Returns its file id.
+    pub fn insert_log(&mut self, partition: &str, rows: &[Row]) -> Result<String> {
+        if !self.w.spec.is_mor() {
+            return Err(Error::Usage(
+                "log-only file groups exist in merge-on-read tables only".into(),
+            ));
+        }
+        self.w.check_partition(partition)?;
+        if rows.is_empty() {
+            return Err(Error::Usage("an insert needs at least one row".into()));
+        }
+        let file_id = self.w.new_file_id();
+        self.w.ensure_partition(partition, &self.instant)?;
+        self.w.groups.insert(
+            (partition.to_string(), file_id.clone()),
+            Group {
+                slices: vec![Slice::new(&self.instant, None)],
+                rows: BTreeMap::new(),
+                replaced_by: None,
+                opaque: false,
+            },
+        );
+        self.append(partition, &file_id, rows, false)?;
+        Ok(file_id)
+    }
+
+    /// Layout 1 only: upsert `rows` into a file group by appending one Avro data block of this
+    /// write to the slice's newest committed log file (as Hudi 0.x does on storage that
+    /// appends), so that one log file holds blocks of several instants. Returns the log's name.
+    pub fn append_to_log(
+        &mut self,
+        partition: &str,
+        file_id: &str,
+        rows: &[Row],
+    ) -> Result<String> {
+        if !self.w.spec.is_mor() || self.w.layout != Layout::V1 {
+            return Err(Error::Usage(
+                "only layout 1 merge-on-read writers append to log files".into(),
+            ));
+        }
+        self.check_fresh(partition, file_id)?;
+        let key = (partition.to_string(), file_id.to_string());
+        let g = self.w.groups.get(&key).ok_or_else(|| {
+            Error::Usage(format!("no committed file group {partition}/{file_id}"))
+        })?;
+        let slice = g
+            .slices
+            .last()
+            .ok_or_else(|| Error::Usage("no slice".into()))?;
+        let log = slice
+            .logs
+            .iter()
+            .filter(|l| l.committed)
+            .max_by_key(|l| l.version)
+            .ok_or_else(|| Error::Usage(format!("{partition}/{file_id} has no committed log")))?;
+        let (name, version) = (log.name.clone(), log.version);
+        let base_file = slice.base_file.clone().unwrap_or_default();
+        let slice_base = slice.base_instant.clone();
+        let mut slice_logs: Vec<String> = slice.logs.iter().map(|l| l.name.clone()).collect();
+        slice_logs.sort();
+        let mut stored = self.stamp(rows, self.task);
+        stored.sort_by_key(|r| r.row.id);
+        stored.dedup_by_key(|r| r.row.id);
+        let updates = stored
+            .iter()
+            .filter(|r| g.rows.contains_key(&r.row.id))
+            .count();
+        self.write_inflight()?;
+        let spec = &self.w.spec;
+        let schema = parquet::data_schema(
+            &spec.name,
+            spec.populate_meta_fields,
+            &spec.partition_fields,
+        );
+        let records = parquet::encode_rows(
+            &schema,
+            &stored,
+            partition,
+            file_id,
+            spec.populate_meta_fields,
+            &self.w.partition_values(partition),
+        )
+        .map_err(encode_err(&name))?;
+        let path = data_path(partition, &name)?;
+        let mut bytes = self.w.read(&path)?;
+        bytes.extend(logfile::avro_data_block(
+            &self.instant,
+            &schema.to_text(),
+            &records,
+        ));
+        self.w.put(&path, &bytes)?;
+        let size = bytes.len() as u64;
+        if let Some(l) = self
+            .w
+            .groups
+            .get_mut(&key)
+            .and_then(|g| g.slices.last_mut())
+            .and_then(|s| s.logs.iter_mut().find(|l| l.name == name))
+        {
+            l.size = size;
+        }
+        self.record_pending(partition, file_id, &name, true, size);
+        self.task += 1;
+        self.ops.push(Op {
+            kind: OpKind::Log,
+            stat: Stat {
+                partition: partition.to_string(),
+                file_id: file_id.to_string(),
+                path: rel_path(partition, &name),
+                prev_commit: slice_base,
+                num_writes: stored.len(),
+                num_update_writes: updates,
+                num_inserts: stored.len() - updates,
+                size,
+                log: Some((version, base_file, slice_logs)),
+                ..Stat::default()
+            },
+            rows: stored,
+            opaque: false,
+        });
+        Ok(name)
+    }
+
+    /// Delete the rows with these ids from a merge-on-read file group: a new log file (named
+    /// as [`Txn::update`] names it) with one Avro delete block (`HoodieDeleteRecordList`, no
+    /// ordering value, so the delete wins whatever the ordering field says). Ids the group does
+    /// not hold are written too (Hudi's reader ignores them). Returns the log file's name.
+    pub fn delete(&mut self, partition: &str, file_id: &str, ids: &[i64]) -> Result<String> {
+        if !self.w.spec.is_mor() {
+            return Err(Error::Usage(
+                "deletes are written as log blocks of merge-on-read tables only".into(),
+            ));
+        }
+        self.append(partition, file_id, &parquet::rows_with_ids(0, ids), true)
+    }
+
+    fn append(
+        &mut self,
+        partition: &str,
+        file_id: &str,
+        rows: &[Row],
+        delete: bool,
+    ) -> Result<String> {
         if self.action == Action::ReplaceCommit {
             return Err(Error::Usage(
                 "a replacecommit inserts and replaces file groups; it does not update".into(),
@@ -396,7 +547,16 @@ impl Txn<'_> {
                 &partition_values,
             )
             .map_err(encode_err(&name))?;
-            let bytes = logfile::avro_data_block(&self.instant, &schema.to_text(), &records);
+            let bytes = if delete {
+                let keys: Vec<String> = stored.iter().map(|r| r.row.id.to_string()).collect();
+                let deletes: Vec<_> = keys
+                    .iter()
+                    .map(|k| (k.as_str(), partition, logfile::blocks::DeleteOrdering::None))
+                    .collect();
+                logfile::blocks::delete(&self.instant, &schema.to_text(), &deletes)
+            } else {
+                logfile::avro_data_block(&self.instant, &schema.to_text(), &records)
+            };
             let path = data_path(partition, &name)?;
             self.w.put(&path, &bytes)?;
             let size = bytes.len() as u64;
@@ -430,16 +590,22 @@ impl Txn<'_> {
                 (self.instant.clone(), String::new(), vec![name.clone()])
             };
             self.task += 1;
+            let (num_writes, updates, inserts, num_deletes) = if delete {
+                (0, 0, 0, updates)
+            } else {
+                (stored.len(), updates, inserts, 0)
+            };
             self.ops.push(Op {
-                kind: OpKind::Log,
+                kind: if delete { OpKind::Delete } else { OpKind::Log },
                 stat: Stat {
                     partition: partition.to_string(),
                     file_id: file_id.to_string(),
                     path: rel_path(partition, &name),
                     prev_commit,
-                    num_writes: stored.len(),
+                    num_writes,
                     num_update_writes: updates,
                     num_inserts: inserts,
+                    num_deletes,
                     size,
                     log: Some((version, base_file, log_files)),
                     ..Stat::default()
@@ -448,6 +614,8 @@ impl Txn<'_> {
                 opaque: false,
             });
             Ok(name)
+        } else if delete {
+            Err(Error::Usage("deletes need a merge-on-read table".into()))
         } else {
             // Copy-on-write: merge into the committed rows. Rows not updated keep their commit
             // time and sequence number; every row gets the new file name when written.
@@ -585,7 +753,8 @@ impl Txn<'_> {
                     g.slices.push(s);
                     g.rows = rows;
                 }
-                OpKind::Log => {
+                OpKind::Log | OpKind::Delete => {
+                    let event_time = w.spec.event_time_ordering();
                     let Some(g) = w.groups.get_mut(&key) else {
                         continue;
                     };
@@ -601,7 +770,18 @@ impl Txn<'_> {
                         s.log_records += op.rows.len();
                     }
                     for r in op.rows {
-                        g.rows.insert(r.row.id, r);
+                        if op.kind == OpKind::Delete {
+                            g.rows.remove(&r.row.id);
+                        } else if event_time
+                            && g.rows
+                                .get(&r.row.id)
+                                .is_some_and(|old| old.row.ts > r.row.ts)
+                        {
+                            // Event-time ordering: an older record loses (a tie goes to the
+                            // later write).
+                        } else {
+                            g.rows.insert(r.row.id, r);
+                        }
                     }
                 }
             }
