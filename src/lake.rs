@@ -66,6 +66,34 @@ pub fn discover(store: &dyn Storage, root: &TablePath, depth: usize) -> io::Resu
     Ok(found)
 }
 
+/// For `hudifs ls` and `hudifs timeline`, which read one table: what to say when `dir` is not a
+/// table but a lake (`None` when it holds no table either). Names at most 10 of the tables.
+pub fn lake_hint(dir: &std::path::Path) -> Option<String> {
+    let store = hudifs_storage::LocalStore::new(dir).ok()?;
+    let found = discover(&store, &TablePath::root(), DEFAULT_DEPTH).ok()?;
+    if found.is_empty() {
+        return None;
+    }
+    let shown: Vec<String> = found
+        .iter()
+        .take(10)
+        .map(|t| dir.join(t.as_str()).display().to_string())
+        .collect();
+    let more = match found.len() {
+        n if n > 10 => format!(", and {} more", n - 10),
+        _ => String::new(),
+    };
+    Some(format!(
+        "{} is not a Hudi table but holds {} (a lake): give one table, e.g. {}{more}",
+        dir.display(),
+        match found.len() {
+            1 => "1 table".to_string(),
+            n => format!("{n} tables"),
+        },
+        shown.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +145,29 @@ mod tests {
         s.create_dir_all(&TablePath::new("bare/.hoodie").unwrap())
             .unwrap();
         assert_eq!(names(&discover(&s, &TablePath::root(), 4).unwrap()), ["up"]);
+    }
+
+    #[test]
+    fn ls_on_a_lake_names_its_tables() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert_eq!(lake_hint(tmp.path()), None);
+        for t in ["db/one", "two"] {
+            std::fs::create_dir_all(tmp.path().join(t).join(".hoodie")).unwrap();
+            std::fs::write(tmp.path().join(t).join(".hoodie").join(PROPERTIES), "x").unwrap();
+        }
+        let hint = lake_hint(tmp.path()).unwrap();
+        assert!(
+            hint.contains("is not a Hudi table but holds 2 tables"),
+            "{hint}"
+        );
+        assert!(
+            hint.contains(&tmp.path().join("db/one").display().to_string()),
+            "{hint}"
+        );
+        assert!(
+            hint.contains(&tmp.path().join("two").display().to_string()),
+            "{hint}"
+        );
     }
 
     #[test]
