@@ -120,7 +120,15 @@ fn open(table: &Path) -> Result<Snapshot> {
         }
         Err(e) => return Err(Error::io(table.display().to_string(), e)),
     };
-    Ok(Snapshot::open(Arc::new(store))?)
+    match Snapshot::open(Arc::new(store)) {
+        // A lake root: name the tables it holds (lake.rs).
+        Err(hudifs_core::error::Error::NotATable(_)) if crate::lake::lake_hint(table).is_some() => {
+            Err(Error::Usage(
+                crate::lake::lake_hint(table).unwrap_or_default(),
+            ))
+        }
+        r => Ok(r?),
+    }
 }
 
 pub fn run_ls(args: &LsArgs, out: &mut dyn Write) -> Result<()> {

@@ -10,7 +10,7 @@
 //! - `cli`: the command line; `error`: its errors and exit codes;
 //! - `options`: `-o` options as mount(8) and fstab give them; `access`: owner and modes;
 //! - `notify`: systemd readiness; `status`: `hudifs status` and the daemon's state file;
-//! - `manual`: completions and the man page.
+//! - `manual`: completions and the man page; `lake`: finding the tables of a lake.
 
 /// `hudifs --version`: the package version and the build's git revision (`build.rs`).
 pub const VERSION: &str = concat!(
@@ -27,6 +27,7 @@ pub mod error;
 pub mod follow;
 pub mod fs;
 pub mod fuse;
+pub mod lake;
 pub mod manual;
 pub mod notify;
 pub mod options;
