@@ -31,3 +31,4 @@ pub mod manual;
 pub mod notify;
 pub mod options;
 pub mod status;
+pub mod store;

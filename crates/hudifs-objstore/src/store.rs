@@ -195,10 +195,10 @@ impl ObjectStorage {
                 ),
             )),
             Err(e) => Err(io::Error::other(format!(
-                "{}: the store did not answer ({e}); check the endpoint (--endpoint-url, \
+                "the store did not answer ({e}); check the endpoint (--endpoint-url, \
                  --region), the credentials (AWS_ACCESS_KEY_ID / --profile / --no-sign-request) \
                  and that the bucket {:?} exists",
-                self.url, self.url.bucket
+                self.url.bucket
             ))),
         }
     }
