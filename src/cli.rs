@@ -6,7 +6,6 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use serde_json::json;
@@ -16,7 +15,6 @@ use hudifs_core::rules::{self, View};
 use hudifs_core::snapshot::Snapshot;
 use hudifs_core::timefmt::TimelineZone;
 use hudifs_core::viewkey::{self, ViewKey};
-use hudifs_storage::LocalStore;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -67,8 +65,10 @@ pub struct StatusArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct LsArgs {
-    /// The table root (the directory that holds .hoodie/).
+    /// The table root (the directory that holds .hoodie/): a path, file://, s3://, gs:// or az://.
     pub table: PathBuf,
+    #[command(flatten)]
+    pub store: crate::store::StoreArgs,
     /// Time travel: the snapshot as of this time (any accepted spelling, e.g.
     /// 20240418173551906, "2024-04-18 17:35:51", 2024-04-18T22:35:51Z, 1713479751).
     #[arg(long, value_name = "TS", conflicts_with = "incremental")]
@@ -93,8 +93,10 @@ pub struct LsArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct TimelineArgs {
-    /// The table root (the directory that holds .hoodie/).
+    /// The table root (the directory that holds .hoodie/): a path, file://, s3://, gs:// or az://.
     pub table: PathBuf,
+    #[command(flatten)]
+    pub store: crate::store::StoreArgs,
     /// Machine-readable output (stable), with the facts the views rest on.
     #[arg(long)]
     pub json: bool,
@@ -109,18 +111,8 @@ pub fn zone(option: Option<&str>, table: Option<&TimelineZone>) -> Result<Timeli
 }
 
 /// The table at `table`, read.
-fn open(table: &Path) -> Result<Snapshot> {
-    let store = match LocalStore::new(table) {
-        Ok(s) => s,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::Table(hudifs_core::error::Error::NotATable(format!(
-                "{} (no such directory)",
-                table.display()
-            ))))
-        }
-        Err(e) => return Err(Error::io(table.display().to_string(), e)),
-    };
-    match Snapshot::open(Arc::new(store)) {
+fn open(table: &Path, store: &crate::store::StoreArgs) -> Result<Snapshot> {
+    match Snapshot::open(crate::store::open_store(table, store)?) {
         // A lake root: name the tables it holds (lake.rs).
         Err(hudifs_core::error::Error::NotATable(_)) if crate::lake::lake_hint(table).is_some() => {
             Err(Error::Usage(
@@ -132,7 +124,7 @@ fn open(table: &Path) -> Result<Snapshot> {
 }
 
 pub fn run_ls(args: &LsArgs, out: &mut dyn Write) -> Result<()> {
-    let table = open(&args.table)?;
+    let table = open(&args.table, &args.store)?;
     let zone = zone(args.timezone.as_deref(), table.cfg.timeline_zone.as_ref())?;
     let key = if let Some(ts) = &args.as_of {
         viewkey::parse_as_of(ts, &zone)?
@@ -236,7 +228,7 @@ pub fn view_json(key: &ViewKey, view: &View, read_optimized: bool) -> serde_json
 }
 
 pub fn run_timeline(args: &TimelineArgs, out: &mut dyn Write) -> Result<()> {
-    let table = open(&args.table)?;
+    let table = open(&args.table, &args.store)?;
     let w = |e: std::io::Error| Error::io("<stdout>", e);
     if args.json {
         let instants: Vec<_> = table
@@ -297,8 +289,10 @@ pub fn run_timeline(args: &TimelineArgs, out: &mut dyn Write) -> Result<()> {
     noauto, user, users, x-systemd.* and the other options of mount(8), and refuses rw."
 )]
 pub struct MountArgs {
-    /// The table root (the directory that holds .hoodie/).
+    /// The table root (the directory that holds .hoodie/): a path, file://, s3://, gs:// or az://.
     pub table: PathBuf,
+    #[command(flatten)]
+    pub store: crate::store::StoreArgs,
     /// An empty directory to mount on.
     pub mountpoint: PathBuf,
     /// Stay in the foreground (logs to standard error; tells systemd when the mount is live).

@@ -124,7 +124,7 @@ pub fn mount(args: &MountArgs) -> Result<()> {
         crate::cli::zone(Some(z), None)?;
     }
     // Refuse a directory that is not a table before touching the mount point.
-    hudifs_core::table::TableConfig::load(&*open_store(&args.table)?)?;
+    hudifs_core::table::TableConfig::load(&*open_store(args)?)?;
     check_mountpoint(&args.mountpoint)?;
     if args.foreground {
         run_foreground(args)
@@ -133,18 +133,9 @@ pub fn mount(args: &MountArgs) -> Result<()> {
     }
 }
 
-/// The storage of the table at `table`.
-fn open_store(table: &Path) -> Result<Arc<dyn Storage>> {
-    match LocalStore::new(table) {
-        Ok(s) => Ok(Arc::new(s)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(Error::Table(hudifs_core::error::Error::NotATable(format!(
-                "{} (no such directory)",
-                table.display()
-            ))))
-        }
-        Err(e) => Err(Error::io(table.display().to_string(), e)),
-    }
+/// The storage of the table of `args`.
+fn open_store(args: &MountArgs) -> Result<Arc<dyn Storage>> {
+    crate::store::open_store(&args.table, &args.store)
 }
 
 fn mount_config(args: &MountArgs, table: &str) -> MountConfig {
@@ -162,7 +153,8 @@ fn mount_config(args: &MountArgs, table: &str) -> MountConfig {
         options,
         allow_other,
         threads: args.threads,
-        passthrough: !args.no_passthrough,
+        // Remote files have no descriptor to pass through: read through the daemon.
+        passthrough: !args.no_passthrough && !crate::store::is_remote(&args.table),
     }
 }
 
@@ -184,7 +176,7 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
     // Signals are handled by one thread; every thread started from here inherits the mask.
     let sigset = block_signals();
     let fs = Arc::new(HudiFs::with_store(
-        open_store(&args.table)?,
+        open_store(args)?,
         FsOptions {
             read_optimized: args.read_optimized,
             zone: match &args.timezone {
@@ -532,6 +524,9 @@ fn daemon_argv(args: &MountArgs) -> Vec<OsString> {
     }
     child_args.push(format!("--merge-cache-size={}", args.merge_cache_size).into());
     child_args.push(format!("--merge-memory={}", args.merge_memory).into());
+    for a in args.store.to_args() {
+        child_args.push(a.into());
+    }
     for o in &args.options {
         child_args.push(format!("-o{o}").into());
     }
@@ -602,6 +597,15 @@ mod tests {
                 "--dir-mode",
                 "0550",
                 "--default-permissions",
+                "--endpoint-url",
+                "http://127.0.0.1:9000",
+                "--region",
+                "eu-west-3",
+                "--force-path-style",
+                "--no-sign-request",
+                "--profile",
+                "dev",
+                "--allow-http",
             ]
             .map(OsString::from),
         );

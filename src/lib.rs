@@ -32,3 +32,4 @@ pub mod manual;
 pub mod notify;
 pub mod options;
 pub mod status;
+pub mod store;

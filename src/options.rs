@@ -122,6 +122,48 @@ pub const OPTIONS: &[MountOpt] = &[
         },
         "--poll-interval: timeline polling period in milliseconds",
     ),
+    value(
+        "endpoint_url",
+        "URL",
+        |a, v| {
+            a.store.endpoint_url = Some(v.to_string());
+            Ok(())
+        },
+        "--endpoint-url: S3-compatible endpoint of an s3:// table",
+    ),
+    value(
+        "region",
+        "REGION",
+        |a, v| {
+            a.store.region = Some(v.to_string());
+            Ok(())
+        },
+        "--region: region of the bucket",
+    ),
+    flag(
+        "force_path_style",
+        |a| a.store.force_path_style = true,
+        "--force-path-style: path-style S3 requests",
+    ),
+    flag(
+        "no_sign_request",
+        |a| a.store.no_sign_request = true,
+        "--no-sign-request: anonymous requests",
+    ),
+    value(
+        "profile",
+        "NAME",
+        |a, v| {
+            a.store.profile = Some(v.to_string());
+            Ok(())
+        },
+        "--profile: AWS shared-config profile",
+    ),
+    flag(
+        "allow_http",
+        |a| a.store.allow_http = true,
+        "--allow-http: plain HTTP to the store",
+    ),
     flag(
         "no_passthrough",
         |a| a.no_passthrough = true,
@@ -380,6 +422,23 @@ mod tests {
 
     fn resolved(opts: &str) -> Result<MountArgs> {
         resolve(&args(&["-o", opts]))
+    }
+
+    #[test]
+    fn object_store_options_as_o_options() {
+        let a = resolved(
+            "endpoint_url=http://127.0.0.1:9000,region=eu-west-3,force_path_style,\
+             no_sign_request,profile=dev,allow_http",
+        )
+        .unwrap();
+        assert_eq!(
+            a.store.endpoint_url.as_deref(),
+            Some("http://127.0.0.1:9000")
+        );
+        assert_eq!(a.store.region.as_deref(), Some("eu-west-3"));
+        assert_eq!(a.store.profile.as_deref(), Some("dev"));
+        assert!(a.store.force_path_style && a.store.no_sign_request && a.store.allow_http);
+        assert!(resolved("endpoint_url").is_err());
     }
 
     #[test]

@@ -1,0 +1,514 @@
+//! [`ObjectStorage`]: the hudifs storage seam over an `object_store` client, with one tokio
+//! runtime owned by the store; every call blocks the calling thread on it (the daemon calls
+//! from worker threads, never from the FUSE session loop).
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hudifs_storage::{Entry, Kind, Meta, OpenFile, Storage, StorageWrite, TablePath};
+use object_store::path::Path as ObjPath;
+use object_store::{
+    BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectStore, PutPayload, RetryConfig,
+};
+
+use crate::profile;
+use crate::url::{Scheme, StoreOptions, StoreUrl};
+
+/// How many times a read whose body came back short is tried again (the client library
+/// already retries 5xx, resets and timeouts with backoff before giving up).
+const BODY_RETRIES: usize = 3;
+
+/// A table on an object store.
+pub struct ObjectStorage {
+    url: StoreUrl,
+    store: Arc<dyn ObjectStore>,
+    runtime: Arc<tokio::runtime::Runtime>,
+}
+
+impl std::fmt::Debug for ObjectStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the client: its configuration holds credentials.
+        f.debug_struct("ObjectStorage")
+            .field("url", &self.url.to_string())
+            .finish()
+    }
+}
+
+fn retry_config() -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(2),
+            base: 2.0,
+        },
+        max_retries: 5,
+        retry_timeout: Duration::from_secs(30),
+    }
+}
+
+fn client_options(opts: &StoreOptions) -> ClientOptions {
+    ClientOptions::new()
+        .with_allow_http(opts.http_allowed())
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_timeout(Duration::from_secs(30))
+}
+
+/// Build the client for `url`: credentials from the environment, web identity and instance
+/// metadata (the builders' own chain), plus the AWS profile files.
+pub fn build_client(url: &StoreUrl, opts: &StoreOptions) -> io::Result<Arc<dyn ObjectStore>> {
+    let bad = |e: object_store::Error| io::Error::new(io::ErrorKind::InvalidInput, e.to_string());
+    let store: Arc<dyn ObjectStore> = match url.scheme {
+        Scheme::S3 => {
+            let mut b = object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(&url.bucket)
+                .with_retry(retry_config())
+                .with_client_options(client_options(opts));
+            let env_keys = std::env::var_os("AWS_ACCESS_KEY_ID").is_some();
+            let prof = if opts.no_sign_request {
+                None
+            } else {
+                profile::load(opts.profile.as_deref())
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?
+            };
+            if let Some(p) = &prof {
+                // Explicit --profile beats environment keys; else the environment wins, as
+                // with the AWS CLI.
+                if opts.profile.is_some() || !env_keys {
+                    if let (Some(id), Some(secret)) = (&p.access_key_id, &p.secret_access_key) {
+                        b = b.with_access_key_id(id).with_secret_access_key(secret);
+                        if let Some(t) = &p.session_token {
+                            b = b.with_token(t);
+                        }
+                    } else if !p.unsupported.is_empty() && opts.profile.is_some() {
+                        log::warn!(
+                            "AWS profile settings not supported: {}; export keys or use \
+                             web identity / instance metadata",
+                            p.unsupported.join(", ")
+                        );
+                    }
+                }
+                if std::env::var_os("AWS_REGION").is_none()
+                    && std::env::var_os("AWS_DEFAULT_REGION").is_none()
+                {
+                    if let Some(r) = &p.region {
+                        b = b.with_region(r);
+                    }
+                }
+                if opts.endpoint_url.is_none() && std::env::var_os("AWS_ENDPOINT_URL").is_none() {
+                    if let Some(e) = &p.endpoint_url {
+                        b = b.with_endpoint(e);
+                    }
+                }
+            }
+            if let Some(r) = &opts.region {
+                b = b.with_region(r);
+            }
+            if let Some(e) = &opts.endpoint_url {
+                b = b.with_endpoint(e);
+            }
+            if opts.force_path_style {
+                b = b.with_virtual_hosted_style_request(false);
+            }
+            if opts.no_sign_request {
+                b = b.with_skip_signature(true);
+            }
+            Arc::new(b.build().map_err(bad)?)
+        }
+        Scheme::Gcs => {
+            let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_bucket_name(&url.bucket)
+                .with_retry(retry_config())
+                .with_client_options(client_options(opts));
+            if opts.no_sign_request {
+                b = b.with_skip_signature(true);
+            }
+            Arc::new(b.build().map_err(bad)?)
+        }
+        Scheme::Azure => {
+            let mut b = object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_container_name(&url.bucket)
+                .with_retry(retry_config())
+                .with_client_options(client_options(opts));
+            if let Some(a) = &url.account {
+                b = b.with_account(a);
+            }
+            if let Some(e) = &opts.endpoint_url {
+                b = b.with_endpoint(e.clone());
+            }
+            if opts.no_sign_request {
+                b = b.with_skip_signature(true);
+            }
+            Arc::new(b.build().map_err(bad)?)
+        }
+    };
+    Ok(store)
+}
+
+fn to_io(what: &str, e: object_store::Error) -> io::Error {
+    match e {
+        object_store::Error::NotFound { .. } => {
+            io::Error::new(io::ErrorKind::NotFound, format!("{what}: not found"))
+        }
+        e => io::Error::other(format!("{what}: {e}")),
+    }
+}
+
+impl ObjectStorage {
+    /// A store for the table at `url`. Builds the client only: [`ObjectStorage::check`] makes
+    /// the first request.
+    pub fn new(url: StoreUrl, opts: &StoreOptions) -> io::Result<ObjectStorage> {
+        let store = build_client(&url, opts)?;
+        Self::with_client(url, store)
+    }
+
+    /// A store over an existing client (tests wrap clients).
+    pub fn with_client(url: StoreUrl, store: Arc<dyn ObjectStore>) -> io::Result<ObjectStorage> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("hudifs-objstore")
+            .enable_all()
+            .build()?;
+        Ok(ObjectStorage {
+            url,
+            store,
+            runtime: Arc::new(runtime),
+        })
+    }
+
+    /// A store in memory (object_store's, which keeps ETags and honours If-Match): tests of
+    /// everything above the client without a server.
+    pub fn in_memory(url: StoreUrl) -> io::Result<ObjectStorage> {
+        Self::with_client(url, Arc::new(object_store::memory::InMemory::new()))
+    }
+
+    pub fn url(&self) -> &StoreUrl {
+        &self.url
+    }
+
+    /// One request to see that the store answers and the table is there: a clear message
+    /// naming what to check (endpoint, credentials, bucket) when not.
+    pub fn check(&self) -> io::Result<()> {
+        let key = ObjPath::from(self.url.key(".hoodie/hoodie.properties"));
+        match self.runtime.block_on(self.store.head(&key)) {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::NotFound { .. }) => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{}: is not a Hudi table: no .hoodie/hoodie.properties",
+                    self.url
+                ),
+            )),
+            Err(e) => Err(io::Error::other(format!(
+                "the store did not answer ({e}); check the endpoint (--endpoint-url, \
+                 --region), the credentials (AWS_ACCESS_KEY_ID / --profile / --no-sign-request) \
+                 and that the bucket {:?} exists",
+                self.url.bucket
+            ))),
+        }
+    }
+
+    fn obj(&self, path: &TablePath) -> ObjPath {
+        ObjPath::from(self.url.key(path.as_str()))
+    }
+
+    fn block<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.runtime.block_on(f)
+    }
+
+    fn meta_of(m: &object_store::ObjectMeta) -> Meta {
+        Meta {
+            kind: Kind::File,
+            size: m.size,
+            mtime: Some(m.last_modified.into()),
+            mode: 0o644,
+            version: m.version.clone().or_else(|| m.e_tag.clone()),
+        }
+    }
+
+    fn dir_meta() -> Meta {
+        Meta {
+            kind: Kind::Dir,
+            size: 0,
+            mtime: None,
+            mode: 0o755,
+            version: None,
+        }
+    }
+
+    /// A ranged GET of `range` of `key`, pinned to `etag`/`version` when given, its body
+    /// checked for length; short bodies are tried again, then EIO.
+    fn get_range_checked(
+        &self,
+        key: &ObjPath,
+        start: u64,
+        end: u64,
+        etag: Option<&str>,
+        version: Option<&str>,
+    ) -> Result<Bytes, object_store::Error> {
+        let want = (end - start) as usize;
+        let mut last_short = 0;
+        for _ in 0..=BODY_RETRIES {
+            let opts = GetOptions {
+                if_match: etag.map(str::to_string),
+                version: version.map(str::to_string),
+                range: Some(GetRange::Bounded(start..end)),
+                ..Default::default()
+            };
+            let res = self.block(async {
+                let r = self.store.get_opts(key, opts).await?;
+                r.bytes().await
+            });
+            match res {
+                Ok(b) if b.len() == want => return Ok(b),
+                Ok(b) => last_short = b.len(),
+                Err(object_store::Error::Generic { source, .. }) => {
+                    // A body cut off mid-stream surfaces as a generic error; try again.
+                    log::debug!("{key}: read {start}..{end} failed: {source}");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(object_store::Error::Generic {
+            store: "hudifs",
+            source: format!(
+                "{key}: bytes {start}..{end}: body short or cut off after {} tries (last {last_short} of {want} bytes)",
+                BODY_RETRIES + 1
+            )
+            .into(),
+        })
+    }
+}
+
+impl Storage for ObjectStorage {
+    fn describe(&self, path: &TablePath) -> String {
+        if path.is_root() {
+            self.url.to_string()
+        } else {
+            format!("{}/{}", self.url, path.as_str())
+        }
+    }
+
+    fn list(&self, dir: &TablePath) -> io::Result<Vec<Entry>> {
+        let key = self.url.key(dir.as_str());
+        let prefix = (!key.is_empty()).then(|| ObjPath::from(key));
+        let res = self
+            .block(self.store.list_with_delimiter(prefix.as_ref()))
+            .map_err(|e| to_io(&self.describe(dir), e))?;
+        let mut out = Vec::with_capacity(res.objects.len() + res.common_prefixes.len());
+        for p in &res.common_prefixes {
+            if let Some(name) = p.filename() {
+                out.push(Entry {
+                    name: name.to_string(),
+                    meta: Self::dir_meta(),
+                });
+            }
+        }
+        for o in &res.objects {
+            if let Some(name) = o.location.filename() {
+                out.push(Entry {
+                    name: name.to_string(),
+                    meta: Self::meta_of(o),
+                });
+            }
+        }
+        // A store has no empty directories (a table uploaded from a disk loses them, e.g. the
+        // empty .hoodie/timeline of a new 1.x table): a prefix without keys lists as empty.
+        Ok(out)
+    }
+
+    fn stat(&self, path: &TablePath) -> io::Result<Meta> {
+        if path.is_root() {
+            return Ok(Self::dir_meta());
+        }
+        match self.block(self.store.head(&self.obj(path))) {
+            Ok(m) => Ok(Self::meta_of(&m)),
+            Err(object_store::Error::NotFound { .. }) => {
+                // Directories exist only as key prefixes.
+                let prefix = self.obj(path);
+                let res = self
+                    .block(self.store.list_with_delimiter(Some(&prefix)))
+                    .map_err(|e| to_io(&self.describe(path), e))?;
+                if res.objects.is_empty() && res.common_prefixes.is_empty() {
+                    Err(hudifs_storage::not_found(self.describe(path)))
+                } else {
+                    Ok(Self::dir_meta())
+                }
+            }
+            Err(e) => Err(to_io(&self.describe(path), e)),
+        }
+    }
+
+    fn read(&self, path: &TablePath) -> io::Result<Vec<u8>> {
+        let key = self.obj(path);
+        let what = self.describe(path);
+        for _ in 0..=BODY_RETRIES {
+            let res = self.block(async {
+                let r = self.store.get(&key).await?;
+                let size = r.meta.size;
+                let b = r.bytes().await?;
+                Ok::<_, object_store::Error>((size, b))
+            });
+            match res {
+                Ok((size, b)) if b.len() as u64 == size => return Ok(b.to_vec()),
+                Ok(_) | Err(object_store::Error::Generic { .. }) => continue,
+                Err(e) => return Err(to_io(&what, e)),
+            }
+        }
+        log::warn!("{what}: read failed after retries (short or cut-off bodies)");
+        Err(io::Error::other(format!(
+            "{what}: short body after retries"
+        )))
+    }
+
+    fn read_range(&self, path: &TablePath, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        let meta = self.stat(path)?;
+        if offset >= meta.size || len == 0 {
+            return Ok(Vec::new());
+        }
+        let end = (offset + len as u64).min(meta.size);
+        self.get_range_checked(&self.obj(path), offset, end, None, None)
+            .map(|b| b.to_vec())
+            .map_err(|e| to_io(&self.describe(path), e))
+    }
+
+    fn open(&self, path: &TablePath) -> io::Result<Arc<dyn OpenFile>> {
+        let key = self.obj(path);
+        let m = self
+            .block(self.store.head(&key))
+            .map_err(|e| to_io(&self.describe(path), e))?;
+        Ok(Arc::new(RemoteFile {
+            storage: ObjectStorage {
+                url: self.url.clone(),
+                store: self.store.clone(),
+                runtime: self.runtime.clone(),
+            },
+            what: self.describe(path),
+            key,
+            size: m.size,
+            etag: m.e_tag,
+            version: m.version,
+        }))
+    }
+}
+
+/// A file opened on an object store: every GET pinned to the ETag (and version) seen at open.
+struct RemoteFile {
+    storage: ObjectStorage,
+    what: String,
+    key: ObjPath,
+    size: u64,
+    etag: Option<String>,
+    version: Option<String>,
+}
+
+impl OpenFile for RemoteFile {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if offset >= self.size || buf.is_empty() {
+            return Ok(0);
+        }
+        let end = (offset + buf.len() as u64).min(self.size);
+        match self.storage.get_range_checked(
+            &self.key,
+            offset,
+            end,
+            self.etag.as_deref(),
+            self.version.as_deref(),
+        ) {
+            Ok(b) => {
+                buf[..b.len()].copy_from_slice(&b);
+                Ok(b.len())
+            }
+            Err(object_store::Error::Precondition { .. }) => {
+                log::warn!(
+                    "{}: changed since it was opened (ETag {:?} no longer matches): ESTALE",
+                    self.what,
+                    self.etag
+                );
+                Err(io::Error::from_raw_os_error(libc::ESTALE))
+            }
+            Err(object_store::Error::NotFound { .. }) => {
+                log::warn!(
+                    "{}: deleted while open (the cleaner removed it; without a versioned bucket \
+                     the rest cannot be read): EIO",
+                    self.what
+                );
+                Err(io::Error::from_raw_os_error(libc::EIO))
+            }
+            Err(e) => {
+                log::warn!("{}: read at {offset} failed after retries: {e}", self.what);
+                Err(io::Error::from_raw_os_error(libc::EIO))
+            }
+        }
+    }
+}
+
+impl StorageWrite for ObjectStorage {
+    fn put(&self, path: &TablePath, bytes: &[u8]) -> io::Result<()> {
+        let payload = PutPayload::from(Bytes::copy_from_slice(bytes));
+        self.block(self.store.put(&self.obj(path), payload))
+            .map(|_| ())
+            .map_err(|e| to_io(&self.describe(path), e))
+    }
+
+    /// Object PUTs are atomic: the staging directory is not needed.
+    fn put_atomic(&self, path: &TablePath, bytes: &[u8], _staging: &TablePath) -> io::Result<()> {
+        self.put(path, bytes)
+    }
+
+    /// Copy then delete: not atomic on a store (the writer only renames its own staging files).
+    fn rename(&self, from: &TablePath, to: &TablePath) -> io::Result<()> {
+        self.block(self.store.rename(&self.obj(from), &self.obj(to)))
+            .map_err(|e| to_io(&self.describe(from), e))
+    }
+
+    fn delete(&self, path: &TablePath) -> io::Result<bool> {
+        let key = self.obj(path);
+        match self.block(self.store.head(&key)) {
+            Err(object_store::Error::NotFound { .. }) => return Ok(false),
+            Err(e) => return Err(to_io(&self.describe(path), e)),
+            Ok(_) => {}
+        }
+        self.block(self.store.delete(&key))
+            .map(|_| true)
+            .map_err(|e| to_io(&self.describe(path), e))
+    }
+
+    fn delete_dir_all(&self, dir: &TablePath) -> io::Result<()> {
+        use futures::TryStreamExt;
+        let key = self.url.key(dir.as_str());
+        let prefix = (!key.is_empty()).then(|| ObjPath::from(key));
+        let objs: Vec<_> = self
+            .block(self.store.list(prefix.as_ref()).try_collect::<Vec<_>>())
+            .map_err(|e| to_io(&self.describe(dir), e))?;
+        for o in objs {
+            match self.block(self.store.delete(&o.location)) {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(to_io(&self.describe(dir), e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn create_dir_all(&self, _dir: &TablePath) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn truncate(&self, path: &TablePath, len: u64) -> io::Result<()> {
+        let mut bytes = self.read(path)?;
+        bytes.truncate(len as usize);
+        self.put(path, &bytes)
+    }
+}
+
+#[cfg(test)]
+impl ObjectStorage {
+    pub(crate) fn runtime_block_for_test<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.block(f)
+    }
+}

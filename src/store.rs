@@ -1,0 +1,107 @@
+//! Where a table lives: a local directory (or `file://` URL) or an object store (`s3://`,
+//! `gs://`, `az://`), and the command-line options that say how to reach a store.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use hudifs_objstore::{is_store_url, ObjectStorage, StoreOptions, StoreUrl};
+use hudifs_storage::{LocalStore, Storage};
+
+use crate::error::{Error, Result};
+
+/// How to reach an object store (ignored for local tables). Holds no secret.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct StoreArgs {
+    /// S3-compatible endpoint instead of AWS's (plain HTTP only when it says http://).
+    #[arg(long, value_name = "URL", help_heading = "Object stores")]
+    pub endpoint_url: Option<String>,
+    /// Region of the bucket (default: AWS_REGION, the profile's, else us-east-1).
+    #[arg(long, value_name = "REGION", help_heading = "Object stores")]
+    pub region: Option<String>,
+    /// Path-style requests (http://endpoint/bucket/key), as most S3-compatible servers need.
+    #[arg(long, help_heading = "Object stores")]
+    pub force_path_style: bool,
+    /// Anonymous requests (public buckets): no credentials are looked up.
+    #[arg(long, help_heading = "Object stores")]
+    pub no_sign_request: bool,
+    /// AWS shared-config profile (default: AWS_PROFILE, else default).
+    #[arg(long, value_name = "NAME", help_heading = "Object stores")]
+    pub profile: Option<String>,
+    /// Allow plain HTTP even when the endpoint does not say http://.
+    #[arg(long, help_heading = "Object stores")]
+    pub allow_http: bool,
+}
+
+impl StoreArgs {
+    pub fn options(&self) -> StoreOptions {
+        StoreOptions {
+            endpoint_url: self.endpoint_url.clone(),
+            region: self.region.clone(),
+            force_path_style: self.force_path_style,
+            no_sign_request: self.no_sign_request,
+            profile: self.profile.clone(),
+            allow_http: self.allow_http,
+        }
+    }
+
+    /// These options as command-line arguments (for the background daemon).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if let Some(e) = &self.endpoint_url {
+            v.push(format!("--endpoint-url={e}"));
+        }
+        if let Some(r) = &self.region {
+            v.push(format!("--region={r}"));
+        }
+        if self.force_path_style {
+            v.push("--force-path-style".into());
+        }
+        if self.no_sign_request {
+            v.push("--no-sign-request".into());
+        }
+        if let Some(p) = &self.profile {
+            v.push(format!("--profile={p}"));
+        }
+        if self.allow_http {
+            v.push("--allow-http".into());
+        }
+        v
+    }
+}
+
+/// Whether `table` names an object store.
+pub fn is_remote(table: &Path) -> bool {
+    table.to_str().is_some_and(is_store_url)
+}
+
+/// The storage of the table at `table`. For a store, one request checks that it answers and
+/// that the table is there, with a message saying what to check when not.
+pub fn open_store(table: &Path, args: &StoreArgs) -> Result<Arc<dyn Storage>> {
+    if let Some(s) = table.to_str().filter(|s| is_store_url(s)) {
+        let url = StoreUrl::parse(s).map_err(Error::Usage)?;
+        let store = ObjectStorage::new(url, &args.options()).map_err(|e| Error::io(s, e))?;
+        match store.check() {
+            Ok(()) => return Ok(Arc::new(store)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::Table(hudifs_core::error::Error::NotATable(
+                    store.url().to_string(),
+                )))
+            }
+            Err(e) => return Err(Error::io(s, e)),
+        }
+    }
+    let local = match table.to_str().and_then(|s| s.strip_prefix("file://")) {
+        Some(p) => Path::new(p),
+        None => table,
+    };
+    match LocalStore::new(local) {
+        Ok(s) => Ok(Arc::new(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(Error::Table(hudifs_core::error::Error::NotATable(format!(
+                "{} (no such directory)",
+                local.display()
+            ))))
+        }
+        Err(e) => Err(Error::io(local.display().to_string(), e)),
+    }
+}
