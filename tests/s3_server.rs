@@ -46,18 +46,7 @@ fn moto_python() -> PathBuf {
             .is_ok_and(|s| s.success())
     };
     if !has(&py) {
-        let st = Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .arg("moto[server]==5.*")
-            .status()
-            .expect("pip install moto");
-        assert!(st.success(), "pip install moto[server] failed");
+        common::pip_install(&py, &["moto[server]==5.*"]);
     }
     py
 }

@@ -351,6 +351,22 @@ pub fn snapshot(root: &Path) -> Snapshot {
 /// hudi 0.5.0 (hudi-rs, the reference reader of the merged view).
 const PYTHON_PACKAGES: [&str; 3] = ["pyarrow", "duckdb", "hudi==0.5.0"];
 
+/// Install `packages` from PyPI into the environment of `py`; panics when pip fails.
+pub fn pip_install(py: &Path, packages: &[&str]) {
+    let st = std::process::Command::new(py)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(packages)
+        .status()
+        .expect("pip install");
+    assert!(st.success(), "pip install {packages:?} failed");
+}
+
 /// A Python with [`PYTHON_PACKAGES`]: `HUDIFS_PYTHON`, else a virtual environment in
 /// target/pyenv, created and filled from PyPI on first use.
 pub fn python() -> PathBuf {
@@ -381,18 +397,7 @@ pub fn python() -> PathBuf {
                     .expect("python3 -m venv");
                 assert!(st.success(), "could not create {}", venv.display());
             }
-            let st = Command::new(&py)
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                ])
-                .args(PYTHON_PACKAGES)
-                .status()
-                .expect("pip install");
-            assert!(st.success(), "pip install {PYTHON_PACKAGES:?} failed");
+            pip_install(&py, &PYTHON_PACKAGES);
         }
         assert!(ok(&py), "{} lacks {PYTHON_PACKAGES:?}", py.display());
         py
