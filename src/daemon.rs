@@ -235,9 +235,14 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
     );
 
     let stop = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicBool::new(false));
     let mut unmounter = session.unmounter();
-    let mp = args.mountpoint.clone();
+    let mp = mount_path
+        .clone()
+        .unwrap_or_else(|| args.mountpoint.clone());
     let stop_sig = stop.clone();
+    let served_sig = served.clone();
+    let state_file = crate::status::state_path(&log);
     std::thread::Builder::new()
         .name("hudifs-signals".into())
         .spawn(move || {
@@ -248,7 +253,21 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
             crate::notify::stopping();
             stop_sig.store(true, Ordering::SeqCst);
             if let Err(e) = unmounter.unmount() {
-                log::warn!("unmount of {} failed: {e}", mp.display());
+                log::info!("unmount of {} failed: {e}", mp.display());
+            }
+            if unmount_busy(&mp) {
+                // Detached, but a process still holds it: the session would serve it for as
+                // long as that lasts. Stopping means stopping, as for libfuse daemons: exit,
+                // and the kernel fails what is left with ENOTCONN.
+                let deadline = std::time::Instant::now() + STOP_GRACE;
+                while !served_sig.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                if !served_sig.load(Ordering::SeqCst) {
+                    let _ = std::fs::remove_file(&state_file);
+                    log::info!("exiting with the detached mount still in use");
+                    std::process::exit(0);
+                }
             }
         })
         .map_err(|e| Error::io("signal thread", e))?;
@@ -263,6 +282,7 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
         .map_err(|e| Error::io("follow thread", e))?;
 
     let result = session.run();
+    served.store(true, Ordering::SeqCst);
     stop.store(true, Ordering::SeqCst);
     // A background daemon's log that stayed empty is not worth keeping.
     let log = log_path(&args.mountpoint);
@@ -271,6 +291,54 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
         let _ = std::fs::remove_file(&log);
     }
     result.map_err(|e| Error::io(args.mountpoint.display().to_string(), e))
+}
+
+/// How long a stopping daemon waits for its session to end once the mount is detached.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// After a failed unmount on a stop signal: the mount at `mp` is busy (a process has its working
+/// directory or a file in it, or a path lookup such as a `hudifs status` is passing through).
+/// Retry for a moment, since a passing lookup ends at once, then detach it lazily as libfuse
+/// daemons do, so that a stop never leaves the daemon running. Whether it was still in use when
+/// detached (false: unmounted, or not mounted any more).
+fn unmount_busy(mp: &Path) -> bool {
+    if !is_mount_point(mp) {
+        return false;
+    }
+    let Ok(c) = std::ffi::CString::new(mp.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    let deadline = std::time::Instant::now() + STOP_GRACE;
+    loop {
+        // SAFETY: `c` is a valid C string.
+        if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+            return false;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EBUSY) {
+            log::warn!("unmount of {} failed: {err}", mp.display());
+            break;
+        }
+        if std::time::Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    log::warn!(
+        "{} is busy (see `fuser -m {}`): detaching it; what still uses it gets \
+         \"Transport endpoint is not connected\"",
+        mp.display(),
+        mp.display()
+    );
+    // SAFETY: `c` is a valid C string.
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+        log::warn!(
+            "detaching {} failed: {}",
+            mp.display(),
+            std::io::Error::last_os_error()
+        );
+    }
+    true
 }
 
 /// The kernel reads ahead only 128 KiB on a new FUSE mount (its INIT offers no more), while the

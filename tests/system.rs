@@ -429,6 +429,84 @@ impl Drop for Foreground {
     }
 }
 
+/// The exit status of `child` once it exits, or None when it is still running after `within`.
+fn exit_within(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if start.elapsed() > within {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A stop signal must stop the daemon also when the mount is busy (here a process has its
+/// working directory in it; a passing `hudifs status` makes it busy for a moment): it detaches
+/// the mount, as libfuse daemons do, and exits.
+#[test]
+fn sigterm_stops_a_daemon_whose_mount_is_busy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(root) = mountable_table(tmp.path()) else {
+        return;
+    };
+    let mnt = tmp.path().join("busy");
+    std::fs::create_dir(&mnt).unwrap();
+    let child = Command::new(hudifs_bin())
+        .args([
+            OsStr::new("mount"),
+            OsStr::new("-f"),
+            root.as_os_str(),
+            mnt.as_os_str(),
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut fg = Foreground {
+        child,
+        mnt: mnt.clone(),
+    };
+    let start = Instant::now();
+    while !is_mount_point(&mnt) {
+        assert!(start.elapsed() < Duration::from_secs(20), "never mounted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    struct Kill(Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _inside = Kill(
+        Command::new("sleep")
+            .arg("60")
+            .current_dir(mnt.join("latest"))
+            .spawn()
+            .unwrap(),
+    );
+    // A plain unmount is refused while it is in use.
+    let out = Command::new("umount").arg(&mnt).output().unwrap();
+    assert!(!out.status.success(), "umount of a busy mount succeeded");
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(fg.child.id().to_string())
+        .status()
+        .unwrap();
+    let status = exit_within(&mut fg.child, Duration::from_secs(20))
+        .expect("the daemon exits on SIGTERM within 20 s although its mount is busy");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        !is_mount_point(&mnt),
+        "still mounted after the daemon stopped"
+    );
+    let mut err = String::new();
+    std::io::Read::read_to_string(fg.child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("is busy"), "{err}");
+}
+
 fn recv(sock: &UnixDatagram) -> String {
     let mut buf = [0u8; 4096];
     let n = sock
@@ -483,7 +561,9 @@ fn systemd_hears_ready_once_the_mount_is_live() {
         .status()
         .unwrap();
     assert_eq!(recv(&sock), "STOPPING=1\n");
-    assert!(fg.child.wait().unwrap().success());
+    let status = exit_within(&mut fg.child, Duration::from_secs(20))
+        .expect("the daemon exits on SIGTERM within 20 s");
+    assert!(status.success());
     assert!(!is_mount_point(&mnt));
 
     // A background launch: the launcher says READY, naming the daemon as the main process,
