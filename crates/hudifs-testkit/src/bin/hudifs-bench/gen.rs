@@ -92,3 +92,69 @@ pub fn gen_big(dir: &Path, bytes: u64, version: u32) -> Res<()> {
     println!("{rel}");
     Ok(())
 }
+
+/// The merged-view bench table (figure 6): a v9 merge-on-read table of base files of
+/// `rows_per_file` rows each (one deltacommit per file, four partitions) until they hold at
+/// least `bytes` bytes, then one deltacommit updating `update_pct` % of every file group's rows
+/// into a log file. Prints the base bytes, file groups and rows.
+pub fn gen_mor(dir: &Path, bytes: u64, rows_per_file: usize, update_pct: usize) -> Res<()> {
+    use hudifs_core::timeline::Action;
+    use hudifs_testkit::generator::rows_with_ids;
+    if rows_per_file == 0 || !(1..=100).contains(&update_pct) {
+        return Err("rows per file must be at least 1 and the update share 1 to 100 %".into());
+    }
+    let started = Instant::now();
+    let spec =
+        TableSpec::new("bench_mor", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
+    let mut w = TableWriter::create(dir, spec, CLOCK_START_MS).map_err(|e| e.to_string())?;
+    let mut groups = Vec::new();
+    let mut written = 0u64;
+    while written < bytes {
+        let f = groups.len();
+        let mut t = w.begin(Action::DeltaCommit).map_err(|e| e.to_string())?;
+        let first = (f * rows_per_file) as i64;
+        let ids: Vec<i64> = (first..first + rows_per_file as i64).collect();
+        let city = format!("city=c{}", f % 4);
+        let id = t
+            .insert(&city, &rows_with_ids(f as u64 + 1, &ids))
+            .map_err(|e| e.to_string())?;
+        t.complete().map_err(|e| e.to_string())?;
+        written = base_bytes(dir)?;
+        groups.push((city, id, ids));
+    }
+    let step = 100 / update_pct;
+    let mut t = w.begin(Action::DeltaCommit).map_err(|e| e.to_string())?;
+    for (i, (p, f, ids)) in groups.iter().enumerate() {
+        let upd: Vec<i64> = ids.iter().copied().step_by(step).collect();
+        t.update(p, f, &rows_with_ids(1000 + i as u64, &upd))
+            .map_err(|e| e.to_string())?;
+    }
+    t.complete().map_err(|e| e.to_string())?;
+    println!(
+        "wrote {}: {} MiB of base files in {} file groups, {} rows, 1 in {step} updated, in {:.1} s",
+        dir.display(),
+        written >> 20,
+        groups.len(),
+        groups.len() * rows_per_file,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The bytes of the Parquet base files under the partitions of `dir`.
+fn base_bytes(dir: &Path) -> Res<u64> {
+    let mut total = 0;
+    for p in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let p = p.map_err(|e| e.to_string())?.path();
+        if !p.is_dir() || p.file_name().is_some_and(|n| n == ".hoodie") {
+            continue;
+        }
+        for f in std::fs::read_dir(&p).map_err(|e| format!("{}: {e}", p.display()))? {
+            let f = f.map_err(|e| e.to_string())?;
+            if f.file_name().to_string_lossy().ends_with(".parquet") {
+                total += f.metadata().map_err(|e| e.to_string())?.len();
+            }
+        }
+    }
+    Ok(total)
+}

@@ -9,6 +9,7 @@ mod find;
 mod freshness;
 mod gen;
 mod memory;
+mod merged;
 mod mount;
 mod read;
 mod record;
@@ -126,6 +127,34 @@ enum Cmd {
         #[command(flatten)]
         c: Common,
     },
+    /// Write the merged-view bench table: a v9 merge-on-read table of at least BYTES bytes of
+    /// base files, ROWS_PER_FILE rows each, then UPDATE_PCT % of every file group's rows updated
+    /// in one deltacommit's logs.
+    GenMor {
+        dir: PathBuf,
+        #[arg(long)]
+        bytes: u64,
+        #[arg(long, default_value_t = 500_000)]
+        rows_per_file: usize,
+        #[arg(long, default_value_t = 10)]
+        update_pct: usize,
+    },
+    /// Figure 6: the merged view: first read of merged/latest/ vs hudi-rs read() + pyarrow
+    /// write, a cached second read vs the cache's files, and `ls -lR` over a warm cache.
+    Merged {
+        table: PathBuf,
+        /// Python of the virtual environment with `hudi` and `pyarrow`.
+        #[arg(long)]
+        python: PathBuf,
+        /// The hudi-rs script (scripts/bench-hudi-rs-read.py).
+        #[arg(long)]
+        script: PathBuf,
+        /// A scratch directory (the merge cache, hudi-rs's output).
+        #[arg(long)]
+        work: PathBuf,
+        #[command(flatten)]
+        c: Common,
+    },
     /// Write report.md and report.json from the results file; print the summary table.
     Report {
         results: PathBuf,
@@ -177,6 +206,19 @@ fn main() -> std::process::ExitCode {
             fast_poll_ms,
             c,
         } => freshness::bench_freshness(work, *files, *short, *long, *poll_ms, *fast_poll_ms, c),
+        Cmd::GenMor {
+            dir,
+            bytes,
+            rows_per_file,
+            update_pct,
+        } => gen::gen_mor(dir, *bytes, *rows_per_file, *update_pct),
+        Cmd::Merged {
+            table,
+            python,
+            script,
+            work,
+            c,
+        } => merged::bench_merged(table, python, script, work, c),
         Cmd::Report {
             results,
             md,
