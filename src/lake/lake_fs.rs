@@ -392,9 +392,9 @@ impl LakeFs {
                 Ok(fs)
             }
             Err(error) => {
-                if !matches!(&*slot, Slot::Broken { .. }) {
-                    log::warn!("lake: table {} cannot be read: {error}", t.path);
-                }
+                // The adapter logs the failed request with this error, which names the table's
+                // file: one line per request, none here.
+                log::debug!("lake: table {} cannot be read: {error}", t.path);
                 let e = copy_error(&error);
                 *slot = Slot::Broken {
                     error,
