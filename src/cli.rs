@@ -115,7 +115,7 @@ pub fn zone(option: Option<&str>, table: Option<&TimelineZone>) -> Result<Timeli
 /// The table at `table`, read.
 fn open(table: &Path, store: &crate::store::StoreArgs) -> Result<Snapshot> {
     match Snapshot::open(crate::store::open_store(table, store)?) {
-        // A lake root: name the tables it holds (lake.rs).
+        // A lake root: name the tables it holds (lake/mod.rs).
         Err(hudifs_core::error::Error::NotATable(_)) if crate::lake::lake_hint(table).is_some() => {
             Err(Error::Usage(
                 crate::lake::lake_hint(table).unwrap_or_default(),

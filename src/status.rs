@@ -29,7 +29,7 @@ pub struct State {
     pub pid: u32,
     /// The log file, or `stderr` / `journal`.
     pub log: String,
-    /// `table` is a lake's root: many tables, each mounted at its path (SEMANTICS.md §7.1).
+    /// `table` is a lake's root: many tables, each mounted at its path (SEMANTICS.md §7.1.1).
     pub lake: bool,
 }
 

@@ -1,4 +1,4 @@
-//! A lake mounted as one file system, without a kernel (SEMANTICS.md §7.1): generated tables
+//! A lake mounted as one file system, without a kernel (SEMANTICS.md §7.1.1): generated tables
 //! copied into one in-memory store (hudifs's `MemStore`, and object_store's in-memory store
 //! behind an `s3://bucket/warehouse` prefix), served by a `LakeFs` through the same trait the
 //! FUSE adapter calls. Each table's `latest/` must equal a single mount of that table; tables

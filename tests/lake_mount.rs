@@ -1,4 +1,4 @@
-//! A lake in one real mount (SEMANTICS.md §7.1): generated tables at different depths (a v6
+//! A lake in one real mount (SEMANTICS.md §7.1.1): generated tables at different depths (a v6
 //! merge-on-read, a v9 copy-on-write, one never opened, one broken) and a directory that is
 //! not a table, mounted with `hudifs mount LAKE MNT`. Each table's `latest/` equals a single
 //! mount of it; the broken table fails only itself; tables never used are never read; tables

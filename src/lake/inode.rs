@@ -1,5 +1,5 @@
 //! Inode numbers of a lake mount: every table gets its own space, so that two tables' numbers
-//! never collide (SEMANTICS.md §7.1).
+//! never collide (SEMANTICS.md §7.1.1).
 //!
 //! A single mount computes its numbers from what they name (`fs/inode.rs`: kind, view, item). A
 //! lake packs the same three fields anew, with the table's number in front:

@@ -1,4 +1,4 @@
-//! A lake as one mounted file system (SEMANTICS.md §7.1): the lake's own directories lead to
+//! A lake as one mounted file system (SEMANTICS.md §7.1.1): the lake's own directories lead to
 //! its tables, and every request under a table is routed to that table's [`HudiFs`], loaded on
 //! first use and followed on its own from then on. The FUSE adapter serves a [`LakeFs`] as it
 //! serves a single table (both are [`Served`]).

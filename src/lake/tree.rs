@@ -1,5 +1,5 @@
 //! The directories a lake mount shows above its tables: the root, and every directory on the
-//! way to a table (SEMANTICS.md §7.1). Nothing else of the lake root is shown: a directory that
+//! way to a table (SEMANTICS.md §7.1.1). Nothing else of the lake root is shown: a directory that
 //! leads to no table, files beside the tables, hidden and `_` directories.
 
 use std::collections::BTreeSet;
