@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hudifs::follow::Follower;
-use hudifs::fs::{FsOptions, HudiFs, Kind, Served, ROOT};
+use hudifs::fs::{FsOptions, HudiFs, KernelNotifier, Kind, Served, ROOT};
 use hudifs::lake::{LakeFs, LakeOptions};
 use hudifs_core::table::TableType;
 use hudifs_objstore::{ObjectStorage, StoreUrl};
@@ -131,6 +131,25 @@ fn contents(
     }
 }
 
+/// The kernel invalidations a lake sends, recorded.
+#[derive(Default)]
+struct Recorder(std::sync::Mutex<Vec<(u64, String)>>);
+
+impl KernelNotifier for Recorder {
+    fn inval_entry(&self, parent: u64, name: &str) {
+        self.0.lock().unwrap().push((parent, name.to_string()));
+    }
+    fn inval_inode(&self, _ino: u64) {}
+}
+
+impl Recorder {
+    fn take(&self) -> BTreeSet<(u64, String)> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+            .into_iter()
+            .collect()
+    }
+}
+
 fn lake_opts() -> LakeOptions {
     LakeOptions {
         depth: hudifs::lake::DEFAULT_DEPTH,
@@ -162,6 +181,8 @@ fn lake_story(lake: Arc<dyn StorageWrite>, pinned: bool) {
 
     let store: Arc<dyn Storage> = lake.clone();
     let fs = LakeFs::open(store, FsOptions::default(), lake_opts()).unwrap();
+    let kernel = Arc::new(Recorder::default());
+    fs.set_notifier(kernel.clone());
     assert_eq!(
         fs.tables(),
         [p("db/x/broken"), p("sales/orders"), p("trips")]
@@ -276,6 +297,8 @@ fn lake_story(lake: Arc<dyn StorageWrite>, pinned: bool) {
     assert_eq!(names(&fs, &[]), ["db", "sales"]);
     assert_eq!(names(&fs, &["sales"]), ["fresh", "orders"]);
     assert_eq!(lookup(&fs, &["trips"]), Err(libc::ENOENT));
+    // The kernel is told to forget the name that left.
+    assert_eq!(kernel.take(), BTreeSet::from([(ROOT, "trips".to_string())]));
     let mut bytes = Vec::new();
     let read = fs.read_into(kept_file.2, 0, 1 << 20, &mut |d| bytes.extend_from_slice(d));
     if pinned {
@@ -305,6 +328,13 @@ fn lake_story(lake: Arc<dyn StorageWrite>, pinned: bool) {
     lake.delete_dir_all(&p("db")).unwrap();
     let change = fs.refresh().unwrap();
     assert_eq!(change.dirs_gone, [p("db"), p("db/x")]);
+    let (db, x) = (lookup(&fs, &["db"]), lookup(&fs, &["db", "x"]));
+    assert_eq!((db, x), (Err(libc::ENOENT), Err(libc::ENOENT)));
+    let forgotten: BTreeSet<String> = kernel.take().into_iter().map(|(_, n)| n).collect();
+    assert_eq!(
+        forgotten,
+        BTreeSet::from(["broken", "db", "x"].map(String::from))
+    );
     assert_eq!(names(&fs, &[]), ["sales"]);
 }
 

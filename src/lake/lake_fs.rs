@@ -69,6 +69,20 @@ impl Table {
             _ => None,
         }
     }
+
+    /// Like [`Table::loaded`], but `None` rather than waiting while the table is being loaded
+    /// (listing the lake never waits for a table's first read).
+    fn loaded_now(&self) -> Option<Arc<HudiFs>> {
+        let slot = match self.slot.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        match &*slot {
+            Slot::Loaded(fs) => Some(fs.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// An open handle: of one of the lake's directories (its entries), or of a table's.
@@ -449,7 +463,7 @@ impl LakeFs {
     /// A table's root directory: as the table shows it once loaded, else the lake's (so that
     /// listing the lake reads no table).
     fn table_root(&self, t: &Table) -> Entry {
-        match t.loaded().map(|fs| fs.getattr(ROOT)) {
+        match t.loaded_now().map(|fs| fs.getattr(ROOT)) {
             Some(Ok(e)) => self.outer(t.id, e),
             _ => self.dir_entry(self.inodes.outer(t.id, ROOT)),
         }
