@@ -65,7 +65,8 @@ pub struct StatusArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct LsArgs {
-    /// The table root (the directory that holds .hoodie/): a path, file://, s3://, gs:// or az://.
+    /// The table root (the directory that holds .hoodie/), or a lake (a directory or prefix
+    /// holding tables, each mounted at its path): a path, file://, s3://, gs:// or az://.
     pub table: PathBuf,
     #[command(flatten)]
     pub store: crate::store::StoreArgs,
@@ -93,7 +94,8 @@ pub struct LsArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct TimelineArgs {
-    /// The table root (the directory that holds .hoodie/): a path, file://, s3://, gs:// or az://.
+    /// The table root (the directory that holds .hoodie/), or a lake (a directory or prefix
+    /// holding tables, each mounted at its path): a path, file://, s3://, gs:// or az://.
     pub table: PathBuf,
     #[command(flatten)]
     pub store: crate::store::StoreArgs,
@@ -113,7 +115,7 @@ pub fn zone(option: Option<&str>, table: Option<&TimelineZone>) -> Result<Timeli
 /// The table at `table`, read.
 fn open(table: &Path, store: &crate::store::StoreArgs) -> Result<Snapshot> {
     match Snapshot::open(crate::store::open_store(table, store)?) {
-        // A lake root: name the tables it holds (lake.rs).
+        // A lake root: name the tables it holds (lake/mod.rs).
         Err(hudifs_core::error::Error::NotATable(_)) if crate::lake::lake_hint(table).is_some() => {
             Err(Error::Usage(
                 crate::lake::lake_hint(table).unwrap_or_default(),
@@ -289,7 +291,8 @@ pub fn run_timeline(args: &TimelineArgs, out: &mut dyn Write) -> Result<()> {
     noauto, user, users, x-systemd.* and the other options of mount(8), and refuses rw."
 )]
 pub struct MountArgs {
-    /// The table root (the directory that holds .hoodie/): a path, file://, s3://, gs:// or az://.
+    /// The table root (the directory that holds .hoodie/), or a lake (a directory or prefix
+    /// holding tables, each mounted at its path): a path, file://, s3://, gs:// or az://.
     pub table: PathBuf,
     #[command(flatten)]
     pub store: crate::store::StoreArgs,
@@ -311,6 +314,9 @@ pub struct MountArgs {
     /// on network or FUSE file systems), in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 1000, help_heading = FOLLOWING)]
     pub poll_interval: u64,
+    /// When the root is a lake: how many directory levels below it to look for tables.
+    #[arg(long, value_name = "N", default_value_t = crate::lake::DEFAULT_DEPTH, help_heading = MOUNTING)]
+    pub lake_depth: usize,
     /// Read table files through the daemon instead of kernel FUSE passthrough.
     #[arg(long, help_heading = PERFORMANCE)]
     pub no_passthrough: bool,

@@ -11,13 +11,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hudifs_storage::{LocalStore, Storage};
+use hudifs_storage::{LocalStore, Storage, TablePath};
 
 use crate::cli::MountArgs;
 use crate::error::{Error, Result};
 use crate::follow::Follower;
-use crate::fs::{FsOptions, HudiFs};
+use crate::fs::{FsOptions, HudiFs, Served};
 use crate::fuse::{MountConfig, MountFailure};
+use crate::lake::{LakeFs, LakeOptions};
 
 /// Environment variable through which a background launch tells the daemon which fd to report
 /// readiness on.
@@ -123,14 +124,52 @@ pub fn mount(args: &MountArgs) -> Result<()> {
     if let Some(z) = &args.timezone {
         crate::cli::zone(Some(z), None)?;
     }
-    // Refuse a directory that is not a table before touching the mount point.
-    hudifs_core::table::TableConfig::load(&*open_store(args)?)?;
+    // Refuse a location that is neither a table nor a lake before touching the mount point.
+    let lake = is_lake(args)?;
     check_mountpoint(&args.mountpoint)?;
     if args.foreground {
-        run_foreground(args)
+        run_foreground(args, lake)
     } else {
         launch_background(args)
     }
+}
+
+/// Whether `args.table` is a lake (not a table, but tables below it within `--lake-depth`);
+/// an error when it is neither, or a table that cannot be read.
+fn is_lake(args: &MountArgs) -> Result<bool> {
+    let not_a_table =
+        match open_store(args).and_then(|s| Ok(hudifs_core::table::TableConfig::load(&*s)?)) {
+            Ok(_) => return Ok(false),
+            Err(e @ Error::Table(hudifs_core::error::Error::NotATable(_))) => e,
+            Err(e) => return Err(e),
+        };
+    let store = crate::store::open_root(&args.table, &args.store)?;
+    match crate::lake::discover(&*store, &TablePath::root(), args.lake_depth) {
+        Ok(found) if !found.is_empty() => Ok(true),
+        _ => Err(not_a_table),
+    }
+}
+
+/// What a daemon serves: one table, or a lake of them.
+enum Serving {
+    Table(Arc<HudiFs>),
+    Lake(Arc<LakeFs>),
+}
+
+fn fs_options(args: &MountArgs) -> Result<FsOptions> {
+    Ok(FsOptions {
+        read_optimized: args.read_optimized,
+        zone: match &args.timezone {
+            Some(z) => Some(crate::cli::zone(Some(z), None)?),
+            None => None,
+        },
+        merge: crate::fs::MergeSettings {
+            cache_dir: args.merge_cache.clone(),
+            cache_bytes: args.merge_cache_size,
+            memory_cap: args.merge_memory,
+        },
+        access: args.access(),
+    })
 }
 
 /// The storage of the table of `args`.
@@ -172,42 +211,58 @@ fn block_signals() -> libc::sigset_t {
 }
 
 /// Mount and serve until unmounted or signalled.
-fn run_foreground(args: &MountArgs) -> Result<()> {
+fn run_foreground(args: &MountArgs, lake: bool) -> Result<()> {
     // Signals are handled by one thread; every thread started from here inherits the mask.
     let sigset = block_signals();
-    let fs = Arc::new(HudiFs::with_store(
-        open_store(args)?,
-        FsOptions {
-            read_optimized: args.read_optimized,
-            zone: match &args.timezone {
-                Some(z) => Some(crate::cli::zone(Some(z), None)?),
-                None => None,
-            },
-            merge: crate::fs::MergeSettings {
-                cache_dir: args.merge_cache.clone(),
-                cache_bytes: args.merge_cache_size,
-                memory_cap: args.merge_memory,
-            },
-            access: args.access(),
-        },
-    )?);
-    let table = fs.store().describe(&Default::default());
+    let poll = Duration::from_millis(args.poll_interval.max(10));
+    let serving = if lake {
+        let options = LakeOptions {
+            depth: args.lake_depth,
+            poll_interval: poll,
+            follow: true,
+        };
+        let root = crate::store::open_root(&args.table, &args.store)?;
+        Serving::Lake(Arc::new(LakeFs::open(root, fs_options(args)?, options)?))
+    } else {
+        Serving::Table(Arc::new(HudiFs::with_store(
+            open_store(args)?,
+            fs_options(args)?,
+        )?))
+    };
+    let (served, table, local): (Arc<dyn Served>, String, Option<LocalStore>) = match &serving {
+        Serving::Table(fs) => (
+            fs.clone(),
+            fs.store().describe(&Default::default()),
+            fs.store().local().cloned(),
+        ),
+        Serving::Lake(l) => (l.clone(), l.describe(), l.local().cloned()),
+    };
     // Resolved before the mount: once it is live, a stat of it from here would wait for this
     // very daemon to answer.
     let mount_path = args.mountpoint.canonicalize().ok();
-    let mut session = crate::fuse::mount(fs.clone(), &args.mountpoint, &mount_config(args, &table))
+    let mut session = crate::fuse::mount(served, &args.mountpoint, &mount_config(args, &table))
         .map_err(|e| match e {
             MountFailure::Usage(m) => Error::Usage(m),
             MountFailure::Kernel(m) => Error::Mount(m),
         })?;
-    if let (Some(mp), Some(local)) = (&mount_path, fs.store().local()) {
+    if let (Some(mp), Some(local)) = (&mount_path, &local) {
         match_read_ahead(local, mp);
     }
-    log::info!(
-        "mounted {table} at {} (latest instant {})",
-        args.mountpoint.display(),
-        fs.latest_instant().unwrap_or_else(|| "none".into())
-    );
+    match &serving {
+        Serving::Table(fs) => log::info!(
+            "mounted {table} at {} (latest instant {})",
+            args.mountpoint.display(),
+            fs.latest_instant().unwrap_or_else(|| "none".into())
+        ),
+        Serving::Lake(l) => {
+            l.set_notifier(session.notifier());
+            log::info!(
+                "mounted the lake {table} at {} ({} tables, each read on first use)",
+                args.mountpoint.display(),
+                l.tables().len()
+            );
+        }
+    }
     // Beside the log, for `hudifs status`, before anyone hears the mount is live; removed when
     // this function returns.
     let log = log_path(&args.mountpoint);
@@ -216,6 +271,7 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
             .clone()
             .unwrap_or_else(|| args.mountpoint.clone()),
         table: table.clone(),
+        lake,
         pid: std::process::id(),
         log: if std::env::var_os(DAEMON_ENV).is_some() {
             std::env::var(LOG_ENV).unwrap_or_else(|_| log.display().to_string())
@@ -272,18 +328,32 @@ fn run_foreground(args: &MountArgs) -> Result<()> {
         })
         .map_err(|e| Error::io("signal thread", e))?;
 
-    let poll = Duration::from_millis(args.poll_interval.max(10));
-    let fs_follow = fs.clone();
     let stop_follow = stop.clone();
-    let notifier = session.notifier();
-    std::thread::Builder::new()
-        .name("hudifs-follow".into())
-        .spawn(move || Follower::new().run(fs_follow, Some(notifier), poll, stop_follow))
-        .map_err(|e| Error::io("follow thread", e))?;
+    match &serving {
+        Serving::Table(fs) => {
+            let fs_follow = fs.clone();
+            let notifier = session.notifier();
+            std::thread::Builder::new()
+                .name("hudifs-follow".into())
+                .spawn(move || Follower::new().run(fs_follow, Some(notifier), poll, stop_follow))
+        }
+        // Each table is followed from its first use on (lake_fs.rs); this thread finds tables
+        // that come and go.
+        Serving::Lake(l) => {
+            let lake = l.clone();
+            std::thread::Builder::new()
+                .name("hudifs-lake".into())
+                .spawn(move || lake.follow_lake(&stop_follow))
+        }
+    }
+    .map_err(|e| Error::io("follow thread", e))?;
 
     let result = session.run();
     served.store(true, Ordering::SeqCst);
     stop.store(true, Ordering::SeqCst);
+    if let Serving::Lake(l) = &serving {
+        l.stop();
+    }
     // A background daemon's log that stayed empty is not worth keeping.
     let log = log_path(&args.mountpoint);
     if std::env::var_os(DAEMON_ENV).is_some() && std::fs::metadata(&log).is_ok_and(|m| m.len() == 0)
@@ -584,6 +654,7 @@ fn daemon_argv(args: &MountArgs) -> Vec<OsString> {
     }
     child_args.push(format!("--poll-interval={}", args.poll_interval).into());
     child_args.push(format!("--threads={}", args.threads).into());
+    child_args.push(format!("--lake-depth={}", args.lake_depth).into());
     if let Some(dir) = &args.merge_cache {
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
         let mut a = OsString::from("--merge-cache=");
@@ -648,6 +719,8 @@ mod tests {
                 "250",
                 "--threads",
                 "7",
+                "--lake-depth",
+                "2",
                 "--merge-cache",
                 "/c",
                 "--merge-cache-size",

@@ -20,11 +20,12 @@ use fuser::{
 };
 use fuser::{MountOption, SessionACL};
 
-use crate::fs::{Attr, DirCache, HudiFs, KernelNotifier, Kind};
+use crate::fs::{Attr, DirCache, KernelNotifier, Kind, Served};
 use hudifs_core::error::Error;
 
 pub struct FuseAdapter {
-    fs: Arc<HudiFs>,
+    /// One table, or a lake of them.
+    fs: Arc<dyn Served>,
     /// Whether reads go through kernel passthrough (asked for, and granted by the kernel).
     passthrough: AtomicBool,
     /// Backing files registered with the kernel, one per inode while it is open, with the
@@ -38,7 +39,7 @@ pub struct FuseAdapter {
 
 impl FuseAdapter {
     pub fn new(
-        fs: Arc<HudiFs>,
+        fs: Arc<dyn Served>,
         passthrough: bool,
         notifier: Arc<OnceLock<fuser::Notifier>>,
     ) -> FuseAdapter {
@@ -225,7 +226,7 @@ impl Filesystem for FuseAdapter {
         reply: ReplyData,
     ) {
         let mut reply = Some(reply);
-        let sent = self.fs.read_with(fh.0, offset, size, |data| {
+        let sent = self.fs.read_into(fh.0, offset, size, &mut |data| {
             if let Some(r) = reply.take() {
                 r.data(data);
             }
@@ -350,7 +351,7 @@ impl Filesystem for FuseAdapter {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match self.fs.store().local().and_then(|l| l.statvfs()) {
+        match self.fs.statvfs() {
             Some(st) => reply.statfs(
                 st.blocks, st.bfree, st.bavail, st.files, st.ffree, st.bsize, 255, st.frsize,
             ),
@@ -670,9 +671,9 @@ impl KernelNotifier for Notifier {
     }
 }
 
-/// Mount `fs` at `mountpoint`.
+/// Mount `fs` (a table or a lake) at `mountpoint`.
 pub fn mount(
-    fs: Arc<HudiFs>,
+    fs: Arc<dyn Served>,
     mountpoint: &Path,
     cfg: &MountConfig,
 ) -> Result<Mounted, MountFailure> {

@@ -10,7 +10,8 @@
 //! - `cli`: the command line; `error`: its errors and exit codes;
 //! - `options`: `-o` options as mount(8) and fstab give them; `access`: owner and modes;
 //! - `notify`: systemd readiness; `status`: `hudifs status` and the daemon's state file;
-//! - `manual`: completions and the man page; `lake`: finding the tables of a lake.
+//! - `manual`: completions and the man page; `lake`: a lake (a root holding many tables) in one
+//!   mount.
 
 /// `hudifs --version`: the package version and the build's git revision (`build.rs`).
 pub const VERSION: &str = concat!(

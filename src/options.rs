@@ -123,6 +123,15 @@ pub const OPTIONS: &[MountOpt] = &[
         "--poll-interval: timeline polling period in milliseconds",
     ),
     value(
+        "lake_depth",
+        "N",
+        |a, v| {
+            a.lake_depth = number(v)?;
+            Ok(())
+        },
+        "--lake-depth: how deep to look for the tables of a lake",
+    ),
+    value(
         "endpoint_url",
         "URL",
         |a, v| {
@@ -446,9 +455,10 @@ mod tests {
         let a = resolved(
             "foreground,read_optimized,timezone=Asia/Kolkata,poll_interval=500,no_passthrough,\
              threads=8,allow_other,uid=1000,gid=root,file_mode=0440,dir_mode=550,\
-             default_permissions",
+             default_permissions,lake_depth=2",
         )
         .unwrap();
+        assert_eq!(a.lake_depth, 2);
         assert!(a.foreground && a.read_optimized && a.no_passthrough && a.allow_other);
         assert!(a.default_permissions);
         assert_eq!(a.timezone.as_deref(), Some("Asia/Kolkata"));

@@ -29,6 +29,8 @@ pub struct State {
     pub pid: u32,
     /// The log file, or `stderr` / `journal`.
     pub log: String,
+    /// `table` is a lake's root: many tables, each mounted at its path (SEMANTICS.md §7.1.1).
+    pub lake: bool,
 }
 
 impl State {
@@ -38,6 +40,7 @@ impl State {
             "table": redact(&self.table),
             "pid": self.pid,
             "log": self.log,
+            "lake": self.lake,
             "version": crate::VERSION,
         })
     }
@@ -48,6 +51,7 @@ impl State {
             table: v.get("table")?.as_str()?.to_string(),
             pid: u32::try_from(v.get("pid")?.as_u64()?).ok()?,
             log: v.get("log")?.as_str()?.to_string(),
+            lake: v.get("lake").and_then(Value::as_bool).unwrap_or(false),
         })
     }
 
@@ -243,14 +247,20 @@ fn describe(m: &MountEntry) -> Value {
         .as_ref()
         .map(|s| redact(&s.table))
         .or_else(|| m.source.strip_prefix("hudifs:").map(redact));
-    let (latest, problem) = match latest_instant(&m.mountpoint) {
-        Ok(t) => (Some(t), None),
-        Err(e) => (None, Some(e)),
+    let lake = state.as_ref().is_some_and(|s| s.lake);
+    // A lake has no one latest/: each table has its own.
+    let (latest, problem) = match lake {
+        true => (None, Some("(a lake: see each table's latest/)".to_string())),
+        false => match latest_instant(&m.mountpoint) {
+            Ok(t) => (Some(t), None),
+            Err(e) => (None, Some(e)),
+        },
     };
     json!({
         "mountpoint": m.mountpoint,
         "source": redact(&m.source),
         "table": table,
+        "lake": lake,
         "latest_instant": latest,
         "problem": problem,
         "pid": state.as_ref().map(|s| s.pid),
@@ -385,6 +395,7 @@ mod tests {
             table: "s3://k:s@b/t".into(),
             pid: std::process::id(),
             log: log.display().to_string(),
+            lake: true,
         };
         let path = state_path(&log);
         assert_eq!(path, dir.path().join("mnt_trips.state"));
@@ -394,6 +405,12 @@ mod tests {
         let back = State::from_json(&serde_json::from_str(&text).unwrap()).unwrap();
         assert_eq!(back.table, "s3://b/t");
         assert_eq!((back.pid, &back.mountpoint), (st.pid, &st.mountpoint));
+        assert!(back.lake);
+        let old = serde_json::json!({"mountpoint": "/m", "table": "/t", "pid": 1, "log": "x"});
+        assert!(
+            !State::from_json(&old).unwrap().lake,
+            "older state files are tables"
+        );
         drop(guard);
         assert!(!path.exists());
     }

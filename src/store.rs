@@ -74,6 +74,16 @@ pub fn is_remote(table: &Path) -> bool {
     table.to_str().is_some_and(is_store_url)
 }
 
+/// The storage of the location `root` (a lake's root: no table is expected there).
+pub fn open_root(root: &Path, args: &StoreArgs) -> Result<Arc<dyn Storage>> {
+    if let Some(s) = root.to_str().filter(|s| is_store_url(s)) {
+        let url = StoreUrl::parse(s).map_err(Error::Usage)?;
+        let store = ObjectStorage::new(url, &args.options()).map_err(|e| Error::io(s, e))?;
+        return Ok(Arc::new(store));
+    }
+    open_store(root, args)
+}
+
 /// The storage of the table at `table`. For a store, one request checks that it answers and
 /// that the table is there, with a message saying what to check when not.
 pub fn open_store(table: &Path, args: &StoreArgs) -> Result<Arc<dyn Storage>> {

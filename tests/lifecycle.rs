@@ -270,8 +270,20 @@ fn bad_mount_points_and_non_tables_exit_1() {
     let (code, msg) = mount(&tmp.path().join("no-such-table"), empty.path());
     assert_eq!(code, 1);
     assert!(msg.contains("not a Hudi table"), "{msg}");
-    let (code, msg) = mount(tmp.path(), empty.path());
+    // A directory holding no table (within --lake-depth) is neither a table nor a lake; one
+    // holding a table is a lake (SEMANTICS.md §7.1.1, tests/lake_mount.rs).
+    let plain = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(plain.path().join("a/b")).unwrap();
+    let (code, msg) = mount(plain.path(), empty.path());
     assert_eq!(code, 1);
+    assert!(msg.contains("not a Hudi table"), "{msg}");
+    let (code, msg) = hudifs(&[
+        "mount".as_ref(),
+        tmp.path().as_os_str(),
+        empty.path().as_os_str(),
+        "--lake-depth=0".as_ref(),
+    ]);
+    assert_eq!(code, 1, "a lake needs its tables within --lake-depth");
     assert!(msg.contains("not a Hudi table"), "{msg}");
 
     let (code, msg) = hudifs(&["umount".as_ref(), empty.path().as_os_str()]);

@@ -1,7 +1,8 @@
 //! Tables on a real S3 server: moto's server (PyPI `moto[server]`, installed into the test venv
 //! next to pyarrow) on 127.0.0.1, fixture tables uploaded through the StorageWrite seam over HTTP,
 //! then `hudifs ls s3://…` and a real FUSE mount of the `s3://` table give the same answers and
-//! the same bytes as the local table (docs/SEMANTICS.md §9). A server that is not there fails
+//! the same bytes as the local table (docs/SEMANTICS.md §9); the prefix holding them mounts as a
+//! lake (§7.1.1) with the same bytes per table. A server that is not there fails
 //! the mount with a message naming what to check.
 
 mod common;
@@ -156,6 +157,7 @@ fn s3_tables_list_and_mount_like_local_ones() {
     ];
     let fixtures = common::fixtures(&dir);
     let mut found = 0;
+    let mut locals = Vec::new();
     for name in names {
         let fx = fixtures
             .iter()
@@ -164,6 +166,7 @@ fn s3_tables_list_and_mount_like_local_ones() {
         let local = common::unzip(&fx.zip, &tmp.path().join(name));
         found += 1;
         let name = name.rsplit('/').next().unwrap();
+        locals.push((name.to_string(), local.clone()));
         let url = format!("s3://lake/warehouse/{name}");
         objects += upload(&local, &url, &endpoint);
         let local_s = local.to_str().unwrap();
@@ -202,6 +205,48 @@ fn s3_tables_list_and_mount_like_local_ones() {
             common::walk_files(&sm.path().join("timeline")).unwrap(),
             "{name}: timeline/ differs"
         );
+    }
+    // The prefix that holds them, as a lake in one mount (SEMANTICS.md §7.1.1): each table at
+    // its name, with the local table's latest/; one table dropped disappears.
+    let lake = MountGuard::mount(Path::new("s3://lake/warehouse"), &{
+        let mut a = store_args.to_vec();
+        a.extend(["--poll-interval", "200"]);
+        a
+    });
+    let mut shown: Vec<String> = std::fs::read_dir(lake.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    shown.sort();
+    let mut want: Vec<String> = locals.iter().map(|(n, _)| n.clone()).collect();
+    want.sort();
+    assert_eq!(shown, want, "the lake's tables");
+    for (name, local) in &locals {
+        let lm = MountGuard::mount(local, &[]);
+        let (lt, st) = (
+            tree(&lm.path().join("latest")),
+            tree(&lake.path().join(name).join("latest")),
+        );
+        assert!(!lt.is_empty(), "{name}: empty latest/");
+        assert!(
+            lt == st,
+            "{name}: the lake's latest/ differs from the local table's"
+        );
+        compared += lt.len();
+    }
+    let (gone, _) = &locals[0];
+    let store = ObjectStorage::new(
+        StoreUrl::parse(&format!("s3://lake/warehouse/{gone}")).unwrap(),
+        &options(&endpoint),
+    )
+    .unwrap();
+    store
+        .delete(&TablePath::new(".hoodie/hoodie.properties").unwrap())
+        .unwrap();
+    let t0 = Instant::now();
+    while lake.path().join(gone).exists() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "{gone} still shown");
+        std::thread::sleep(Duration::from_millis(50));
     }
     eprintln!(
         "s3 server: {found} tables, {objects} objects uploaded, {compared} listings and files compared"

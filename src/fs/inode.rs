@@ -127,6 +127,24 @@ impl Node {
     }
 }
 
+/// The three fields of an inode number: kind, view and item (the layout above). A lake packs
+/// them anew, with its table's number (`lake/inode.rs`).
+pub fn ino_fields(ino: u64) -> (u64, u64, u64) {
+    (
+        ino >> KIND_SHIFT,
+        (ino >> VIEW_SHIFT) & VIEW_MASK,
+        ino & ITEM_MASK,
+    )
+}
+
+/// The inode number of three fields ([`ino_fields`]); `None` when they do not fit the layout.
+pub fn ino_of_fields(kind: u64, view: u64, item: u64) -> Option<u64> {
+    if kind > 3 || view > VIEW_MASK || item > ITEM_MASK {
+        return None;
+    }
+    Some((kind << KIND_SHIFT) | (view << VIEW_SHIFT) | item)
+}
+
 /// A two-way interner: values get small stable ids.
 pub struct Interner<T> {
     inner: Mutex<(HashMap<T, u32>, Vec<T>)>,
@@ -245,6 +263,11 @@ mod tests {
         assert_eq!(Node::from_ino(0), None);
         assert_eq!(Node::from_ino(7), None);
         assert_eq!(Node::from_ino(99), None);
+        for ino in [1, 77, Node::ViewFile { view: 9, file: 12 }.ino(), u64::MAX] {
+            let (k, v, i) = ino_fields(ino);
+            assert_eq!(ino_of_fields(k, v, i), Some(ino));
+        }
+        assert_eq!(ino_of_fields(0, VIEW_MASK + 1, 0), None);
     }
 
     #[test]

@@ -18,13 +18,15 @@
 //! what a switch invalidates is in `kernel_cache` and `switch`; `timeline/` files are rendered in
 //! `timeline_files`, extended attributes in `xattr`, inode numbers in `inode`, partition listings
 //! in `partitions`, the merged view's slices and their materialisation in `merged` (SEMANTICS.md
-//! §2, §6, §10).
+//! §2, §6, §10). `served` is what the FUSE adapter calls: one table, or a lake of them
+//! (`crate::lake`).
 
 mod inode;
 mod kernel_cache;
 mod merged;
 mod ops;
 mod partitions;
+mod served;
 mod switch;
 mod timeline_files;
 mod views;
@@ -45,10 +47,13 @@ use hudifs_merge::MergeCache;
 use hudifs_storage::{LocalStore, OpenFile, Storage, TablePath};
 use lru::LruCache;
 
-pub use inode::{Node, AS_OF_INO, INCREMENTAL_INO, ROOT_INO, TIMELINE_INO};
+pub use inode::{
+    ino_fields, ino_of_fields, Node, AS_OF_INO, INCREMENTAL_INO, ROOT_INO, TIMELINE_INO,
+};
 pub use kernel_cache::{Deferred, AGAIN};
 pub use merged::{default_cache_dir, MergeSettings, DEFAULT_CACHE_BYTES, DEFAULT_MEMORY_CAP};
-pub use ops::{DirCache, DirListing, OpenedDir, StaleDir};
+pub use ops::{DirCache, DirListing, InoMap, OpenedDir, StaleDir};
+pub use served::Served;
 pub use switch::{Invalidations, KernelNotifier};
 
 use inode::InodeTable;

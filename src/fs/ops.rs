@@ -35,19 +35,42 @@ pub enum DirCache {
     Reuse,
 }
 
+/// How a lake renumbers the inodes of one of its tables (`lake/inode.rs`).
+pub type InoMap = Arc<dyn Fn(u64) -> u64 + Send + Sync>;
+
 /// The entries of an open directory handle, as `readdir` hands them out.
 pub struct DirListing {
     entries: Arc<Vec<DirEntry>>,
     /// The longest TTL any entry may be given now.
     ttl_cap: Duration,
+    /// The inode numbers the entries get where this table is one of a lake's.
+    ino_map: Option<InoMap>,
 }
 
 impl DirListing {
+    /// A listing of fixed entries (a lake's own directories).
+    pub fn fixed(entries: Arc<Vec<DirEntry>>) -> DirListing {
+        DirListing {
+            entries,
+            ttl_cap: Duration::MAX,
+            ino_map: None,
+        }
+    }
+
+    /// The same listing with every inode number passed through `map`.
+    pub fn map_inodes(mut self, map: InoMap) -> DirListing {
+        self.ino_map = Some(map);
+        self
+    }
+
     /// The entries with the TTLs to give them now.
     pub fn iter(&self) -> impl Iterator<Item = (&str, Entry)> + '_ {
         self.entries.iter().map(|e| {
             let mut entry = e.entry;
             entry.ttl = entry.ttl.min(self.ttl_cap);
+            if let Some(map) = &self.ino_map {
+                entry.attr.ino = map(entry.attr.ino);
+            }
             (&*e.name, entry)
         })
     }
@@ -67,6 +90,13 @@ pub struct StaleDir {
     pub ino: u64,
     dir: u32,
     generation: u64,
+}
+
+impl StaleDir {
+    /// The same directory under another inode number (a lake renumbers its tables' inodes).
+    pub fn renumbered(self, ino: u64) -> StaleDir {
+        StaleDir { ino, ..self }
+    }
 }
 
 impl HudiFs {
@@ -439,7 +469,11 @@ impl HudiFs {
             Some((_, generation)) if generation < self.snapshot().generation => TTL_FRESH,
             _ => Duration::MAX,
         };
-        Ok(DirListing { entries, ttl_cap })
+        Ok(DirListing {
+            entries,
+            ttl_cap,
+            ino_map: None,
+        })
     }
 
     /// Release a directory handle. A handle of `latest/` that outlived a switch of its directory

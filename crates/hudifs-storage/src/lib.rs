@@ -11,11 +11,13 @@
 //!   other machines' writes can be seen.
 //! - [`MemStore`]: a table in memory, for fast tests of the logic above.
 //! - [`FaultyStore`]: a wrapper that injects failures and latency.
+//! - [`scoped`]: a directory of a storage as a storage of its own (a table of a lake).
 
 mod faulty;
 mod local;
 mod memory;
 mod path;
+mod scoped;
 
 use std::io;
 use std::sync::Arc;
@@ -25,6 +27,7 @@ pub use faulty::{Fault, FaultyStore, Op, Rule};
 pub use local::{local_file_handle, network_file_system, FsStats, LocalStore, Watch, WatchEvents};
 pub use memory::MemStore;
 pub use path::{InvalidPath, TablePath};
+pub use scoped::{scoped, Scoped};
 
 /// What a directory entry is. Symbolic links and special files are [`Kind::Other`]: hudifs
 /// neither shows nor follows them.

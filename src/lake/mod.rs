@@ -1,12 +1,21 @@
-//! A lake: a directory (or prefix) that is not itself a table but holds many (issue 12, item 3).
-//! This module finds the tables through the storage seam; mounting a lake on top of it is not
-//! built yet.
+//! A lake: a directory (or prefix) that is not itself a table but holds many (issue 12, item 3;
+//! SEMANTICS.md §7.1.1). This module finds the tables through the storage seam; `tree` is the
+//! directories a lake mount shows above them, `inode` gives each table its own inode numbers,
+//! and `lake_fs` mounts the whole lake as one file system ([`LakeFs`]), routing each request to
+//! one table's `HudiFs`.
 //!
 //! A table is any directory with `.hoodie/hoodie.properties` (or its `.backup`, written during
 //! upgrades). Discovery walks at most `depth` levels below the root, never descends into a table
 //! (its partitions are not tables) nor into hidden directories (`.x`, which also skips every
 //! `.hoodie`) or Spark's `_temporary`-style ones (`_x`). It costs one listing per directory it
 //! visits and one stat per candidate; no table is read.
+
+mod inode;
+mod lake_fs;
+mod tree;
+
+pub use lake_fs::{LakeFs, LakeOptions};
+pub use tree::{Child, Tree, TreeChange};
 
 use std::io;
 

@@ -1,0 +1,63 @@
+//! What the FUSE adapter serves, as one trait: a single table ([`HudiFs`]) or a lake of tables
+//! (`crate::lake::LakeFs`, which routes each request to one table's `HudiFs`). Inode numbers and
+//! handles are the implementor's; the adapter only passes them on.
+
+use std::ffi::OsStr;
+
+use hudifs_core::error::Result;
+use hudifs_storage::FsStats;
+
+use super::{DirListing, Entry, HudiFs, Opened, OpenedDir, StaleDir};
+
+/// The file-system operations the FUSE adapter calls (see [`HudiFs`] for what each does).
+pub trait Served: Send + Sync {
+    fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry>;
+    fn getattr(&self, ino: u64) -> Result<Entry>;
+    fn open(&self, ino: u64) -> Result<Opened>;
+    /// Read up to `size` bytes at `offset` of an open file and hand them to `f` (once).
+    fn read_into(&self, fh: u64, offset: u64, size: u32, f: &mut dyn FnMut(&[u8])) -> Result<()>;
+    fn release(&self, fh: u64);
+    fn opendir(&self, ino: u64) -> Result<OpenedDir>;
+    fn readdir(&self, fh: u64) -> Result<DirListing>;
+    fn releasedir(&self, fh: u64) -> Option<StaleDir>;
+    fn stale_dir_dropped(&self, s: StaleDir);
+    fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>>;
+    /// What `statfs` answers: the local file system under the mount, if any.
+    fn statvfs(&self) -> Option<FsStats>;
+}
+
+impl Served for HudiFs {
+    fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry> {
+        HudiFs::lookup(self, parent, name)
+    }
+    fn getattr(&self, ino: u64) -> Result<Entry> {
+        HudiFs::getattr(self, ino)
+    }
+    fn open(&self, ino: u64) -> Result<Opened> {
+        HudiFs::open(self, ino)
+    }
+    fn read_into(&self, fh: u64, offset: u64, size: u32, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+        self.read_with(fh, offset, size, f)
+    }
+    fn release(&self, fh: u64) {
+        HudiFs::release(self, fh)
+    }
+    fn opendir(&self, ino: u64) -> Result<OpenedDir> {
+        HudiFs::opendir(self, ino)
+    }
+    fn readdir(&self, fh: u64) -> Result<DirListing> {
+        HudiFs::readdir(self, fh)
+    }
+    fn releasedir(&self, fh: u64) -> Option<StaleDir> {
+        HudiFs::releasedir(self, fh)
+    }
+    fn stale_dir_dropped(&self, s: StaleDir) {
+        HudiFs::stale_dir_dropped(self, s)
+    }
+    fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>> {
+        HudiFs::xattrs(self, ino)
+    }
+    fn statvfs(&self) -> Option<FsStats> {
+        self.store().local().and_then(|l| l.statvfs())
+    }
+}
