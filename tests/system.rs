@@ -47,54 +47,57 @@ fn mountable_table(tmp: &Path) -> Option<PathBuf> {
     common::fuse_available().then_some(root)
 }
 
-/// `mount.fuse` (Debian's fuse3 package), where mount(8) looks for the helper of `fuse.*` types;
-/// installed with apt-get when missing, as CI starts on a fresh machine.
+/// Whether one of `paths` exists, installing Debian's `package` with apt-get first when none
+/// does (as root), as CI starts on a fresh machine. `Err` says why it is still missing.
+fn apt_provides(package: &str, paths: &[&str]) -> Result<(), String> {
+    let present = || paths.iter().any(|p| Path::new(p).exists());
+    if present() {
+        return Ok(());
+    }
+    if !is_root() {
+        return Err(format!(
+            "{} is missing and only root can install the {package} package",
+            paths[0]
+        ));
+    }
+    let install = || {
+        Command::new("apt-get")
+            .args([
+                "install",
+                "-y",
+                "-q",
+                "--no-install-recommends",
+                "-o",
+                "DPkg::Lock::Timeout=300",
+                package,
+            ])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .output()
+    };
+    eprintln!("installing Debian's {package} package for {}", paths[0]);
+    let mut out = install();
+    if !present() {
+        // A fresh machine may have no package lists yet.
+        let _ = Command::new("apt-get").args(["update", "-q"]).output();
+        out = install();
+    }
+    if present() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is missing and `apt-get install -y {package}` failed: {}",
+            paths[0],
+            out.map(|o| String::from_utf8_lossy(&o.stderr).to_string())
+                .unwrap_or_else(|e| e.to_string())
+        ))
+    }
+}
+
+/// `mount.fuse` (Debian's fuse3 package), where mount(8) looks for the helper of `fuse.*` types.
 fn mount_helper() -> bool {
     static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    let present = || {
-        ["/sbin/mount.fuse", "/usr/sbin/mount.fuse"]
-            .iter()
-            .any(|p| Path::new(p).exists())
-    };
-    let r = READY.get_or_init(|| {
-        if present() {
-            return Ok(());
-        }
-        if !is_root() {
-            return Err(
-                "mount.fuse3 is missing and only root can install the fuse3 package".into(),
-            );
-        }
-        let install = || {
-            Command::new("apt-get")
-                .args([
-                    "install",
-                    "-y",
-                    "-q",
-                    "-o",
-                    "DPkg::Lock::Timeout=300",
-                    "fuse3",
-                ])
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .output()
-        };
-        eprintln!("installing Debian's fuse3 package for mount.fuse3");
-        let mut out = install();
-        if !present() {
-            // A fresh machine may have no package lists yet.
-            let _ = Command::new("apt-get").args(["update", "-q"]).output();
-            out = install();
-        }
-        if present() {
-            Ok(())
-        } else {
-            Err(format!(
-                "mount.fuse3 is missing and `apt-get install -y fuse3` failed: {}",
-                out.map(|o| String::from_utf8_lossy(&o.stderr).to_string())
-                    .unwrap_or_else(|e| e.to_string())
-            ))
-        }
-    });
+    let r =
+        READY.get_or_init(|| apt_provides("fuse3", &["/sbin/mount.fuse", "/usr/sbin/mount.fuse"]));
     match r {
         Ok(()) => true,
         Err(why) => skip(why),
@@ -819,8 +822,9 @@ fn mount_help_is_grouped_by_topic() {
 #[test]
 fn the_documented_units_verify() {
     let sa = Path::new("/usr/bin/systemd-analyze");
-    if !sa.exists() {
-        eprintln!("SKIP: systemd-analyze is not installed: the unit files are not verified");
+    // Debian's systemd package brings it (installed when missing, as fuse3 is).
+    if let Err(why) = apt_provides("systemd", &["/usr/bin/systemd-analyze"]) {
+        skip(&format!("{why}: the unit files are not verified"));
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
