@@ -135,7 +135,8 @@ pub fn mount(args: &MountArgs) -> Result<()> {
 
 /// The storage of the table of `args`.
 fn open_store(args: &MountArgs) -> Result<Arc<dyn Storage>> {
-    crate::store::open_store(&args.table, &args.store)
+    let cache = args.cache.as_deref().map(|d| (d, args.max_cache_size));
+    crate::store::open_store_cached(&args.table, &args.store, cache)
 }
 
 fn mount_config(args: &MountArgs, table: &str) -> MountConfig {
@@ -524,6 +525,13 @@ fn daemon_argv(args: &MountArgs) -> Vec<OsString> {
     }
     child_args.push(format!("--merge-cache-size={}", args.merge_cache_size).into());
     child_args.push(format!("--merge-memory={}", args.merge_memory).into());
+    if let Some(dir) = &args.cache {
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+        let mut a = OsString::from("--cache=");
+        a.push(dir);
+        child_args.push(a);
+    }
+    child_args.push(format!("--max-cache-size={}", args.max_cache_size).into());
     for a in args.store.to_args() {
         child_args.push(a.into());
     }
