@@ -10,7 +10,8 @@
 //!   in flight at once.
 //! - Reads that land within [`PrefetchConfig::slack`] of the window (the kernel sends its
 //!   read-ahead in parallel, not always in order) continue the stream; anything else is a
-//!   jump: the window is dropped and the read is one GET of exactly its range.
+//!   jump: the window is dropped and the read is one GET of its range, at least
+//!   [`PrefetchConfig::first_request`] (256 KiB), which starts a new stream.
 //! - Memory: per file at most the window, the slack behind the reader and one request; across
 //!   files a shared [`Budget`]: read-ahead is started only while the budget allows, so readers
 //!   beyond it fetch what they ask for and no more until others release memory.
@@ -257,12 +258,33 @@ impl Prefetcher {
             None => offset == 0,
         };
         if !continues {
-            // A jump: drop the window; this read costs one GET of its own range.
+            // A jump: drop the window and start a new stream here with one GET of what is
+            // asked, at least the first request (a small read costs no more than a few bytes
+            // in time on a store, and the kernel's next reads of a column chunk are in it).
             st.chunks.clear();
-            st.sched_end = end;
+            st.stream = None;
+            let e = (offset + (end - offset).max(cfg.first_request)).min(self.size);
+            let lease = self.budget.take(e - offset);
+            let c = self.chunk(offset..e, lease);
+            let data = c.data.clone();
+            st.chunks.push_back(c);
+            st.sched_end = e;
             st.stream = Some((offset, end));
             drop(st);
-            return self.source.fetch(offset..end);
+            let want = 0..(end - offset) as usize;
+            let state = self.state.clone();
+            return async move {
+                match data.await {
+                    Ok(b) => Ok(b.slice(want)),
+                    Err(e) => {
+                        let mut st = lock(&state);
+                        st.chunks.clear();
+                        st.stream = None;
+                        Err(unshare(&e))
+                    }
+                }
+            }
+            .boxed();
         }
         let (start, last) = st.stream.unwrap_or((offset, offset));
         let last = last.max(end);

@@ -316,7 +316,17 @@ impl Storage for ObjectStorage {
                     Ok(Self::dir_meta())
                 }
             }
-            Err(e) => Err(to_io(&self.describe(path), e)),
+            // Some servers over a file system (s3s-fs) answer a HEAD of a key that is a
+            // directory there with a 500: a prefix with keys below it is still a directory.
+            Err(e) => {
+                let prefix = self.obj(path);
+                match self.block(self.store.list_with_delimiter(Some(&prefix))) {
+                    Ok(res) if !res.objects.is_empty() || !res.common_prefixes.is_empty() => {
+                        Ok(Self::dir_meta())
+                    }
+                    _ => Err(to_io(&self.describe(path), e)),
+                }
+            }
         }
     }
 
