@@ -334,6 +334,14 @@ pub struct MountArgs {
     /// needs more fails with EFBIG.
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size, help_heading = VIEWS)]
     pub merge_memory: u64,
+    /// Keep the bytes of files read from an object store in this directory (created private),
+    /// keyed by object and ETag: repeated reads are local, and a file deleted while open reads
+    /// to its end.
+    #[arg(long, value_name = "DIR", help_heading = PERFORMANCE)]
+    pub cache: Option<PathBuf>,
+    /// How much the data cache (--cache) may hold (bytes, or with a K, M, G or T suffix).
+    #[arg(long, value_name = "SIZE", default_value = "10G", value_parser = parse_size, help_heading = PERFORMANCE)]
+    pub max_cache_size: u64,
     /// Mount options, comma separated: every option of this command as NAME or NAME=VALUE,
     /// fsname=NAME, noexec, and mount(8)'s generic ones (see below).
     #[arg(short = 'o', value_name = "OPTIONS", help_heading = MOUNTING)]

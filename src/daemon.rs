@@ -174,7 +174,8 @@ fn fs_options(args: &MountArgs) -> Result<FsOptions> {
 
 /// The storage of the table of `args`.
 fn open_store(args: &MountArgs) -> Result<Arc<dyn Storage>> {
-    crate::store::open_store(&args.table, &args.store)
+    let cache = args.cache.as_deref().map(|d| (d, args.max_cache_size));
+    crate::store::open_store_cached(&args.table, &args.store, cache)
 }
 
 fn mount_config(args: &MountArgs, table: &str) -> MountConfig {
@@ -663,6 +664,13 @@ fn daemon_argv(args: &MountArgs) -> Vec<OsString> {
     }
     child_args.push(format!("--merge-cache-size={}", args.merge_cache_size).into());
     child_args.push(format!("--merge-memory={}", args.merge_memory).into());
+    if let Some(dir) = &args.cache {
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+        let mut a = OsString::from("--cache=");
+        a.push(dir);
+        child_args.push(a);
+    }
+    child_args.push(format!("--max-cache-size={}", args.max_cache_size).into());
     for a in args.store.to_args() {
         child_args.push(a.into());
     }

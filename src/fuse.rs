@@ -20,7 +20,7 @@ use fuser::{
 };
 use fuser::{MountOption, SessionACL};
 
-use crate::fs::{Attr, DirCache, KernelNotifier, Kind, Served};
+use crate::fs::{Attr, DirCache, KernelNotifier, Kind, ReadAnswer, Served};
 use hudifs_core::error::Error;
 
 pub struct FuseAdapter {
@@ -225,14 +225,23 @@ impl Filesystem for FuseAdapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let mut reply = Some(reply);
+        // Files on an object store are answered from the store's runtime: this thread goes
+        // back to the kernel at once (docs/SEMANTICS.md §9).
+        let answer: ReadAnswer = Box::new(move |r| match r {
+            Ok(data) => reply.data(data),
+            Err(e) => reply.error(errno("read", &ino.0, &e)),
+        });
+        let Some(answer) = self.fs.read_later(fh.0, offset, size, answer) else {
+            return;
+        };
+        let mut answer = Some(answer);
         let sent = self.fs.read_into(fh.0, offset, size, &mut |data| {
-            if let Some(r) = reply.take() {
-                r.data(data);
+            if let Some(a) = answer.take() {
+                a(Ok(data));
             }
         });
-        if let (Err(e), Some(r)) = (sent, reply) {
-            r.error(errno("read", &ino.0, &e));
+        if let (Err(e), Some(a)) = (sent, answer) {
+            a(Err(e));
         }
     }
 

@@ -173,6 +173,24 @@ pub const OPTIONS: &[MountOpt] = &[
         |a| a.store.allow_http = true,
         "--allow-http: plain HTTP to the store",
     ),
+    value(
+        "cache",
+        "DIR",
+        |a, v| {
+            a.cache = Some(v.into());
+            Ok(())
+        },
+        "--cache: local data cache of store tables",
+    ),
+    value(
+        "max_cache_size",
+        "SIZE",
+        |a, v| {
+            a.max_cache_size = crate::cli::parse_size(v)?;
+            Ok(())
+        },
+        "--max-cache-size: how much the data cache may hold",
+    ),
     flag(
         "no_passthrough",
         |a| a.no_passthrough = true,

@@ -87,9 +87,24 @@ pub fn open_root(root: &Path, args: &StoreArgs) -> Result<Arc<dyn Storage>> {
 /// The storage of the table at `table`. For a store, one request checks that it answers and
 /// that the table is there, with a message saying what to check when not.
 pub fn open_store(table: &Path, args: &StoreArgs) -> Result<Arc<dyn Storage>> {
+    open_store_cached(table, args, None)
+}
+
+/// [`open_store`], with a local data cache of store files (`--cache DIR`, of at most the
+/// given bytes) where the table is on a store.
+pub fn open_store_cached(
+    table: &Path,
+    args: &StoreArgs,
+    cache: Option<(&Path, u64)>,
+) -> Result<Arc<dyn Storage>> {
     if let Some(s) = table.to_str().filter(|s| is_store_url(s)) {
         let url = StoreUrl::parse(s).map_err(Error::Usage)?;
-        let store = ObjectStorage::new(url, &args.options()).map_err(|e| Error::io(s, e))?;
+        let mut store = ObjectStorage::new(url, &args.options()).map_err(|e| Error::io(s, e))?;
+        if let Some((dir, max)) = cache {
+            store = store
+                .with_cache(dir, max)
+                .map_err(|e| Error::io(dir.display().to_string(), e))?;
+        }
         match store.check() {
             Ok(()) => return Ok(Arc::new(store)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

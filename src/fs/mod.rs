@@ -120,6 +120,9 @@ pub struct Opened {
     pub backing: Option<Arc<dyn OpenFile>>,
 }
 
+/// Where a read answered later ([`HudiFs::read_later`]) delivers its bytes or its error.
+pub type ReadAnswer = Box<dyn FnOnce(Result<&[u8]>) + Send>;
+
 /// Mount-wide options.
 #[derive(Debug, Clone, Default)]
 pub struct FsOptions {

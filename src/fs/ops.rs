@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hudifs_core::error::{Error, Result};
@@ -15,7 +15,8 @@ use super::inode::{Node, AS_OF_INO, MERGED_AS_OF_INO};
 use super::merged::{Materialised, MergedNode, MergedSlice};
 use super::views::{ResolvedPartition, ViewState};
 use super::{
-    join, lock, Attr, DirEntry, Entry, HudiFs, Kind, OpenDir, OpenHandle, Opened, TTL_FRESH,
+    join, lock, Attr, DirEntry, Entry, HudiFs, Kind, OpenDir, OpenHandle, Opened, ReadAnswer,
+    TTL_FRESH,
 };
 
 const ROOT_NAMES: [&str; 5] = ["latest", "as_of", "incremental", "timeline", "merged"];
@@ -659,6 +660,35 @@ impl HudiFs {
                 let end = start.saturating_add(size as usize).min(b.len());
                 Ok(f(&b[start..end]))
             }
+        }
+    }
+
+    /// Start a read of an open file whose storage answers later (object stores), so that the
+    /// calling FUSE thread does not wait on the network: `done` gets the bytes or the error
+    /// from the storage's runtime. Handles that read locally (local disks, rendered timeline
+    /// files) give `done` back, to be answered with [`HudiFs::read_with`] as before.
+    pub fn read_later(
+        &self,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        done: ReadAnswer,
+    ) -> Option<ReadAnswer> {
+        let file = lock(&self.open_files).get(&fh).cloned();
+        let Some(OpenHandle::Data(file)) = file.as_deref() else {
+            return Some(done);
+        };
+        // `done` travels inside the storage's callback; handed back, it comes out again.
+        let slot: Arc<Mutex<Option<ReadAnswer>>> = Arc::new(Mutex::new(Some(done)));
+        let inner = slot.clone();
+        let cb: hudifs_storage::ReadDone = Box::new(move |r| {
+            if let Some(done) = lock(&inner).take() {
+                done(r.map_err(|e| Error::io(format!("file handle {fh}"), e)));
+            }
+        });
+        match file.read_later(offset, size as usize, cb) {
+            None => None,
+            Some(_) => lock(&slot).take(),
         }
     }
 

@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use hudifs_core::error::Result;
 use hudifs_storage::FsStats;
 
-use super::{DirListing, Entry, HudiFs, Opened, OpenedDir, StaleDir};
+use super::{DirListing, Entry, HudiFs, Opened, OpenedDir, ReadAnswer, StaleDir};
 
 /// The file-system operations the FUSE adapter calls (see [`HudiFs`] for what each does).
 pub trait Served: Send + Sync {
@@ -16,6 +16,10 @@ pub trait Served: Send + Sync {
     fn open(&self, ino: u64) -> Result<Opened>;
     /// Read up to `size` bytes at `offset` of an open file and hand them to `f` (once).
     fn read_into(&self, fh: u64, offset: u64, size: u32, f: &mut dyn FnMut(&[u8])) -> Result<()>;
+    /// Answer a read of an object-store file later, from the store's runtime (the calling FUSE
+    /// thread returns at once): `None` when taken; `Some(done)`, handed back, when the file is
+    /// read in place ([`Served::read_into`]).
+    fn read_later(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer) -> Option<ReadAnswer>;
     fn release(&self, fh: u64);
     fn opendir(&self, ino: u64) -> Result<OpenedDir>;
     fn readdir(&self, fh: u64) -> Result<DirListing>;
@@ -38,6 +42,9 @@ impl Served for HudiFs {
     }
     fn read_into(&self, fh: u64, offset: u64, size: u32, f: &mut dyn FnMut(&[u8])) -> Result<()> {
         self.read_with(fh, offset, size, f)
+    }
+    fn read_later(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer) -> Option<ReadAnswer> {
+        HudiFs::read_later(self, fh, offset, size, done)
     }
     fn release(&self, fh: u64) {
         HudiFs::release(self, fh)

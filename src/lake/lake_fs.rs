@@ -28,7 +28,7 @@ use super::tree::{Child, Tree, TreeChange};
 use crate::follow::Follower;
 use crate::fs::{
     Attr, DirCache, DirEntry, DirListing, Entry, FsOptions, HudiFs, KernelNotifier, Kind, Opened,
-    OpenedDir, Served, StaleDir, ROOT, TTL_FRESH,
+    OpenedDir, ReadAnswer, Served, StaleDir, ROOT, TTL_FRESH,
 };
 
 /// How a lake is mounted.
@@ -591,6 +591,14 @@ impl Served for LakeFs {
     fn read_into(&self, fh: u64, offset: u64, size: u32, f: &mut dyn FnMut(&[u8])) -> Result<()> {
         let (_, fs, inner) = self.table_handle(fh)?;
         fs.read_with(inner, offset, size, f)
+    }
+
+    fn read_later(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer) -> Option<ReadAnswer> {
+        match self.table_handle(fh) {
+            Ok((_, fs, inner)) => fs.read_later(inner, offset, size, done),
+            // An unknown handle: read_into gives its error.
+            Err(_) => Some(done),
+        }
     }
 
     fn release(&self, fh: u64) {

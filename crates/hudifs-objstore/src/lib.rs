@@ -7,13 +7,20 @@
 //! - [`ObjectStorage`]: LIST with delimiter (all pages), ranged GETs, open files pinned to the
 //!   ETag seen at open (`ESTALE` when it changed, `EIO` naming the cleaner when it vanished),
 //!   retries with backoff and body-length checks.
+//! - [`prefetch`]: the read-ahead window of each open file and the memory budget of all;
+//!   `remote` (the open file: pinned GETs answered from the store's runtime) and [`cache`]
+//!   (the local data cache, `--cache`).
 
+pub mod cache;
+pub mod prefetch;
 pub mod profile;
+mod remote;
 mod store;
 mod url;
 
 #[cfg(test)]
 mod tests;
 
+pub use remote::Reads;
 pub use store::{build_client, ObjectStorage};
 pub use url::{is_store_url, Scheme, StoreOptions, StoreUrl};

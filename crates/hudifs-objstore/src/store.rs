@@ -9,15 +9,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use hudifs_storage::{Entry, Kind, Meta, OpenFile, Storage, StorageWrite, TablePath};
 use object_store::path::Path as ObjPath;
-use object_store::{
-    BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectStore, PutPayload, RetryConfig,
-};
+use object_store::{BackoffConfig, ClientOptions, ObjectStore, PutPayload, RetryConfig};
 
+use crate::cache::DataCache;
+use crate::prefetch::{Budget, PrefetchConfig};
 use crate::profile;
+use crate::remote::{self, Reads, RemoteFile};
 use crate::url::{Scheme, StoreOptions, StoreUrl};
 
-/// How many times a read whose body came back short is tried again (the client library
-/// already retries 5xx, resets and timeouts with backoff before giving up).
+/// How many times a whole-file read whose body came back short is tried again (the client
+/// library already retries 5xx, resets and timeouts with backoff before giving up).
 const BODY_RETRIES: usize = 3;
 
 /// A table on an object store.
@@ -25,6 +26,8 @@ pub struct ObjectStorage {
     url: StoreUrl,
     store: Arc<dyn ObjectStore>,
     runtime: Arc<tokio::runtime::Runtime>,
+    /// Prefetch windows, memory budget and data cache of open files.
+    reads: Reads,
 }
 
 impl std::fmt::Debug for ObjectStorage {
@@ -174,7 +177,27 @@ impl ObjectStorage {
             url,
             store,
             runtime: Arc::new(runtime),
+            reads: Reads::default(),
         })
+    }
+
+    /// Keep the bytes of files read in a local data cache in `dir`, of at most `max_bytes`
+    /// (`--cache`, `--max-cache-size`).
+    pub fn with_cache(mut self, dir: &std::path::Path, max_bytes: u64) -> io::Result<Self> {
+        self.reads.cache = Some(DataCache::open(dir, max_bytes)?);
+        Ok(self)
+    }
+
+    /// Other prefetch windows and memory budget (tests, benchmarks).
+    pub fn with_prefetch(mut self, cfg: PrefetchConfig, budget: Arc<Budget>) -> Self {
+        self.reads.prefetch = cfg;
+        self.reads.budget = budget;
+        self
+    }
+
+    /// The memory budget shared by the prefetchers of this store's open files.
+    pub fn prefetch_budget(&self) -> &Arc<Budget> {
+        &self.reads.budget
     }
 
     /// A store in memory (object_store's, which keeps ETags and honours If-Match): tests of
@@ -236,49 +259,6 @@ impl ObjectStorage {
             version: None,
         }
     }
-
-    /// A ranged GET of `range` of `key`, pinned to `etag`/`version` when given, its body
-    /// checked for length; short bodies are tried again, then EIO.
-    fn get_range_checked(
-        &self,
-        key: &ObjPath,
-        start: u64,
-        end: u64,
-        etag: Option<&str>,
-        version: Option<&str>,
-    ) -> Result<Bytes, object_store::Error> {
-        let want = (end - start) as usize;
-        let mut last_short = 0;
-        for _ in 0..=BODY_RETRIES {
-            let opts = GetOptions {
-                if_match: etag.map(str::to_string),
-                version: version.map(str::to_string),
-                range: Some(GetRange::Bounded(start..end)),
-                ..Default::default()
-            };
-            let res = self.block(async {
-                let r = self.store.get_opts(key, opts).await?;
-                r.bytes().await
-            });
-            match res {
-                Ok(b) if b.len() == want => return Ok(b),
-                Ok(b) => last_short = b.len(),
-                Err(object_store::Error::Generic { source, .. }) => {
-                    // A body cut off mid-stream surfaces as a generic error; try again.
-                    log::debug!("{key}: read {start}..{end} failed: {source}");
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Err(object_store::Error::Generic {
-            store: "hudifs",
-            source: format!(
-                "{key}: bytes {start}..{end}: body short or cut off after {} tries (last {last_short} of {want} bytes)",
-                BODY_RETRIES + 1
-            )
-            .into(),
-        })
-    }
 }
 
 impl Storage for ObjectStorage {
@@ -336,7 +316,17 @@ impl Storage for ObjectStorage {
                     Ok(Self::dir_meta())
                 }
             }
-            Err(e) => Err(to_io(&self.describe(path), e)),
+            // Some servers over a file system (s3s-fs) answer a HEAD of a key that is a
+            // directory there with a 500: a prefix with keys below it is still a directory.
+            Err(e) => {
+                let prefix = self.obj(path);
+                match self.block(self.store.list_with_delimiter(Some(&prefix))) {
+                    Ok(res) if !res.objects.is_empty() || !res.common_prefixes.is_empty() => {
+                        Ok(Self::dir_meta())
+                    }
+                    _ => Err(to_io(&self.describe(path), e)),
+                }
+            }
         }
     }
 
@@ -368,9 +358,17 @@ impl Storage for ObjectStorage {
             return Ok(Vec::new());
         }
         let end = (offset + len as u64).min(meta.size);
-        self.get_range_checked(&self.obj(path), offset, end, None, None)
-            .map(|b| b.to_vec())
-            .map_err(|e| to_io(&self.describe(path), e))
+        let key = self.obj(path);
+        self.block(remote::fetch_range(
+            &self.store,
+            &key,
+            offset,
+            end,
+            None,
+            None,
+        ))
+        .map(|b| b.to_vec())
+        .map_err(|e| to_io(&self.describe(path), e))
     }
 
     fn open(&self, path: &TablePath) -> io::Result<Arc<dyn OpenFile>> {
@@ -378,73 +376,14 @@ impl Storage for ObjectStorage {
         let m = self
             .block(self.store.head(&key))
             .map_err(|e| to_io(&self.describe(path), e))?;
-        Ok(Arc::new(RemoteFile {
-            storage: ObjectStorage {
-                url: self.url.clone(),
-                store: self.store.clone(),
-                runtime: self.runtime.clone(),
-            },
-            what: self.describe(path),
+        Ok(Arc::new(RemoteFile::new(
+            self.store.clone(),
+            self.runtime.clone(),
+            &self.reads,
             key,
-            size: m.size,
-            etag: m.e_tag,
-            version: m.version,
-        }))
-    }
-}
-
-/// A file opened on an object store: every GET pinned to the ETag (and version) seen at open.
-struct RemoteFile {
-    storage: ObjectStorage,
-    what: String,
-    key: ObjPath,
-    size: u64,
-    etag: Option<String>,
-    version: Option<String>,
-}
-
-impl OpenFile for RemoteFile {
-    fn size(&self) -> u64 {
-        self.size
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        if offset >= self.size || buf.is_empty() {
-            return Ok(0);
-        }
-        let end = (offset + buf.len() as u64).min(self.size);
-        match self.storage.get_range_checked(
-            &self.key,
-            offset,
-            end,
-            self.etag.as_deref(),
-            self.version.as_deref(),
-        ) {
-            Ok(b) => {
-                buf[..b.len()].copy_from_slice(&b);
-                Ok(b.len())
-            }
-            Err(object_store::Error::Precondition { .. }) => {
-                log::warn!(
-                    "{}: changed since it was opened (ETag {:?} no longer matches): ESTALE",
-                    self.what,
-                    self.etag
-                );
-                Err(io::Error::from_raw_os_error(libc::ESTALE))
-            }
-            Err(object_store::Error::NotFound { .. }) => {
-                log::warn!(
-                    "{}: deleted while open (the cleaner removed it; without a versioned bucket \
-                     the rest cannot be read): EIO",
-                    self.what
-                );
-                Err(io::Error::from_raw_os_error(libc::EIO))
-            }
-            Err(e) => {
-                log::warn!("{}: read at {offset} failed after retries: {e}", self.what);
-                Err(io::Error::from_raw_os_error(libc::EIO))
-            }
-        }
+            self.describe(path),
+            m,
+        )))
     }
 }
 

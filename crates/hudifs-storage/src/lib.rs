@@ -72,6 +72,11 @@ pub struct Entry {
     pub meta: Meta,
 }
 
+/// Where a read answered later ([`OpenFile::read_later`]) delivers its bytes: called once,
+/// from whatever thread the storage answers on, with up to the length asked (fewer only at the
+/// end of the file) or the error.
+pub type ReadDone = Box<dyn FnOnce(io::Result<&[u8]>) + Send>;
+
 /// A file opened for reading. Reads see the file as it was when opened: a local file keeps
 /// its descriptor (so it reads to its end even after the cleaner deletes it), an object store
 /// pins the version it opened.
@@ -80,6 +85,14 @@ pub trait OpenFile: Send + Sync {
     fn size(&self) -> u64;
     /// Read up to `buf.len()` bytes at `offset`; fewer only at the end of the file.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Read up to `len` bytes at `offset` without blocking the caller on the network: handles
+    /// whose reads wait on a remote store start the read, return `None` and call `done` when it
+    /// is answered (possibly before returning, when the bytes are already local). Handles that
+    /// read locally give `done` back, and the caller uses [`OpenFile::read_at`].
+    fn read_later(&self, offset: u64, len: usize, done: ReadDone) -> Option<ReadDone> {
+        let _ = (offset, len);
+        Some(done)
+    }
     /// The local file behind the handle, for kernel passthrough.
     fn as_file(&self) -> Option<&std::fs::File> {
         None

@@ -14,6 +14,8 @@ mod mount;
 mod read;
 mod record;
 mod report;
+#[cfg(feature = "s3bench")]
+mod s3read;
 mod sys;
 
 use std::path::PathBuf;
@@ -155,6 +157,27 @@ enum Cmd {
         #[command(flatten)]
         c: Common,
     },
+    /// Figure 7: reads of the big table on an in-process S3 server (s3s-fs), with and without
+    /// per-request latency: sequential and Parquet-pattern reads through the mount vs the
+    /// client library's ranged GETs, and the daemon's memory with 8 files read at once (built
+    /// with the `s3bench` feature).
+    S3read {
+        table: PathBuf,
+        /// The big file, relative to the table root.
+        #[arg(long)]
+        file: String,
+        /// Scratch directory (the server's root, the 8-file table).
+        #[arg(long)]
+        work: PathBuf,
+        /// Bytes of each of the 8 files of the memory figure.
+        #[arg(long, default_value_t = 64 << 20)]
+        multi_bytes: u64,
+        /// Per-request latencies to inject, in milliseconds.
+        #[arg(long, value_delimiter = ',', default_value = "0,20")]
+        latency_ms: Vec<u64>,
+        #[command(flatten)]
+        c: Common,
+    },
     /// Write report.md and report.json from the results file; print the summary table.
     Report {
         results: PathBuf,
@@ -219,6 +242,19 @@ fn main() -> std::process::ExitCode {
             work,
             c,
         } => merged::bench_merged(table, python, script, work, c),
+        #[cfg(feature = "s3bench")]
+        Cmd::S3read {
+            table,
+            file,
+            work,
+            multi_bytes,
+            latency_ms,
+            c,
+        } => s3read::bench_s3read(table, file, work, *multi_bytes, latency_ms, c),
+        #[cfg(not(feature = "s3bench"))]
+        Cmd::S3read { .. } => Err("built without the s3bench feature: \
+            cargo build --release -p hudifs-testkit --features s3bench"
+            .into()),
         Cmd::Report {
             results,
             md,

@@ -1,0 +1,258 @@
+//! The prefetcher against a request-counting in-memory source.
+
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+
+use super::*;
+
+/// An object in memory that counts and records its GETs; optionally slow, optionally failing
+/// the GETs that cover one offset.
+struct Counting {
+    bytes: Bytes,
+    gets: Mutex<Vec<Range<u64>>>,
+    delay: Duration,
+    fail_at: Mutex<Option<u64>>,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+}
+
+impl Counting {
+    fn new(size: usize, delay: Duration) -> Arc<Counting> {
+        let bytes: Vec<u8> = (0..size).map(|i| (i * 7 + i / 4099) as u8).collect();
+        Arc::new(Counting {
+            bytes: Bytes::from(bytes),
+            gets: Mutex::new(Vec::new()),
+            delay,
+            fail_at: Mutex::new(None),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
+        })
+    }
+    fn gets(&self) -> Vec<Range<u64>> {
+        lock(&self.gets).clone()
+    }
+}
+
+struct Src(Arc<Counting>);
+
+impl RangeSource for Src {
+    fn fetch(&self, range: Range<u64>) -> BoxFuture<'static, io::Result<Bytes>> {
+        let c = self.0.clone();
+        lock(&c.gets).push(range.clone());
+        async move {
+            let n = c.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            c.max_in_flight.fetch_max(n, Ordering::SeqCst);
+            if !c.delay.is_zero() {
+                tokio::time::sleep(c.delay).await;
+            }
+            c.in_flight.fetch_sub(1, Ordering::SeqCst);
+            let fail = lock(&c.fail_at).is_some_and(|o| range.contains(&o));
+            if fail {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            Ok(c.bytes.slice(range.start as usize..range.end as usize))
+        }
+        .boxed()
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn prefetcher(
+    rt: &tokio::runtime::Runtime,
+    c: &Arc<Counting>,
+    cfg: PrefetchConfig,
+    budget: &Arc<Budget>,
+) -> Prefetcher {
+    Prefetcher::new(
+        Arc::new(Src(c.clone())),
+        c.bytes.len() as u64,
+        cfg,
+        budget.clone(),
+        rt.handle().clone(),
+    )
+}
+
+const K: u64 = 1024;
+const M: u64 = 1024 * 1024;
+
+/// Read `len` at `offset` and check the bytes against the object.
+fn read_exact(rt: &tokio::runtime::Runtime, p: &Prefetcher, c: &Counting, offset: u64, len: usize) {
+    let got = rt.block_on(p.read(offset, len)).unwrap();
+    let end = (offset as usize + len).min(c.bytes.len());
+    assert!(
+        got[..] == c.bytes[offset as usize..end],
+        "bytes at {offset}"
+    );
+}
+
+#[test]
+fn a_sequential_reader_grows_the_window_to_its_bounds() {
+    let rt = runtime();
+    let c = Counting::new((40 * M) as usize, Duration::ZERO);
+    let budget = Budget::new(256 * M);
+    let p = prefetcher(&rt, &c, PrefetchConfig::default(), &budget);
+    let mut off = 0;
+    while off < 40 * M {
+        read_exact(&rt, &p, &c, off, 128 * K as usize);
+        off += 128 * K;
+    }
+    let gets = c.gets();
+    // Small first, doubling, never over the largest request; every byte fetched once.
+    assert_eq!(gets[0], 0..256 * K);
+    let sizes: Vec<u64> = gets.iter().map(|r| r.end - r.start).collect();
+    assert!(sizes.iter().all(|&s| s <= 8 * M), "{sizes:?}");
+    assert!(sizes.contains(&(8 * M)), "{sizes:?}");
+    for w in gets.windows(2) {
+        assert_eq!(w[0].end, w[1].start, "contiguous: {gets:?}");
+    }
+    assert_eq!(gets.last().unwrap().end, 40 * M);
+    // 320 kernel-sized reads, far fewer GETs.
+    assert!(gets.len() < 20, "{} GETs: {sizes:?}", gets.len());
+    drop(p);
+    assert_eq!(budget.used(), 0, "everything released with the file");
+}
+
+#[test]
+fn a_jump_resets_the_window_and_costs_one_get_of_its_range() {
+    let rt = runtime();
+    let c = Counting::new((64 * M) as usize, Duration::ZERO);
+    let budget = Budget::new(256 * M);
+    let p = prefetcher(&rt, &c, PrefetchConfig::default(), &budget);
+    for i in 0..64 {
+        read_exact(&rt, &p, &c, i * 128 * K, 128 * K as usize);
+    }
+    assert!(p.held() > M);
+    let before = c.gets().len();
+    read_exact(&rt, &p, &c, 50 * M, 100_000);
+    let gets = c.gets();
+    assert_eq!(gets.len(), before + 1);
+    assert_eq!(gets[before], 50 * M..50 * M + 256 * K);
+    assert_eq!(p.held(), 256 * K, "the old window is dropped");
+    // Reading on from there starts a small window again.
+    read_exact(&rt, &p, &c, 50 * M + 100_000, 128 * K as usize);
+    let gets = c.gets();
+    assert!(
+        gets[before + 1..]
+            .iter()
+            .all(|r| r.end - r.start <= 256 * K),
+        "{gets:?}"
+    );
+}
+
+#[test]
+fn a_parquet_footer_and_column_chunks_fetch_about_what_they_ask() {
+    let rt = runtime();
+    let size = 100 * M;
+    let c = Counting::new(size as usize, Duration::ZERO);
+    let budget = Budget::new(256 * M);
+    let p = prefetcher(&rt, &c, PrefetchConfig::default(), &budget);
+    // The footer's length and magic, then the footer: one small GET each.
+    read_exact(&rt, &p, &c, size - 8, 8);
+    assert_eq!(c.gets(), vec![size - 8..size]);
+    read_exact(&rt, &p, &c, size - 8 - 40_000, 40_000);
+    assert_eq!(c.gets().len(), 2);
+    assert_eq!(c.gets()[1], size - 8 - 40_000..size - 8);
+    // Two column chunks of 1 MiB, read as the kernel sends them (128 KiB at a time).
+    for start in [10 * M, 70 * M] {
+        for i in 0..8 {
+            read_exact(&rt, &p, &c, start + i * 128 * K, 128 * K as usize);
+        }
+    }
+    let fetched: u64 = c.gets().iter().map(|r| r.end - r.start).sum();
+    assert!(
+        fetched < 8 * M,
+        "{fetched} bytes fetched for 2 MiB of chunks"
+    );
+    assert!(fetched >= 2 * M + 40_008);
+}
+
+#[test]
+fn eight_readers_stay_within_the_memory_budget() {
+    let rt = runtime();
+    let cfg = PrefetchConfig {
+        first_request: 64 * K,
+        max_request: M,
+        max_ahead: 8 * M,
+        slack: 512 * K,
+    };
+    let budget = Budget::new(12 * M);
+    let files: Vec<_> = (0..8)
+        .map(|_| Counting::new((24 * M) as usize, Duration::from_millis(2)))
+        .collect();
+    let ps: Vec<_> = files
+        .iter()
+        .map(|c| Arc::new(prefetcher(&rt, c, cfg, &budget)))
+        .collect();
+    let mut readers = Vec::new();
+    for (c, p) in files.iter().zip(&ps) {
+        let (c, p) = (c.clone(), p.clone());
+        readers.push(rt.spawn(async move {
+            let mut off = 0;
+            while off < 24 * M {
+                let got = p.read(off, 128 * 1024).await.unwrap();
+                assert!(got[..] == c.bytes[off as usize..off as usize + got.len()]);
+                off += got.len() as u64;
+            }
+        }));
+    }
+    for r in readers {
+        rt.block_on(r).unwrap();
+    }
+    // Read-ahead stops at the budget; only what readers wait for may pass it (one request
+    // each).
+    assert!(
+        budget.peak() <= budget.limit() + 8 * cfg.max_request,
+        "peak {} of {}",
+        budget.peak(),
+        budget.limit()
+    );
+    assert!(budget.peak() > 8 * cfg.first_request, "read-ahead happened");
+    drop(ps);
+    assert_eq!(budget.used(), 0);
+}
+
+#[test]
+fn several_gets_are_in_flight_ahead_of_a_reader() {
+    let rt = runtime();
+    let c = Counting::new((64 * M) as usize, Duration::from_millis(5));
+    let budget = Budget::new(256 * M);
+    let p = prefetcher(&rt, &c, PrefetchConfig::default(), &budget);
+    let mut off = 0;
+    while off < 64 * M {
+        read_exact(&rt, &p, &c, off, M as usize);
+        off += M;
+    }
+    assert!(c.max_in_flight.load(Ordering::SeqCst) >= 3);
+}
+
+#[test]
+fn nothing_of_a_failed_get_is_served_later() {
+    let rt = runtime();
+    let c = Counting::new((16 * M) as usize, Duration::ZERO);
+    let budget = Budget::new(256 * M);
+    let p = prefetcher(&rt, &c, PrefetchConfig::default(), &budget);
+    *lock(&c.fail_at) = Some(3 * M);
+    let mut off = 0;
+    let mut failed = 0;
+    while off < 16 * M {
+        match rt.block_on(p.read(off, 128 * 1024)) {
+            Ok(b) => assert!(b[..] == c.bytes[off as usize..off as usize + b.len()]),
+            Err(e) => {
+                assert_eq!(e.raw_os_error(), Some(libc::EIO));
+                failed += 1;
+                // The store recovers: the same read now gives the bytes.
+                *lock(&c.fail_at) = None;
+                read_exact(&rt, &p, &c, off, 128 * K as usize);
+            }
+        }
+        off += 128 * K;
+    }
+    assert_eq!(failed, 1);
+}

@@ -1,0 +1,360 @@
+//! A file opened on an object store (docs/SEMANTICS.md §9): every GET pinned to the ETag (and
+//! version) seen at open, reads answered from the store's runtime through the file's
+//! [`Prefetcher`], and from the local data cache when there is one ([`crate::cache`]).
+
+use std::io;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt};
+use futures::StreamExt;
+use hudifs_storage::{OpenFile, ReadDone};
+use object_store::path::Path as ObjPath;
+use object_store::{GetOptions, GetRange, ObjectStore};
+
+use crate::cache::{Cached, DataCache, Fill, FillWriter, Lookup};
+use crate::prefetch::{Budget, PrefetchConfig, Prefetcher, RangeSource};
+
+/// How many times a read whose body came back short is tried again (the client library
+/// already retries 5xx, resets and timeouts with backoff before giving up).
+const BODY_RETRIES: usize = 3;
+
+/// A read this far beyond what a cache fill has written waits for the fill rather than
+/// fetching the bytes a second time.
+const FILL_WAIT: u64 = 16 << 20;
+
+/// How the files of one store are read: prefetch windows, the memory budget shared by all
+/// open files, the data cache.
+#[derive(Debug, Clone)]
+pub struct Reads {
+    pub prefetch: PrefetchConfig,
+    pub budget: Arc<Budget>,
+    pub cache: Option<Arc<DataCache>>,
+}
+
+impl Default for Reads {
+    fn default() -> Self {
+        Reads {
+            prefetch: PrefetchConfig::default(),
+            budget: Budget::new(crate::prefetch::DEFAULT_BUDGET),
+            cache: None,
+        }
+    }
+}
+
+/// A ranged GET of `start..end` of `key`, pinned to `etag`/`version` when given, its body
+/// checked for length; short or cut-off bodies are tried again, then an error.
+pub(crate) async fn fetch_range(
+    store: &Arc<dyn ObjectStore>,
+    key: &ObjPath,
+    start: u64,
+    end: u64,
+    etag: Option<&str>,
+    version: Option<&str>,
+) -> Result<Bytes, object_store::Error> {
+    let want = (end - start) as usize;
+    let mut last_short = 0;
+    for _ in 0..=BODY_RETRIES {
+        let opts = GetOptions {
+            if_match: etag.map(str::to_string),
+            version: version.map(str::to_string),
+            range: Some(GetRange::Bounded(start..end)),
+            ..Default::default()
+        };
+        let res = async {
+            let r = store.get_opts(key, opts).await?;
+            r.bytes().await
+        }
+        .await;
+        match res {
+            Ok(b) if b.len() == want => return Ok(b),
+            Ok(b) => last_short = b.len(),
+            Err(object_store::Error::Generic { source, .. }) => {
+                // A body cut off mid-stream surfaces as a generic error; try again.
+                log::debug!("{key}: read {start}..{end} failed: {source}");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(object_store::Error::Generic {
+        store: "hudifs",
+        source: format!(
+            "{key}: bytes {start}..{end}: body short or cut off after {} tries (last {last_short} of {want} bytes)",
+            BODY_RETRIES + 1
+        )
+        .into(),
+    })
+}
+
+/// What every GET of one open file is pinned to, and the log lines it gives once.
+struct Pin {
+    store: Arc<dyn ObjectStore>,
+    key: ObjPath,
+    what: String,
+    etag: Option<String>,
+    version: Option<String>,
+    stale_logged: AtomicBool,
+    gone_logged: AtomicBool,
+}
+
+impl Pin {
+    /// The errno of a failed GET, logged once per file for a change or a deletion.
+    fn error(&self, e: object_store::Error, range: &Range<u64>) -> io::Error {
+        match e {
+            object_store::Error::Precondition { .. } => {
+                if !self.stale_logged.swap(true, Ordering::Relaxed) {
+                    log::warn!(
+                        "{}: changed since it was opened (ETag {:?} no longer matches): ESTALE",
+                        self.what,
+                        self.etag
+                    );
+                }
+                io::Error::from_raw_os_error(libc::ESTALE)
+            }
+            object_store::Error::NotFound { .. } => {
+                if !self.gone_logged.swap(true, Ordering::Relaxed) {
+                    log::warn!(
+                        "{}: deleted while open (the cleaner removed it; without a versioned \
+                         bucket or --cache the rest cannot be read): EIO",
+                        self.what
+                    );
+                }
+                io::Error::from_raw_os_error(libc::EIO)
+            }
+            e => {
+                log::warn!(
+                    "{}: read {}..{} failed after retries: {e}",
+                    self.what,
+                    range.start,
+                    range.end
+                );
+                io::Error::from_raw_os_error(libc::EIO)
+            }
+        }
+    }
+}
+
+struct PinnedSource(Arc<Pin>);
+
+impl RangeSource for PinnedSource {
+    fn fetch(&self, range: Range<u64>) -> BoxFuture<'static, io::Result<Bytes>> {
+        let pin = self.0.clone();
+        async move {
+            fetch_range(
+                &pin.store,
+                &pin.key,
+                range.start,
+                range.end,
+                pin.etag.as_deref(),
+                pin.version.as_deref(),
+            )
+            .await
+            .map_err(|e| pin.error(e, &range))
+        }
+        .boxed()
+    }
+}
+
+/// What the data cache has of an open file.
+enum CacheUse {
+    Cached(Arc<Cached>),
+    Filling(Arc<Fill>),
+}
+
+/// A read answered now (local bytes) or later (from the store).
+enum ReadNow {
+    Ready(io::Result<Bytes>),
+    Later(BoxFuture<'static, io::Result<Bytes>>),
+}
+
+/// A file opened on an object store.
+pub(crate) struct RemoteFile {
+    pin: Arc<Pin>,
+    size: u64,
+    prefetch: Arc<Prefetcher>,
+    runtime: Arc<tokio::runtime::Runtime>,
+    cache: Option<(Arc<DataCache>, CacheUse)>,
+    cache_bad: AtomicBool,
+}
+
+impl RemoteFile {
+    /// A handle on `key`, whose HEAD at open gave `meta`; with a data cache, the object is
+    /// served from it or filled into it.
+    pub(crate) fn new(
+        store: Arc<dyn ObjectStore>,
+        runtime: Arc<tokio::runtime::Runtime>,
+        reads: &Reads,
+        key: ObjPath,
+        what: String,
+        meta: object_store::ObjectMeta,
+    ) -> RemoteFile {
+        let pin = Arc::new(Pin {
+            store,
+            key,
+            what,
+            etag: meta.e_tag,
+            version: meta.version,
+            stale_logged: AtomicBool::new(false),
+            gone_logged: AtomicBool::new(false),
+        });
+        let size = meta.size;
+        let prefetch = Arc::new(Prefetcher::new(
+            Arc::new(PinnedSource(pin.clone())),
+            size,
+            reads.prefetch,
+            reads.budget.clone(),
+            runtime.handle().clone(),
+        ));
+        let cache = reads.cache.as_ref().and_then(|c| {
+            let id = pin.version.as_ref().or(pin.etag.as_ref())?;
+            let (found, writer) = c.lookup(pin.key.as_ref(), id, size);
+            if let Some(w) = writer {
+                runtime.spawn(fill(pin.clone(), w));
+            }
+            match found {
+                Lookup::Cached(c2) => Some((c.clone(), CacheUse::Cached(c2))),
+                Lookup::Filling(f) => Some((c.clone(), CacheUse::Filling(f))),
+                Lookup::No => None,
+            }
+        });
+        RemoteFile {
+            pin,
+            size,
+            prefetch,
+            runtime,
+            cache,
+            cache_bad: AtomicBool::new(false),
+        }
+    }
+
+    fn read_now(&self, offset: u64, len: usize) -> ReadNow {
+        let end = offset.saturating_add(len as u64).min(self.size);
+        if offset >= end {
+            return ReadNow::Ready(Ok(Bytes::new()));
+        }
+        let mut fill = None;
+        match &self.cache {
+            Some((cache, CacheUse::Cached(c))) if !self.cache_bad.load(Ordering::Relaxed) => {
+                match c.read(offset, end) {
+                    Ok(v) => return ReadNow::Ready(Ok(Bytes::from(v))),
+                    Err(e) => {
+                        self.cache_bad.store(true, Ordering::Relaxed);
+                        let id = self.pin.version.as_ref().or(self.pin.etag.as_ref());
+                        cache.damaged(self.pin.key.as_ref(), id.map_or("", |s| s), &e);
+                    }
+                }
+            }
+            Some((_, CacheUse::Filling(f))) => {
+                if let Some(Ok(v)) = f.read(offset, end) {
+                    return ReadNow::Ready(Ok(Bytes::from(v)));
+                }
+                fill = Some(f.clone());
+            }
+            _ => {}
+        }
+        let Some(f) = fill else {
+            return ReadNow::Later(self.prefetch.read(offset, len));
+        };
+        // Close behind the fill: wait for it rather than fetching the bytes twice. Far ahead
+        // (a footer): from the store, and from the fill if the store no longer has the object.
+        let ahead = f.filled_to() + FILL_WAIT >= end;
+        let net = (!ahead).then(|| self.prefetch.read(offset, len));
+        let prefetch = self.prefetch.clone();
+        ReadNow::Later(
+            async move {
+                if let Some(net) = net {
+                    match net.await {
+                        Ok(b) => return Ok(b),
+                        Err(e) => {
+                            return match f.wait(offset, end).await {
+                                Some(r) => r.map(Bytes::from),
+                                None => Err(e),
+                            }
+                        }
+                    }
+                }
+                match f.wait(offset, end).await {
+                    Some(r) => r.map(Bytes::from),
+                    // The fill failed: the store, as without a cache.
+                    None => prefetch.read(offset, len).await,
+                }
+            }
+            .boxed(),
+        )
+    }
+}
+
+/// Fill the cache with the whole object, one GET pinned like the reads.
+async fn fill(pin: Arc<Pin>, mut w: FillWriter) {
+    let opts = GetOptions {
+        if_match: pin.etag.clone(),
+        version: pin.version.clone(),
+        ..Default::default()
+    };
+    let res = match pin.store.get_opts(&pin.key, opts).await {
+        Ok(r) => {
+            let mut body = r.into_stream();
+            let mut out = Ok(());
+            while let Some(part) = body.next().await {
+                match part {
+                    Ok(b) => {
+                        if let Err(e) = w.write(&b) {
+                            out = Err(e.to_string());
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        out = Err(e.to_string());
+                        break;
+                    }
+                }
+            }
+            out
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    match res {
+        Ok(()) => {
+            if let Err(e) = w.finish() {
+                log::warn!("{}: not cached: {e}", pin.what);
+            }
+        }
+        Err(e) => {
+            log::warn!("{}: not cached: {e}", pin.what);
+            w.fail(&e);
+        }
+    }
+}
+
+impl OpenFile for RemoteFile {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let b = match self.read_now(offset, buf.len()) {
+            ReadNow::Ready(r) => r?,
+            ReadNow::Later(f) => self.runtime.block_on(f)?,
+        };
+        buf[..b.len()].copy_from_slice(&b);
+        Ok(b.len())
+    }
+
+    fn read_later(&self, offset: u64, len: usize, done: ReadDone) -> Option<ReadDone> {
+        match self.read_now(offset, len) {
+            ReadNow::Ready(Ok(b)) => done(Ok(&b)),
+            ReadNow::Ready(Err(e)) => done(Err(e)),
+            ReadNow::Later(f) => {
+                self.runtime.spawn(async move {
+                    match f.await {
+                        Ok(b) => done(Ok(&b)),
+                        Err(e) => done(Err(e)),
+                    }
+                });
+            }
+        }
+        None
+    }
+}

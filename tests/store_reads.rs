@@ -1,0 +1,355 @@
+//! Reads of store tables through a real mount, on a real S3 server (moto on 127.0.0.1, as in
+//! `tests/s3_server.rs`), docs/SEMANTICS.md §9: the prefetcher gives exact bytes for
+//! sequential and random reads; an object replaced while open gives ESTALE; on a versioned
+//! bucket, and with `--cache`, a file the cleaner deletes while open reads to its end; a file
+//! in the cache is read again without a GET (counted by a proxy in this process).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hudifs_core::table::TableType;
+use hudifs_objstore::{ObjectStorage, StoreOptions, StoreUrl};
+use hudifs_storage::{StorageWrite, TablePath};
+use hudifs_testkit::generator::{TableSpec, TableWriter};
+use hudifs_testkit::mount::{fuse_available, MountGuard};
+
+const KEYS: [(&str, &str); 3] = [
+    ("AWS_ACCESS_KEY_ID", "testing"),
+    ("AWS_SECRET_ACCESS_KEY", "testing"),
+    ("AWS_DEFAULT_REGION", "us-east-1"),
+];
+
+struct Moto {
+    child: Child,
+    endpoint: String,
+    py: PathBuf,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_moto() -> Moto {
+    let py = common::python();
+    let has = Command::new(&py)
+        .args(["-c", "import moto.server, boto3"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has {
+        common::pip_install(&py, &["moto[server]==5.*"]);
+    }
+    let port = free_port();
+    let child = Command::new(&py)
+        .args(["-m", "moto.server", "-H", "127.0.0.1", "-p"])
+        .arg(port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start moto server");
+    let moto = Moto {
+        child,
+        endpoint: format!("http://127.0.0.1:{port}"),
+        py,
+    };
+    let t0 = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "moto did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    moto
+}
+
+impl Moto {
+    /// Create a bucket, versioned or not.
+    fn bucket(&self, name: &str, versioned: bool) {
+        let script = "import boto3,sys\n\
+            c=boto3.client('s3', endpoint_url=sys.argv[1])\n\
+            c.create_bucket(Bucket=sys.argv[2])\n\
+            if sys.argv[3]=='1': c.put_bucket_versioning(Bucket=sys.argv[2], VersioningConfiguration={'Status':'Enabled'})\n";
+        let st = Command::new(&self.py)
+            .args(["-c", script, &self.endpoint, name])
+            .arg(if versioned { "1" } else { "0" })
+            .envs(KEYS)
+            .status()
+            .unwrap();
+        assert!(st.success(), "could not create bucket {name}");
+    }
+}
+
+fn options(endpoint: &str) -> StoreOptions {
+    StoreOptions {
+        endpoint_url: Some(endpoint.to_string()),
+        region: Some("us-east-1".into()),
+        force_path_style: true,
+        ..StoreOptions::default()
+    }
+}
+
+fn seam(url: &str, endpoint: &str) -> ObjectStorage {
+    ObjectStorage::new(StoreUrl::parse(url).unwrap(), &options(endpoint)).unwrap()
+}
+
+/// A copy-on-write table with two big base files (real Parquet, about `bytes` each) written by
+/// the project's generator, uploaded to `url`; the files' paths in the table.
+fn big_table(local: &Path, url: &str, endpoint: &str, bytes: u64) -> Vec<String> {
+    let spec = TableSpec::new("reads", TableType::CopyOnWrite, 8).partitioned_by(&["part"], true);
+    let mut w = TableWriter::create(local, spec, 1_767_225_600_000).unwrap();
+    let action = w.write_action();
+    let mut t = w.begin(action).unwrap();
+    t.insert_sized("part=a", bytes).unwrap();
+    t.insert_sized("part=a", bytes).unwrap();
+    t.complete().unwrap();
+    let files = w.events().last().unwrap().written.clone();
+    assert_eq!(files.len(), 2);
+    let store = seam(url, endpoint);
+    for rel in common::walk_files(local).unwrap() {
+        let b = std::fs::read(local.join(&rel)).unwrap();
+        store.put(&TablePath::new(&rel).unwrap(), &b).unwrap();
+    }
+    files
+}
+
+/// A TCP proxy to `upstream` on 127.0.0.1 that records the GET requests going through.
+struct Counter {
+    endpoint: String,
+    gets: Arc<Mutex<Vec<String>>>,
+}
+
+impl Counter {
+    /// GETs so far of keys ending in `name`.
+    fn gets_of(&self, name: &str) -> usize {
+        let name = name.rsplit('/').next().unwrap_or(name);
+        self.gets
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| {
+                l.split(['?', ' '])
+                    .nth(1)
+                    .is_some_and(|p| p.ends_with(name))
+            })
+            .count()
+    }
+}
+
+fn counting_proxy(upstream: &str) -> Counter {
+    let up = upstream.trim_start_matches("http://").to_string();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let gets = Arc::new(Mutex::new(Vec::new()));
+    let g = gets.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let Ok(server) = TcpStream::connect(&up) else {
+                continue;
+            };
+            let _ = client.set_nodelay(true);
+            let _ = server.set_nodelay(true);
+            let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            let g = g.clone();
+            let (mut c1, mut s1) = (client, server);
+            std::thread::spawn(move || {
+                // Requests: count "GET /" at the start of each request line.
+                let mut buf = vec![0; 64 << 10];
+                let mut tail: Vec<u8> = b"\n".to_vec();
+                loop {
+                    let n = match c1.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    let mut scan = std::mem::take(&mut tail);
+                    scan.extend_from_slice(&buf[..n]);
+                    for (i, _) in scan.windows(6).enumerate().filter(|(_, w)| w == b"\nGET /") {
+                        let line = &scan[i + 1..];
+                        let end = line.iter().position(|&c| c == b'\r').unwrap_or(line.len());
+                        g.lock()
+                            .unwrap()
+                            .push(String::from_utf8_lossy(&line[..end]).into_owned());
+                    }
+                    tail = scan[scan.len().saturating_sub(5)..].to_vec();
+                    if s1.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = s1.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut s2, &mut c2);
+                let _ = c2.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    Counter { endpoint, gets }
+}
+
+fn mount(url: &str, endpoint: &str, extra: &[&str]) -> MountGuard {
+    let mut args = vec!["--endpoint-url", endpoint, "--force-path-style"];
+    args.extend_from_slice(extra);
+    MountGuard::mount(Path::new(url), &args)
+}
+
+fn setup() -> Option<(tempfile::TempDir, Moto)> {
+    if !fuse_available() {
+        return None;
+    }
+    for (k, v) in KEYS {
+        std::env::set_var(k, v);
+    }
+    Some((tempfile::tempdir().unwrap(), start_moto()))
+}
+
+#[test]
+fn sequential_and_random_reads_are_exact_and_a_replaced_object_is_estale() {
+    let Some((tmp, moto)) = setup() else { return };
+    moto.bucket("lake", false);
+    let url = "s3://lake/reads";
+    let local = tmp.path().join("t");
+    let files = big_table(&local, url, &moto.endpoint, 24 << 20);
+    let m = mount(url, &moto.endpoint, &[]);
+    let (a, b) = (&files[0], &files[1]);
+    let want = std::fs::read(local.join(a)).unwrap();
+    // Sequential: the whole file, in 1 MiB reads.
+    let got = std::fs::read(m.path().join("latest").join(a)).unwrap();
+    assert!(got == want, "sequential read differs");
+    // Random: a Parquet reader's footer, then column-chunk-sized reads here and there.
+    let want_b = std::fs::read(local.join(b)).unwrap();
+    let f = std::fs::File::open(m.path().join("latest").join(b)).unwrap();
+    let n = want_b.len();
+    let mut offsets = vec![(n - 8, 8), (n - 70_000, 70_000)];
+    let mut x: u64 = 12345;
+    for _ in 0..12 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let off = (x >> 20) as usize % (n - 300_000);
+        offsets.push((off, 1 + (x as usize % 300_000)));
+    }
+    for (off, len) in offsets {
+        let mut buf = vec![0; len];
+        f.read_exact_at(&mut buf, off as u64).unwrap();
+        assert!(
+            buf == want_b[off..off + len],
+            "random read at {off}+{len} differs"
+        );
+    }
+    // Replaced while open: the next read of bytes not yet fetched gives ESTALE.
+    let f = std::fs::File::open(m.path().join("latest").join(a)).unwrap();
+    let mut buf = vec![0; 4096];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    let store = seam(url, &moto.endpoint);
+    let mut other = want.clone();
+    other[100] ^= 1;
+    store.put(&TablePath::new(a).unwrap(), &other).unwrap();
+    // The kernel may hold pages of the earlier full read: drop them first.
+    drop_kernel_cache(&f);
+    let err = f.read_exact_at(&mut buf, 20 << 20).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ESTALE), "{err}");
+    assert!(m.log_text().contains("changed since it was opened"));
+}
+
+/// Ask the kernel to drop its cached pages of `f` (FUSE honours POSIX_FADV_DONTNEED).
+fn drop_kernel_cache(f: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain advice call on an open descriptor.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+}
+
+/// Open, read a little, delete the object (as the cleaner does), read on to the end.
+fn read_across_a_delete(m: &MountGuard, url: &str, endpoint: &str, rel: &str, want: &[u8]) {
+    let mut f = std::fs::File::open(m.path().join("latest").join(rel)).unwrap();
+    let mut got = vec![0; 1 << 20];
+    f.read_exact(&mut got).unwrap();
+    assert!(seam(url, endpoint)
+        .delete(&TablePath::new(rel).unwrap())
+        .unwrap());
+    f.read_to_end(&mut got).unwrap();
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "bytes differ after the delete");
+}
+
+#[test]
+fn on_a_versioned_bucket_a_file_deleted_while_open_reads_to_its_end() {
+    let Some((tmp, moto)) = setup() else { return };
+    moto.bucket("vlake", true);
+    let url = "s3://vlake/reads";
+    let local = tmp.path().join("t");
+    let files = big_table(&local, url, &moto.endpoint, 16 << 20);
+    let m = mount(url, &moto.endpoint, &[]);
+    let want = std::fs::read(local.join(&files[0])).unwrap();
+    read_across_a_delete(&m, url, &moto.endpoint, &files[0], &want);
+}
+
+#[test]
+fn with_a_cache_deleted_files_read_to_their_end_and_cached_ones_cost_no_get() {
+    let Some((tmp, moto)) = setup() else { return };
+    moto.bucket("lake", false);
+    let url = "s3://lake/cached";
+    let local = tmp.path().join("t");
+    let files = big_table(&local, url, &moto.endpoint, 16 << 20);
+    let cache = tmp.path().join("cache");
+    let proxy = counting_proxy(&moto.endpoint);
+    let cache_arg = format!("--cache={}", cache.display());
+    let (a, b) = (&files[0], &files[1]);
+    let want_a = std::fs::read(local.join(a)).unwrap();
+    let want_b = std::fs::read(local.join(b)).unwrap();
+    {
+        let m = mount(url, &proxy.endpoint, &[&cache_arg, "--max-cache-size=1G"]);
+        // Deleted while open: the fill begun at open has the rest.
+        read_across_a_delete(&m, url, &moto.endpoint, b, &want_b);
+        // Read a whole: the cache holds it once the fill completes.
+        assert!(std::fs::read(m.path().join("latest").join(a)).unwrap() == want_a);
+        let t0 = Instant::now();
+        while count_sums(&cache) < 2 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "the cache was not filled"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // A new daemon on the same cache: reading `a` again makes no GET at all.
+    let m = mount(url, &proxy.endpoint, &[&cache_arg]);
+    let before = proxy.gets_of(a);
+    assert!(std::fs::read(m.path().join("latest").join(a)).unwrap() == want_a);
+    assert_eq!(proxy.gets_of(a), before, "GETs of a cached file");
+    drop(m);
+    // Without the cache the same read makes GETs (what the proxy counts is real).
+    let m = mount(url, &proxy.endpoint, &[]);
+    let before = proxy.gets_of(a);
+    assert!(std::fs::read(m.path().join("latest").join(a)).unwrap() == want_a);
+    assert!(
+        proxy.gets_of(a) > before,
+        "{:?}",
+        proxy.gets.lock().unwrap()
+    );
+}
+
+fn count_sums(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".sum"))
+                .count()
+        })
+        .unwrap_or(0)
+}
