@@ -84,11 +84,17 @@ impl PartitionCache {
         let store = &*snap.store;
         let cached = self.lock().get(partition).cloned();
         let dir = partition_dir(partition)?;
-        let dir_mtime = || match store.stat(&dir) {
-            Ok(m) => Ok(m.mtime),
-            // A partition deleted since discovery is empty.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::io(store.describe(&dir), e)),
+        // An object store has no directory times: asking would cost requests for nothing.
+        let dir_mtime = || {
+            if store.is_object_store() {
+                return Ok(None);
+            }
+            match store.stat(&dir) {
+                Ok(m) => Ok(m.mtime),
+                // A partition deleted since discovery is empty.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(Error::io(store.describe(&dir), e)),
+            }
         };
         if let Some(c) = &cached {
             if c.checked >= generation {

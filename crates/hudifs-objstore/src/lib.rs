@@ -15,5 +15,5 @@ mod url;
 #[cfg(test)]
 mod tests;
 
-pub use store::{build_client, ObjectStorage};
+pub use store::{build_client, ObjectStorage, RequestCounts};
 pub use url::{is_store_url, Scheme, StoreOptions, StoreUrl};

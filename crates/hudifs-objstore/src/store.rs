@@ -3,6 +3,7 @@
 //! from worker threads, never from the FUSE session loop).
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,11 +21,56 @@ use crate::url::{Scheme, StoreOptions, StoreUrl};
 /// already retries 5xx, resets and timeouts with backoff before giving up).
 const BODY_RETRIES: usize = 3;
 
+/// How many requests of each kind a store made (each try of a retried request counts once
+/// here; the client library's own retries of 5xx and resets are not seen).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RequestCounts {
+    /// LIST with delimiter (one per page asked for by the client library's call).
+    pub list: u64,
+    pub head: u64,
+    pub get: u64,
+    pub put: u64,
+    pub delete: u64,
+}
+
+impl RequestCounts {
+    pub fn total(&self) -> u64 {
+        self.list + self.head + self.get + self.put + self.delete
+    }
+
+    /// The requests made since `before`.
+    pub fn since(&self, before: &RequestCounts) -> RequestCounts {
+        RequestCounts {
+            list: self.list - before.list,
+            head: self.head - before.head,
+            get: self.get - before.get,
+            put: self.put - before.put,
+            delete: self.delete - before.delete,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    list: AtomicU64,
+    head: AtomicU64,
+    get: AtomicU64,
+    put: AtomicU64,
+    delete: AtomicU64,
+}
+
+impl Counters {
+    fn add(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// A table on an object store.
 pub struct ObjectStorage {
     url: StoreUrl,
     store: Arc<dyn ObjectStore>,
     runtime: Arc<tokio::runtime::Runtime>,
+    counters: Arc<Counters>,
 }
 
 impl std::fmt::Debug for ObjectStorage {
@@ -174,7 +220,46 @@ impl ObjectStorage {
             url,
             store,
             runtime: Arc::new(runtime),
+            counters: Arc::default(),
         })
+    }
+
+    /// The requests this store (and the files opened from it) made so far.
+    pub fn requests(&self) -> RequestCounts {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        RequestCounts {
+            list: get(&c.list),
+            head: get(&c.head),
+            get: get(&c.get),
+            put: get(&c.put),
+            delete: get(&c.delete),
+        }
+    }
+
+    /// `list_with_delimiter` of `prefix`, counted; a response cut off mid-body (a generic
+    /// error after the client's own retries) is asked again a few times.
+    fn list_delimited(
+        &self,
+        prefix: Option<&ObjPath>,
+    ) -> Result<object_store::ListResult, object_store::Error> {
+        let mut tries = 0;
+        loop {
+            Counters::add(&self.counters.list);
+            match self.block(self.store.list_with_delimiter(prefix)) {
+                Err(object_store::Error::Generic { source, .. }) if tries < BODY_RETRIES => {
+                    log::debug!("LIST {prefix:?} failed: {source}; again");
+                    tries += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// HEAD of `key`, counted.
+    fn head(&self, key: &ObjPath) -> Result<object_store::ObjectMeta, object_store::Error> {
+        Counters::add(&self.counters.head);
+        self.block(self.store.head(key))
     }
 
     /// A store in memory (object_store's, which keeps ETags and honours If-Match): tests of
@@ -191,7 +276,7 @@ impl ObjectStorage {
     /// naming what to check (endpoint, credentials, bucket) when not.
     pub fn check(&self) -> io::Result<()> {
         let key = ObjPath::from(self.url.key(".hoodie/hoodie.properties"));
-        match self.runtime.block_on(self.store.head(&key)) {
+        match self.head(&key) {
             Ok(_) => Ok(()),
             Err(object_store::Error::NotFound { .. }) => Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -256,6 +341,7 @@ impl ObjectStorage {
                 range: Some(GetRange::Bounded(start..end)),
                 ..Default::default()
             };
+            Counters::add(&self.counters.get);
             let res = self.block(async {
                 let r = self.store.get_opts(key, opts).await?;
                 r.bytes().await
@@ -294,7 +380,7 @@ impl Storage for ObjectStorage {
         let key = self.url.key(dir.as_str());
         let prefix = (!key.is_empty()).then(|| ObjPath::from(key));
         let res = self
-            .block(self.store.list_with_delimiter(prefix.as_ref()))
+            .list_delimited(prefix.as_ref())
             .map_err(|e| to_io(&self.describe(dir), e))?;
         let mut out = Vec::with_capacity(res.objects.len() + res.common_prefixes.len());
         for p in &res.common_prefixes {
@@ -322,13 +408,13 @@ impl Storage for ObjectStorage {
         if path.is_root() {
             return Ok(Self::dir_meta());
         }
-        match self.block(self.store.head(&self.obj(path))) {
+        match self.head(&self.obj(path)) {
             Ok(m) => Ok(Self::meta_of(&m)),
             Err(object_store::Error::NotFound { .. }) => {
                 // Directories exist only as key prefixes.
                 let prefix = self.obj(path);
                 let res = self
-                    .block(self.store.list_with_delimiter(Some(&prefix)))
+                    .list_delimited(Some(&prefix))
                     .map_err(|e| to_io(&self.describe(path), e))?;
                 if res.objects.is_empty() && res.common_prefixes.is_empty() {
                     Err(hudifs_storage::not_found(self.describe(path)))
@@ -344,6 +430,7 @@ impl Storage for ObjectStorage {
         let key = self.obj(path);
         let what = self.describe(path);
         for _ in 0..=BODY_RETRIES {
+            Counters::add(&self.counters.get);
             let res = self.block(async {
                 let r = self.store.get(&key).await?;
                 let size = r.meta.size;
@@ -373,16 +460,21 @@ impl Storage for ObjectStorage {
             .map_err(|e| to_io(&self.describe(path), e))
     }
 
+    fn is_object_store(&self) -> bool {
+        true
+    }
+
     fn open(&self, path: &TablePath) -> io::Result<Arc<dyn OpenFile>> {
         let key = self.obj(path);
         let m = self
-            .block(self.store.head(&key))
+            .head(&key)
             .map_err(|e| to_io(&self.describe(path), e))?;
         Ok(Arc::new(RemoteFile {
             storage: ObjectStorage {
                 url: self.url.clone(),
                 store: self.store.clone(),
                 runtime: self.runtime.clone(),
+                counters: self.counters.clone(),
             },
             what: self.describe(path),
             key,
@@ -451,6 +543,7 @@ impl OpenFile for RemoteFile {
 impl StorageWrite for ObjectStorage {
     fn put(&self, path: &TablePath, bytes: &[u8]) -> io::Result<()> {
         let payload = PutPayload::from(Bytes::copy_from_slice(bytes));
+        Counters::add(&self.counters.put);
         self.block(self.store.put(&self.obj(path), payload))
             .map(|_| ())
             .map_err(|e| to_io(&self.describe(path), e))
@@ -463,17 +556,20 @@ impl StorageWrite for ObjectStorage {
 
     /// Copy then delete: not atomic on a store (the writer only renames its own staging files).
     fn rename(&self, from: &TablePath, to: &TablePath) -> io::Result<()> {
+        Counters::add(&self.counters.put);
+        Counters::add(&self.counters.delete);
         self.block(self.store.rename(&self.obj(from), &self.obj(to)))
             .map_err(|e| to_io(&self.describe(from), e))
     }
 
     fn delete(&self, path: &TablePath) -> io::Result<bool> {
         let key = self.obj(path);
-        match self.block(self.store.head(&key)) {
+        match self.head(&key) {
             Err(object_store::Error::NotFound { .. }) => return Ok(false),
             Err(e) => return Err(to_io(&self.describe(path), e)),
             Ok(_) => {}
         }
+        Counters::add(&self.counters.delete);
         self.block(self.store.delete(&key))
             .map(|_| true)
             .map_err(|e| to_io(&self.describe(path), e))
@@ -483,10 +579,12 @@ impl StorageWrite for ObjectStorage {
         use futures::TryStreamExt;
         let key = self.url.key(dir.as_str());
         let prefix = (!key.is_empty()).then(|| ObjPath::from(key));
+        Counters::add(&self.counters.list);
         let objs: Vec<_> = self
             .block(self.store.list(prefix.as_ref()).try_collect::<Vec<_>>())
             .map_err(|e| to_io(&self.describe(dir), e))?;
         for o in objs {
+            Counters::add(&self.counters.delete);
             match self.block(self.store.delete(&o.location)) {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(to_io(&self.describe(dir), e)),

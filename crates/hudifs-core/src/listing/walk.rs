@@ -2,10 +2,11 @@
 //! directory is a partition iff it directly holds a partition metafile; names starting with `.`
 //! are never entered; symbolic links are never followed.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use hudifs_storage::{Kind, Storage, TablePath};
+use hudifs_storage::{Entry, Kind, Storage, TablePath};
 
 use super::{parse_data_name, DataFile, PARTITION_METAFILE};
 use crate::error::{Error, Result};
@@ -22,14 +23,37 @@ pub fn partition_dir(partition: &str) -> Result<TablePath> {
 
 /// Every partition of the table, sorted.
 pub fn discover_partitions(store: &dyn Storage) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    walk(store, &TablePath::root(), 0, &mut out)?;
-    out.sort();
-    Ok(out)
+    Ok(discover_partitions_listed(store)?.0)
 }
 
-fn walk(store: &dyn Storage, dir: &TablePath, depth: usize, out: &mut Vec<String>) -> Result<()> {
-    let entries = match store.list_names(dir) {
+/// The listings a partition discovery took, by partition: on an object store, where a listing
+/// of names is a full listing (sizes, times), they serve as the partitions' first listings, so
+/// a mount's first walk of `latest/` costs no second LIST per partition.
+pub type Prelisted = HashMap<String, Vec<Entry>>;
+
+/// Every partition of the table, sorted, and on an object store the discovery's listings of
+/// them ([`Prelisted`]; empty elsewhere).
+pub fn discover_partitions_listed(store: &dyn Storage) -> Result<(Vec<String>, Prelisted)> {
+    let mut out = Vec::new();
+    let mut listed = Prelisted::new();
+    walk(store, &TablePath::root(), 0, &mut out, &mut listed)?;
+    out.sort();
+    Ok((out, listed))
+}
+
+fn walk(
+    store: &dyn Storage,
+    dir: &TablePath,
+    depth: usize,
+    out: &mut Vec<String>,
+    listed: &mut Prelisted,
+) -> Result<()> {
+    let keep = store.is_object_store();
+    let entries = match if keep {
+        store.list(dir)
+    } else {
+        store.list_names(dir).map(names_only)
+    } {
         Ok(e) => e,
         Err(e) if depth > 0 => {
             log::warn!("{}: cannot list, skipped: {e}", store.describe(dir));
@@ -39,23 +63,43 @@ fn walk(store: &dyn Storage, dir: &TablePath, depth: usize, out: &mut Vec<String
     };
     let mut is_partition = false;
     let mut subdirs = Vec::new();
-    for (name, kind) in entries {
+    for e in &entries {
+        let (name, kind) = (&e.name, e.meta.kind);
         if kind == Kind::File && name.starts_with(PARTITION_METAFILE) {
             is_partition = true;
         } else if kind == Kind::Dir && !name.starts_with('.') && depth < MAX_PARTITION_DEPTH {
-            subdirs.push(name);
+            subdirs.push(name.clone());
         }
     }
     if is_partition {
         out.push(dir.as_str().to_string());
+        if keep {
+            listed.insert(dir.as_str().to_string(), entries);
+        }
     }
     subdirs.sort();
     for name in subdirs {
         if let Ok(child) = dir.child(&name) {
-            walk(store, &child, depth + 1, out)?;
+            walk(store, &child, depth + 1, out, listed)?;
         }
     }
     Ok(())
+}
+
+/// Names and kinds as entries without sizes or times (never kept as listings).
+fn names_only(v: Vec<(String, Kind)>) -> Vec<Entry> {
+    v.into_iter()
+        .map(|(name, kind)| Entry {
+            name,
+            meta: hudifs_storage::Meta {
+                kind,
+                size: 0,
+                mtime: None,
+                mode: 0,
+                version: None,
+            },
+        })
+        .collect()
 }
 
 /// Whether `partition` is a partition directory (holds a partition metafile).
@@ -81,6 +125,11 @@ pub fn list_partition(
     let entries = store
         .list(&dir)
         .map_err(|e| Error::io(store.describe(&dir), e))?;
+    Ok(partition_files(cfg, partition, entries))
+}
+
+/// The data files of a partition's listing `entries`, sorted by name.
+pub fn partition_files(cfg: &TableConfig, partition: &str, entries: Vec<Entry>) -> Vec<DataFile> {
     let part: Arc<str> = Arc::from(partition);
     let mut files = Vec::new();
     for e in entries {
@@ -97,5 +146,5 @@ pub fn list_partition(
         ));
     }
     files.sort_by(|a, b| a.name().cmp(b.name()));
-    Ok(files)
+    files
 }
