@@ -32,28 +32,81 @@ pub fn discover_partitions(store: &dyn Storage) -> Result<Vec<String>> {
 pub type Prelisted = HashMap<String, Vec<Entry>>;
 
 /// Every partition of the table, sorted, and on an object store the discovery's listings of
-/// them ([`Prelisted`]; empty elsewhere).
+/// them ([`Prelisted`]; empty elsewhere, where a walk lists names only).
 pub fn discover_partitions_listed(store: &dyn Storage) -> Result<(Vec<String>, Prelisted)> {
     let mut out = Vec::new();
     let mut listed = Prelisted::new();
-    walk(store, &TablePath::root(), 0, &mut out, &mut listed)?;
+    if store.is_object_store() {
+        walk_levels(store, &mut out, &mut listed)?;
+    } else {
+        walk(store, &TablePath::root(), 0, &mut out)?;
+    }
     out.sort();
     Ok((out, listed))
 }
 
-fn walk(
-    store: &dyn Storage,
-    dir: &TablePath,
-    depth: usize,
-    out: &mut Vec<String>,
-    listed: &mut Prelisted,
-) -> Result<()> {
-    let keep = store.is_object_store();
-    let entries = match if keep {
-        store.list(dir)
-    } else {
-        store.list_names(dir).map(names_only)
-    } {
+/// How many LISTs a discovery on an object store has in flight at once.
+const PARALLEL_LISTS: usize = 16;
+
+/// Discovery on an object store, level by level, the directories of a level listed side by
+/// side (a LIST is mostly waiting for the store): the same partitions and listings as
+/// [`walk`], in a few round trips instead of one per directory.
+fn walk_levels(store: &dyn Storage, out: &mut Vec<String>, listed: &mut Prelisted) -> Result<()> {
+    let mut level = vec![TablePath::root()];
+    let mut depth = 0;
+    while !level.is_empty() {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results: Vec<std::sync::Mutex<Option<std::io::Result<Vec<Entry>>>>> =
+            level.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..PARALLEL_LISTS.min(level.len()) {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(dir) = level.get(i) else { break };
+                    let r = store.list(dir);
+                    *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                });
+            }
+        });
+        let mut below = Vec::new();
+        for (dir, r) in level.iter().zip(results) {
+            let r = r.into_inner().unwrap_or_else(|e| e.into_inner());
+            let entries = match r {
+                Some(Ok(e)) => e,
+                Some(Err(e)) if depth > 0 => {
+                    log::warn!("{}: cannot list, skipped: {e}", store.describe(dir));
+                    continue;
+                }
+                Some(Err(e)) => return Err(Error::io(store.describe(dir), e)),
+                None => continue,
+            };
+            let mut is_partition = false;
+            let mut subdirs = Vec::new();
+            for e in &entries {
+                if e.meta.kind == Kind::File && e.name.starts_with(PARTITION_METAFILE) {
+                    is_partition = true;
+                } else if e.meta.kind == Kind::Dir
+                    && !e.name.starts_with('.')
+                    && depth < MAX_PARTITION_DEPTH
+                {
+                    subdirs.push(e.name.clone());
+                }
+            }
+            if is_partition {
+                out.push(dir.as_str().to_string());
+                listed.insert(dir.as_str().to_string(), entries);
+            }
+            subdirs.sort();
+            below.extend(subdirs.iter().filter_map(|n| dir.child(n).ok()));
+        }
+        level = below;
+        depth += 1;
+    }
+    Ok(())
+}
+
+fn walk(store: &dyn Storage, dir: &TablePath, depth: usize, out: &mut Vec<String>) -> Result<()> {
+    let entries = match store.list_names(dir) {
         Ok(e) => e,
         Err(e) if depth > 0 => {
             log::warn!("{}: cannot list, skipped: {e}", store.describe(dir));
@@ -63,43 +116,23 @@ fn walk(
     };
     let mut is_partition = false;
     let mut subdirs = Vec::new();
-    for e in &entries {
-        let (name, kind) = (&e.name, e.meta.kind);
+    for (name, kind) in entries {
         if kind == Kind::File && name.starts_with(PARTITION_METAFILE) {
             is_partition = true;
         } else if kind == Kind::Dir && !name.starts_with('.') && depth < MAX_PARTITION_DEPTH {
-            subdirs.push(name.clone());
+            subdirs.push(name);
         }
     }
     if is_partition {
         out.push(dir.as_str().to_string());
-        if keep {
-            listed.insert(dir.as_str().to_string(), entries);
-        }
     }
     subdirs.sort();
     for name in subdirs {
         if let Ok(child) = dir.child(&name) {
-            walk(store, &child, depth + 1, out, listed)?;
+            walk(store, &child, depth + 1, out)?;
         }
     }
     Ok(())
-}
-
-/// Names and kinds as entries without sizes or times (never kept as listings).
-fn names_only(v: Vec<(String, Kind)>) -> Vec<Entry> {
-    v.into_iter()
-        .map(|(name, kind)| Entry {
-            name,
-            meta: hudifs_storage::Meta {
-                kind,
-                size: 0,
-                mtime: None,
-                mode: 0,
-                version: None,
-            },
-        })
-        .collect()
 }
 
 /// Whether `partition` is a partition directory (holds a partition metafile).
