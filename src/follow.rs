@@ -65,14 +65,21 @@ impl Follower {
     /// A poll lists the directory once; only when that shows a change is it listed until two
     /// listings agree (see `timeline::stable_listing`). Where the storage keeps directory
     /// modification times, a directory whose mtime has not moved since a trusted listing holds
-    /// the same names: an idle poll costs one stat, not a listing.
+    /// the same names: an idle poll costs one stat, not a listing. On an object store (no
+    /// directory times; a stat of a prefix would cost two requests) an idle poll is one LIST,
+    /// and new files are read at once (a PUT appears whole).
     pub fn poll_once(&mut self, fs: &HudiFs, settle: Duration) -> Result<Option<Invalidations>> {
         let snap = fs.snapshot();
         let store = &*snap.store;
         let dir = snap.cfg.timeline_dir.clone();
         let tl = snap.timeline();
         let started = Clock::now();
-        let mtime = store.stat(&dir).ok().and_then(|m| m.mtime);
+        let object_store = store.is_object_store();
+        let mtime = if object_store {
+            None
+        } else {
+            store.stat(&dir).ok().and_then(|m| m.mtime)
+        };
         if let (Some(st), Some(m)) = (&self.stamp, mtime) {
             if st.mtime == m && st.trusted && !st.deferred && st.generation == snap.generation {
                 return Ok(None);
@@ -108,6 +115,10 @@ impl Follower {
         let mut deferred = false;
         let now = SystemTime::now();
         for name in seen.iter().filter(|n| is_new(n, &self.ignored)) {
+            if object_store {
+                changed.insert(name.clone());
+                continue;
+            }
             // The configuration is re-read on inotify events only (it changes with upgrades).
             let mtime = dir
                 .child(name)
@@ -162,12 +173,14 @@ impl Follower {
         for name in changed {
             match timeline::parse_timeline_name(store, cfg, &name) {
                 Some(f) => {
-                    let is_file = cfg
-                        .timeline_dir
-                        .child(&name)
-                        .ok()
-                        .and_then(|p| store.stat(&p).ok())
-                        .is_some_and(|m| m.kind == Kind::File);
+                    // A name an object store lists is an object (a file).
+                    let is_file = store.is_object_store()
+                        || cfg
+                            .timeline_dir
+                            .child(&name)
+                            .ok()
+                            .and_then(|p| store.stat(&p).ok())
+                            .is_some_and(|m| m.kind == Kind::File);
                     if is_file {
                         added.push(f);
                     } else if tl.has_file(&name) {

@@ -115,7 +115,11 @@ pub fn errno_of(e: &Error) -> i32 {
         Error::Unsupported(_) => libc::EOPNOTSUPP,
         Error::TooBig(_) => libc::EFBIG,
         Error::Corrupt(_) => libc::EIO,
-        Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+        // Storage without errno (an object store) still tells a missing file apart.
+        Error::Io { source, .. } => source.raw_os_error().unwrap_or(match source.kind() {
+            std::io::ErrorKind::NotFound => libc::ENOENT,
+            _ => libc::EIO,
+        }),
         Error::NotATable(_) | Error::BadTableConfig { .. } | Error::BadMetadata { .. } => libc::EIO,
     }
 }

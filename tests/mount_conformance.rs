@@ -8,35 +8,7 @@ mod common;
 use common::{check_fixture, Answer, Ask, MountGuard};
 
 fn answer(m: &MountGuard, ro: &MountGuard, ask: &Ask) -> Answer {
-    let dir = match ask {
-        Ask::Latest {
-            read_optimized: true,
-        } => ro.path().join("latest"),
-        Ask::Latest { .. } => m.path().join("latest"),
-        Ask::AsOf(t) => m.path().join("as_of").join(t),
-        Ask::Window(w) => m.path().join("incremental").join(w),
-    };
-    match common::walk_files(&dir) {
-        Ok(files) => {
-            let (selected, effective_end) = if matches!(ask, Ask::Window(_)) {
-                let sel = common::xattr(&dir, "user.hudi.commit_times").map(|s| {
-                    s.split(',')
-                        .filter(|x| !x.is_empty())
-                        .map(str::to_string)
-                        .collect()
-                });
-                (sel, common::xattr(&dir, "user.hudi.effective_end"))
-            } else {
-                (None, None)
-            };
-            Answer::Files {
-                files,
-                selected,
-                effective_end,
-            }
-        }
-        Err(e) => Answer::Refused(e.to_string()),
-    }
+    common::mount_answer(m.path(), ro.path(), ask)
 }
 
 #[test]

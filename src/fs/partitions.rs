@@ -10,6 +10,7 @@
 //! stores) a listing stays good until an instant touches its partition.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
@@ -75,6 +76,10 @@ impl PartitionListing {
 pub struct PartitionCache {
     pub registry: FileRegistry,
     listings: Mutex<HashMap<Arc<str>, Arc<PartitionListing>>>,
+    /// Counts invalidations (of any partition): a listing during which one happened may have
+    /// been taken before the change that caused it, so it is not trusted beyond the snapshot
+    /// it was taken for.
+    epoch: AtomicU64,
 }
 
 impl PartitionCache {
@@ -82,13 +87,20 @@ impl PartitionCache {
     pub fn listing(&self, snap: &Snapshot, partition: &Arc<str>) -> Result<Arc<PartitionListing>> {
         let generation = snap.generation;
         let store = &*snap.store;
+        let epoch = self.epoch.load(Ordering::SeqCst);
         let cached = self.lock().get(partition).cloned();
         let dir = partition_dir(partition)?;
-        let dir_mtime = || match store.stat(&dir) {
-            Ok(m) => Ok(m.mtime),
-            // A partition deleted since discovery is empty.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::io(store.describe(&dir), e)),
+        // An object store has no directory times: asking would cost requests for nothing.
+        let dir_mtime = || {
+            if store.is_object_store() {
+                return Ok(None);
+            }
+            match store.stat(&dir) {
+                Ok(m) => Ok(m.mtime),
+                // A partition deleted since discovery is empty.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(Error::io(store.describe(&dir), e)),
+            }
         };
         if let Some(c) = &cached {
             if c.checked >= generation {
@@ -106,7 +118,11 @@ impl PartitionCache {
                     trust: c.trust,
                     checked: generation,
                 });
-                self.lock().insert(partition.clone(), fresh.clone());
+                let mut listings = self.lock();
+                // Not over an invalidation made since `cached` was read.
+                if self.epoch.load(Ordering::SeqCst) == epoch {
+                    listings.insert(partition.clone(), fresh.clone());
+                }
                 return Ok(fresh);
             }
         }
@@ -134,18 +150,29 @@ impl PartitionCache {
             }
         };
         let listing = self.register(files, cached.as_deref());
+        let mut listings = self.lock();
+        // An instant touched a partition while this one was listed (a follower installing the
+        // next snapshot): the listing may predate the change, so it is good for `snap` only.
+        // Checked under the lock `invalidate` takes, so no invalidation is overwritten.
+        let trust = if self.epoch.load(Ordering::SeqCst) == epoch {
+            trust
+        } else {
+            Trust::None
+        };
         let listing = Arc::new(PartitionListing {
             trust,
             checked: generation,
             ..listing
         });
-        self.lock().insert(partition.clone(), listing.clone());
+        listings.insert(partition.clone(), listing.clone());
         Ok(listing)
     }
 
     /// Forget what is known about a partition (an instant touched it).
     pub fn invalidate(&self, partition: &str) {
-        if let Some(v) = self.lock().get_mut(partition) {
+        let mut listings = self.lock();
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if let Some(v) = listings.get_mut(partition) {
             *v = Arc::new(PartitionListing {
                 files: v.files.clone(),
                 ids: v.ids.clone(),
@@ -157,6 +184,7 @@ impl PartitionCache {
 
     /// Forget what is known about every partition.
     pub fn invalidate_all(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
         let keys: Vec<Arc<str>> = self.lock().keys().cloned().collect();
         for k in keys {
             self.invalidate(&k);

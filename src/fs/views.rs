@@ -48,7 +48,9 @@ impl ResolvedPartition {
 pub struct ViewState {
     pub snap: Arc<Snapshot>,
     pub plan: Plan,
-    parts: Vec<OnceLock<std::result::Result<Arc<ResolvedPartition>, String>>>,
+    /// Resolved partitions; a listing that failed (a store's fault) is not kept, so the next
+    /// caller lists again.
+    parts: Vec<OnceLock<Arc<ResolvedPartition>>>,
     /// A `merged/` view: each partition's slices, built from `parts` on demand.
     pub merged: bool,
     merged_parts: Vec<OnceLock<Arc<MergedPartition>>>,
@@ -142,29 +144,29 @@ impl HudiFs {
             .parts
             .get(i)
             .ok_or_else(|| Error::NotFound(format!("partition {i}")))?;
-        let r = slot.get_or_init(|| {
-            let partition = &v.snap.partitions[i];
-            if !v.plan.may_list(partition) {
-                return Ok(Arc::new(ResolvedPartition {
-                    listing: Arc::default(),
-                    choice: PartitionChoice::default(),
-                }));
+        if let Some(r) = slot.get() {
+            return Ok(r.clone());
+        }
+        let partition = &v.snap.partitions[i];
+        let resolved = if !v.plan.may_list(partition) {
+            ResolvedPartition {
+                listing: Arc::default(),
+                choice: PartitionChoice::default(),
             }
-            let listing = self
-                .partitions
-                .listing(&v.snap, partition)
-                .map_err(|e| e.to_string())?;
+        } else {
+            let listing = self.partitions.listing(&v.snap, partition).map_err(|e| {
+                Error::io(
+                    self.store.describe(&Default::default()),
+                    std::io::Error::other(e.to_string()),
+                )
+            })?;
             let choice = v
                 .snap
                 .resolve_partition(&v.plan, &listing.files, &self.interner);
-            Ok(Arc::new(ResolvedPartition { listing, choice }))
-        });
-        r.clone().map_err(|e| {
-            Error::io(
-                self.store.describe(&Default::default()),
-                std::io::Error::other(e),
-            )
-        })
+            ResolvedPartition { listing, choice }
+        };
+        // Two callers racing keep the first answer (both listed the same snapshot).
+        Ok(slot.get_or_init(|| Arc::new(resolved)).clone())
     }
 
     /// The merged partition `i` of a merged view if it was built (handed to the kernel).

@@ -404,3 +404,57 @@ pub fn python() -> PathBuf {
     })
     .clone()
 }
+
+/// A moto server (`hudifs_testkit::s3::Moto`) on 127.0.0.1, its Python the test venv's
+/// ([`python`], with `moto[server]` added on first use); the test credentials set in this
+/// process's environment, so the daemons and writers it starts inherit them.
+pub fn moto() -> hudifs_testkit::s3::Moto {
+    let py = python();
+    let has = |py: &Path| {
+        std::process::Command::new(py)
+            .args(["-c", "import moto.server"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !has(&py) {
+        pip_install(&py, &["moto[server]==5.*"]);
+    }
+    hudifs_testkit::s3::set_keys();
+    hudifs_testkit::s3::Moto::start(&py)
+}
+
+/// The answer of a mount to `ask`, walking it with plain file-system calls: `m` a mount,
+/// `ro` a `--read-optimized` mount of the same table (tests/mount_conformance.rs and the S3
+/// conformance).
+pub fn mount_answer(m: &Path, ro: &Path, ask: &Ask) -> Answer {
+    let dir = match ask {
+        Ask::Latest {
+            read_optimized: true,
+        } => ro.join("latest"),
+        Ask::Latest { .. } => m.join("latest"),
+        Ask::AsOf(t) => m.join("as_of").join(t),
+        Ask::Window(w) => m.join("incremental").join(w),
+    };
+    match walk_files(&dir) {
+        Ok(files) => {
+            let (selected, effective_end) = if matches!(ask, Ask::Window(_)) {
+                let sel = xattr(&dir, "user.hudi.commit_times").map(|s| {
+                    s.split(',')
+                        .filter(|x| !x.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                });
+                (sel, xattr(&dir, "user.hudi.effective_end"))
+            } else {
+                (None, None)
+            };
+            Answer::Files {
+                files,
+                selected,
+                effective_end,
+            }
+        }
+        Err(e) => Answer::Refused(e.to_string()),
+    }
+}

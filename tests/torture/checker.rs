@@ -294,6 +294,11 @@ pub fn analyse(log: &Log, seen: &[Seen], rep: &mut Report) {
                             }
                         }
                     }
+                    Err((true, e))
+                        if rep.store && *e == libc::EIO && log.deleted.contains_key(path) =>
+                    {
+                        rep.eio_after_delete += 1;
+                    }
                     Err((true, e)) => rep.bad(
                         if *e == libc::ENOENT {
                             "open-file-enoent"
@@ -374,6 +379,9 @@ pub fn analyse(log: &Log, seen: &[Seen], rep: &mut Report) {
                         if *deleted && rep.violations.len() == before {
                             rep.held_intact_after_delete += 1;
                         }
+                    }
+                    Err(e) if rep.store && *deleted && *e == libc::EIO => {
+                        rep.eio_after_delete += 1;
                     }
                     Err(e) => rep.bad(if *e == libc::ENOENT { "open-file-enoent" } else { "open-file-unreadable" }, format!(
                         "{path}: opened at {opened}, reading at {read_at} (deleted on disk: {deleted}) failed with errno {e}"

@@ -25,10 +25,14 @@ fn errno(e: &std::io::Error) -> i32 {
     e.raw_os_error().unwrap_or(-1)
 }
 
+/// Whether a table file (path relative to the table) is in the table's storage.
+pub type Exists = Box<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// Shared state of the reader threads.
 pub struct Shared {
     pub mnt: PathBuf,
-    pub table: PathBuf,
+    /// Whether a table file (path relative to the table) is still in the table's storage.
+    pub exists: Exists,
     pub stop: AtomicBool,
     pub seen: Mutex<Vec<Seen>>,
 }
@@ -232,11 +236,7 @@ pub fn holder(sh: Arc<Shared>, prog: Arc<Progress>) {
             }
         }
         let mut out = vec![Seen::Latest(w)];
-        let gone: Vec<String> = held
-            .keys()
-            .filter(|p| !sh.table.join(p).exists())
-            .cloned()
-            .collect();
+        let gone: Vec<String> = held.keys().filter(|p| !(sh.exists)(p)).cloned().collect();
         for path in gone {
             prog.tick();
             if let Some((mut f, opened)) = held.remove(&path) {
@@ -257,7 +257,7 @@ pub fn holder(sh: Arc<Shared>, prog: Arc<Progress>) {
     let mut out = Vec::new();
     for (path, (mut f, opened)) in held {
         prog.tick();
-        let deleted = !sh.table.join(&path).exists();
+        let deleted = !(sh.exists)(&path);
         let read_at = now_ms();
         let result = read_held(&mut f, &path);
         out.push(Seen::Held {

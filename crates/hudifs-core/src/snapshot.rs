@@ -4,7 +4,7 @@
 //! Views are resolved against one snapshot, so one answer never mixes two states of the table.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use hudifs_storage::Storage;
 
@@ -35,6 +35,9 @@ pub struct Snapshot {
     /// The archived timeline's facts, read the first time a view reaches before the active
     /// timeline (and kept by the next snapshot while nothing is archived).
     archive: Arc<OnceLock<Archived>>,
+    /// On an object store, the partition listings the discovery of this snapshot took (after
+    /// its timeline was read), each handed out once as that partition's first listing.
+    prelisted: Mutex<listing::Prelisted>,
 }
 
 /// What applying a timeline change did to the partitions: those whose visible files may have
@@ -50,7 +53,9 @@ impl Snapshot {
         let timeline = Arc::new(Timeline::load(&*store, &cfg)?);
         let meta = InstantMetadata::new(store.clone(), cfg.timeline_dir.clone());
         let ctx = Arc::new(Context::new(cfg.clone(), timeline, &meta));
-        let partitions = listing::discover_partitions(&*store)?
+        store_faults_since(&meta, 0, &cfg)?;
+        let (partitions, prelisted) = listing::discover_partitions_listed(&*store)?;
+        let partitions = partitions
             .into_iter()
             .map(|p| Arc::from(p.as_str()))
             .collect();
@@ -62,6 +67,7 @@ impl Snapshot {
             ctx,
             partitions: Arc::new(partitions),
             archive: Arc::new(OnceLock::new()),
+            prelisted: Mutex::new(prelisted),
         })
     }
 
@@ -69,29 +75,41 @@ impl Snapshot {
         &self.ctx.timeline
     }
 
-    /// The archived timeline's facts, read on first use.
+    /// The archived timeline's facts, read on first use. On an object store a failure to read
+    /// it is not kept (it may be the store's fault, not damage): the next use reads it again.
     fn archived(&self) -> Archived {
-        self.archive
-            .get_or_init(|| {
-                // The archive is untrusted input read by a third-party Avro/Parquet decoder: a
-                // panic in there is one more way for it to be unreadable.
-                let store = &*self.store;
-                let cfg = &self.cfg;
-                let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    archive::load_archive(store, cfg)
-                }))
-                .map_err(|_| "the archived timeline could not be decoded".to_string())
-                .and_then(|r| r.map_err(|e| e.to_string()))
-                .and_then(|a| ArchivedFacts::from_archive(&a));
-                match read {
-                    Ok(f) => Archived::Read(Arc::new(f)),
-                    Err(e) => {
-                        log::warn!("{}: {e}", store.describe(&cfg.archive_dir));
-                        Archived::Damaged(e)
-                    }
-                }
+        if let Some(a) = self.archive.get() {
+            return a.clone();
+        }
+        // The archive is untrusted input read by a third-party Avro/Parquet decoder: a panic in
+        // there is one more way for it to be unreadable.
+        let store = &*self.store;
+        let cfg = &self.cfg;
+        // On an object store a failed read may be the store's fault (5xx, resets after the
+        // client's retries), which the archive's errors do not tell from damage.
+        let mut transient = false;
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            archive::load_archive(store, cfg)
+        }))
+        .map_err(|_| "the archived timeline could not be decoded".to_string())
+        .and_then(|r| {
+            r.map_err(|e| {
+                transient = store.is_object_store();
+                e.to_string()
             })
-            .clone()
+        })
+        .and_then(|a| ArchivedFacts::from_archive(&a));
+        let got = match read {
+            Ok(f) => Archived::Read(Arc::new(f)),
+            Err(e) => {
+                log::warn!("{}: {e}", store.describe(&cfg.archive_dir));
+                Archived::Damaged(e)
+            }
+        };
+        if transient {
+            return got;
+        }
+        self.archive.get_or_init(|| got).clone()
     }
 
     /// Decide a view (reading the archived timeline first if the view reaches into it).
@@ -120,9 +138,18 @@ impl Snapshot {
         rules::resolve_partition(&self.ctx, &self.meta, plan, files, interner)
     }
 
-    /// The data files of a partition, as the storage lists them now.
+    /// The data files of a partition, as the storage lists them now (or, the first time on an
+    /// object store, as the discovery of this snapshot listed them).
     pub fn list_partition(&self, partition: &str) -> Result<Vec<DataFile>> {
-        listing::list_partition(&*self.store, &self.cfg, partition)
+        let prelisted = self
+            .prelisted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(partition);
+        match prelisted {
+            Some(entries) => Ok(listing::partition_files(&self.cfg, partition, entries)),
+            None => listing::list_partition(&*self.store, &self.cfg, partition),
+        }
     }
 
     /// Resolve a whole view at once, listing every partition it may have files in (for
@@ -222,6 +249,7 @@ impl Snapshot {
         }
         let archive_nonempty = timeline::archive_has_files(&*self.store, &self.cfg);
         let (timeline, delta) = tl.apply(added, &gone, archive_nonempty);
+        let faults = self.meta.store_faults();
         let ctx = Arc::new(self.ctx.apply(Arc::new(timeline), &delta, &self.meta));
         let archive_moved = ctx.timeline.active_start != tl.active_start
             || ctx.timeline.archive_nonempty != tl.archive_nonempty;
@@ -230,14 +258,16 @@ impl Snapshot {
         } else {
             touched_partitions(&ctx, &self.meta, &delta)
         };
-        let partitions = match &touched {
-            None => Arc::new(
-                listing::discover_partitions(&*self.store)?
-                    .into_iter()
-                    .map(|p| Arc::from(p.as_str()))
-                    .collect(),
-            ),
-            Some(t) => self.with_new_partitions(t),
+        store_faults_since(&self.meta, faults, &self.cfg)?;
+        let (partitions, prelisted) = match &touched {
+            None => {
+                let (found, listed) = listing::discover_partitions_listed(&*self.store)?;
+                (
+                    Arc::new(found.into_iter().map(|p| Arc::from(p.as_str())).collect()),
+                    listed,
+                )
+            }
+            Some(t) => (self.with_new_partitions(t), Default::default()),
         };
         let next = Snapshot {
             generation: self.generation + 1,
@@ -252,6 +282,7 @@ impl Snapshot {
             } else {
                 self.archive.clone()
             },
+            prelisted: Mutex::new(prelisted),
         };
         Ok(Some((next, touched)))
     }
@@ -279,6 +310,24 @@ impl Snapshot {
         self.generation = generation;
         self
     }
+}
+
+/// An error if the object store failed reads of instant files since `before` (see
+/// [`InstantMetadata::store_faults`]): what was derived meanwhile would take a store's fault
+/// for unreadable metadata, so the caller keeps the previous snapshot (or fails the mount).
+fn store_faults_since(meta: &InstantMetadata, before: u64, cfg: &TableConfig) -> Result<()> {
+    let now = meta.store_faults();
+    if now == before {
+        return Ok(());
+    }
+    Err(crate::error::Error::io(
+        meta.describe(""),
+        std::io::Error::other(format!(
+            "{} instant file(s) of {} could not be read from the store (after retries)",
+            now - before,
+            cfg.timeline_dir
+        )),
+    ))
 }
 
 /// Partitions whose visible files a change of the timeline can change; `None` when that cannot

@@ -9,9 +9,10 @@
 //!   retries with backoff and body-length checks.
 //! - [`prefetch`]: the read-ahead window of each open file and the memory budget of all;
 //!   `remote` (the open file: pinned GETs answered from the store's runtime) and [`cache`]
-//!   (the local data cache, `--cache`).
+//!   (the local data cache, `--cache`); `counters`: the requests made, by kind.
 
 pub mod cache;
+mod counters;
 pub mod prefetch;
 pub mod profile;
 mod remote;
@@ -21,6 +22,7 @@ mod url;
 #[cfg(test)]
 mod tests;
 
+pub use counters::RequestCounts;
 pub use remote::Reads;
 pub use store::{build_client, ObjectStorage};
 pub use url::{is_store_url, Scheme, StoreOptions, StoreUrl};

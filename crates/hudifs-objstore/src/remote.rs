@@ -15,6 +15,7 @@ use object_store::path::Path as ObjPath;
 use object_store::{GetOptions, GetRange, ObjectStore};
 
 use crate::cache::{Cached, DataCache, Fill, FillWriter, Lookup};
+use crate::counters::Counters;
 use crate::prefetch::{Budget, PrefetchConfig, Prefetcher, RangeSource};
 
 /// How many times a read whose body came back short is tried again (the client library
@@ -48,6 +49,7 @@ impl Default for Reads {
 /// checked for length; short or cut-off bodies are tried again, then an error.
 pub(crate) async fn fetch_range(
     store: &Arc<dyn ObjectStore>,
+    counters: &Counters,
     key: &ObjPath,
     start: u64,
     end: u64,
@@ -63,6 +65,7 @@ pub(crate) async fn fetch_range(
             range: Some(GetRange::Bounded(start..end)),
             ..Default::default()
         };
+        Counters::add(&counters.get);
         let res = async {
             let r = store.get_opts(key, opts).await?;
             r.bytes().await
@@ -91,6 +94,7 @@ pub(crate) async fn fetch_range(
 /// What every GET of one open file is pinned to, and the log lines it gives once.
 struct Pin {
     store: Arc<dyn ObjectStore>,
+    counters: Arc<Counters>,
     key: ObjPath,
     what: String,
     etag: Option<String>,
@@ -144,6 +148,7 @@ impl RangeSource for PinnedSource {
         async move {
             fetch_range(
                 &pin.store,
+                &pin.counters,
                 &pin.key,
                 range.start,
                 range.end,
@@ -186,12 +191,14 @@ impl RemoteFile {
         store: Arc<dyn ObjectStore>,
         runtime: Arc<tokio::runtime::Runtime>,
         reads: &Reads,
+        counters: Arc<Counters>,
         key: ObjPath,
         what: String,
         meta: object_store::ObjectMeta,
     ) -> RemoteFile {
         let pin = Arc::new(Pin {
             store,
+            counters,
             key,
             what,
             etag: meta.e_tag,
@@ -293,6 +300,7 @@ async fn fill(pin: Arc<Pin>, mut w: FillWriter) {
         version: pin.version.clone(),
         ..Default::default()
     };
+    Counters::add(&pin.counters.get);
     let res = match pin.store.get_opts(&pin.key, opts).await {
         Ok(r) => {
             let mut body = r.into_stream();

@@ -3,6 +3,7 @@
 //! from worker threads, never from the FUSE session loop).
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use object_store::path::Path as ObjPath;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, PutPayload, RetryConfig};
 
 use crate::cache::DataCache;
+use crate::counters::{Counters, RequestCounts};
 use crate::prefetch::{Budget, PrefetchConfig};
 use crate::profile;
 use crate::remote::{self, Reads, RemoteFile};
@@ -28,6 +30,7 @@ pub struct ObjectStorage {
     runtime: Arc<tokio::runtime::Runtime>,
     /// Prefetch windows, memory budget and data cache of open files.
     reads: Reads,
+    counters: Arc<Counters>,
 }
 
 impl std::fmt::Debug for ObjectStorage {
@@ -178,6 +181,7 @@ impl ObjectStorage {
             store,
             runtime: Arc::new(runtime),
             reads: Reads::default(),
+            counters: Arc::default(),
         })
     }
 
@@ -200,6 +204,44 @@ impl ObjectStorage {
         &self.reads.budget
     }
 
+    /// The requests this store (and the files opened from it) made so far.
+    pub fn requests(&self) -> RequestCounts {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        RequestCounts {
+            list: get(&c.list),
+            head: get(&c.head),
+            get: get(&c.get),
+            put: get(&c.put),
+            delete: get(&c.delete),
+        }
+    }
+
+    /// `list_with_delimiter` of `prefix`, counted; a response cut off mid-body (a generic
+    /// error after the client's own retries) is asked again a few times.
+    fn list_delimited(
+        &self,
+        prefix: Option<&ObjPath>,
+    ) -> Result<object_store::ListResult, object_store::Error> {
+        let mut tries = 0;
+        loop {
+            Counters::add(&self.counters.list);
+            match self.block(self.store.list_with_delimiter(prefix)) {
+                Err(object_store::Error::Generic { source, .. }) if tries < BODY_RETRIES => {
+                    log::debug!("LIST {prefix:?} failed: {source}; again");
+                    tries += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// HEAD of `key`, counted.
+    fn head(&self, key: &ObjPath) -> Result<object_store::ObjectMeta, object_store::Error> {
+        Counters::add(&self.counters.head);
+        self.block(self.store.head(key))
+    }
+
     /// A store in memory (object_store's, which keeps ETags and honours If-Match): tests of
     /// everything above the client without a server.
     pub fn in_memory(url: StoreUrl) -> io::Result<ObjectStorage> {
@@ -214,7 +256,7 @@ impl ObjectStorage {
     /// naming what to check (endpoint, credentials, bucket) when not.
     pub fn check(&self) -> io::Result<()> {
         let key = ObjPath::from(self.url.key(".hoodie/hoodie.properties"));
-        match self.runtime.block_on(self.store.head(&key)) {
+        match self.head(&key) {
             Ok(_) => Ok(()),
             Err(object_store::Error::NotFound { .. }) => Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -274,7 +316,7 @@ impl Storage for ObjectStorage {
         let key = self.url.key(dir.as_str());
         let prefix = (!key.is_empty()).then(|| ObjPath::from(key));
         let res = self
-            .block(self.store.list_with_delimiter(prefix.as_ref()))
+            .list_delimited(prefix.as_ref())
             .map_err(|e| to_io(&self.describe(dir), e))?;
         let mut out = Vec::with_capacity(res.objects.len() + res.common_prefixes.len());
         for p in &res.common_prefixes {
@@ -302,13 +344,13 @@ impl Storage for ObjectStorage {
         if path.is_root() {
             return Ok(Self::dir_meta());
         }
-        match self.block(self.store.head(&self.obj(path))) {
+        match self.head(&self.obj(path)) {
             Ok(m) => Ok(Self::meta_of(&m)),
             Err(object_store::Error::NotFound { .. }) => {
                 // Directories exist only as key prefixes.
                 let prefix = self.obj(path);
                 let res = self
-                    .block(self.store.list_with_delimiter(Some(&prefix)))
+                    .list_delimited(Some(&prefix))
                     .map_err(|e| to_io(&self.describe(path), e))?;
                 if res.objects.is_empty() && res.common_prefixes.is_empty() {
                     Err(hudifs_storage::not_found(self.describe(path)))
@@ -334,6 +376,7 @@ impl Storage for ObjectStorage {
         let key = self.obj(path);
         let what = self.describe(path);
         for _ in 0..=BODY_RETRIES {
+            Counters::add(&self.counters.get);
             let res = self.block(async {
                 let r = self.store.get(&key).await?;
                 let size = r.meta.size;
@@ -361,6 +404,7 @@ impl Storage for ObjectStorage {
         let key = self.obj(path);
         self.block(remote::fetch_range(
             &self.store,
+            &self.counters,
             &key,
             offset,
             end,
@@ -371,15 +415,20 @@ impl Storage for ObjectStorage {
         .map_err(|e| to_io(&self.describe(path), e))
     }
 
+    fn is_object_store(&self) -> bool {
+        true
+    }
+
     fn open(&self, path: &TablePath) -> io::Result<Arc<dyn OpenFile>> {
         let key = self.obj(path);
         let m = self
-            .block(self.store.head(&key))
+            .head(&key)
             .map_err(|e| to_io(&self.describe(path), e))?;
         Ok(Arc::new(RemoteFile::new(
             self.store.clone(),
             self.runtime.clone(),
             &self.reads,
+            self.counters.clone(),
             key,
             self.describe(path),
             m,
@@ -390,6 +439,7 @@ impl Storage for ObjectStorage {
 impl StorageWrite for ObjectStorage {
     fn put(&self, path: &TablePath, bytes: &[u8]) -> io::Result<()> {
         let payload = PutPayload::from(Bytes::copy_from_slice(bytes));
+        Counters::add(&self.counters.put);
         self.block(self.store.put(&self.obj(path), payload))
             .map(|_| ())
             .map_err(|e| to_io(&self.describe(path), e))
@@ -402,17 +452,20 @@ impl StorageWrite for ObjectStorage {
 
     /// Copy then delete: not atomic on a store (the writer only renames its own staging files).
     fn rename(&self, from: &TablePath, to: &TablePath) -> io::Result<()> {
+        Counters::add(&self.counters.put);
+        Counters::add(&self.counters.delete);
         self.block(self.store.rename(&self.obj(from), &self.obj(to)))
             .map_err(|e| to_io(&self.describe(from), e))
     }
 
     fn delete(&self, path: &TablePath) -> io::Result<bool> {
         let key = self.obj(path);
-        match self.block(self.store.head(&key)) {
+        match self.head(&key) {
             Err(object_store::Error::NotFound { .. }) => return Ok(false),
             Err(e) => return Err(to_io(&self.describe(path), e)),
             Ok(_) => {}
         }
+        Counters::add(&self.counters.delete);
         self.block(self.store.delete(&key))
             .map(|_| true)
             .map_err(|e| to_io(&self.describe(path), e))
@@ -422,10 +475,12 @@ impl StorageWrite for ObjectStorage {
         use futures::TryStreamExt;
         let key = self.url.key(dir.as_str());
         let prefix = (!key.is_empty()).then(|| ObjPath::from(key));
+        Counters::add(&self.counters.list);
         let objs: Vec<_> = self
             .block(self.store.list(prefix.as_ref()).try_collect::<Vec<_>>())
             .map_err(|e| to_io(&self.describe(dir), e))?;
         for o in objs {
+            Counters::add(&self.counters.delete);
             match self.block(self.store.delete(&o.location)) {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(to_io(&self.describe(dir), e)),

@@ -126,3 +126,26 @@ fn missing_table_is_a_clear_error() {
     assert!(e.to_string().contains("not a Hudi table"), "{e}");
     assert!(format!("{s:?}").contains("s3://bucket/warehouse/trips"));
 }
+
+#[test]
+fn requests_are_counted_by_kind() {
+    let (s, _) = store();
+    assert!(s.is_object_store());
+    s.put(&p("city=a/f1.parquet"), b"0123456789").unwrap();
+    let before = s.requests();
+    assert_eq!(before.put, 1);
+    s.list(&p("city=a")).unwrap();
+    s.read(&p("city=a/f1.parquet")).unwrap();
+    let f = s.open(&p("city=a/f1.parquet")).unwrap();
+    let mut buf = [0u8; 4];
+    f.read_at(&mut buf, 2).unwrap();
+    // A directory has no object: a stat of one is a HEAD and a LIST.
+    assert_eq!(s.stat(&p("city=a")).unwrap().kind, Kind::Dir);
+    let d = s.requests().since(&before);
+    assert_eq!(
+        (d.list, d.head, d.get, d.put, d.delete),
+        (2, 2, 2, 0, 0),
+        "{d:?}"
+    );
+    assert_eq!(d.total(), 6);
+}

@@ -247,6 +247,9 @@ impl<S: Storage + ?Sized> Storage for FaultyStore<S> {
     fn describe(&self, path: &TablePath) -> String {
         self.inner.describe(path)
     }
+    fn is_object_store(&self) -> bool {
+        self.inner.is_object_store()
+    }
     fn list(&self, dir: &TablePath) -> io::Result<Vec<Entry>> {
         enter(&self.state, Op::List, dir.as_str())?;
         self.inner.list(dir)

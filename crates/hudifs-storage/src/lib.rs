@@ -134,6 +134,14 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn local(&self) -> Option<&LocalStore> {
         None
     }
+
+    /// Whether this is an object store: directories are key prefixes without modification
+    /// times (a `stat` of one costs requests and says nothing about changes), and a file
+    /// appears whole once it is listed (a PUT is atomic). Callers then trust a listing until
+    /// the timeline says it changed, and read new files without waiting for them to settle.
+    fn is_object_store(&self) -> bool {
+        false
+    }
 }
 
 /// What the project's own table writer needs of a storage.

@@ -4,3 +4,4 @@
 
 pub mod generator;
 pub mod mount;
+pub mod s3;

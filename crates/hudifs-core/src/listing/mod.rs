@@ -10,7 +10,10 @@ pub use names::{
     base_file_name, log_file_name, parse_base_name, parse_data_name, parse_log_name, BaseName,
     DataName, LogName, PARTITION_METAFILE,
 };
-pub use walk::{discover_partitions, is_partition_dir, list_partition, partition_dir};
+pub use walk::{
+    discover_partitions, discover_partitions_listed, is_partition_dir, list_partition,
+    partition_dir, partition_files, Prelisted,
+};
 
 #[cfg(test)]
 mod tests;

@@ -2,10 +2,11 @@
 //! directory is a partition iff it directly holds a partition metafile; names starting with `.`
 //! are never entered; symbolic links are never followed.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use hudifs_storage::{Kind, Storage, TablePath};
+use hudifs_storage::{Entry, Kind, Storage, TablePath};
 
 use super::{parse_data_name, DataFile, PARTITION_METAFILE};
 use crate::error::{Error, Result};
@@ -22,10 +23,86 @@ pub fn partition_dir(partition: &str) -> Result<TablePath> {
 
 /// Every partition of the table, sorted.
 pub fn discover_partitions(store: &dyn Storage) -> Result<Vec<String>> {
+    Ok(discover_partitions_listed(store)?.0)
+}
+
+/// The listings a partition discovery took, by partition: on an object store, where a listing
+/// of names is a full listing (sizes, times), they serve as the partitions' first listings, so
+/// a mount's first walk of `latest/` costs no second LIST per partition.
+pub type Prelisted = HashMap<String, Vec<Entry>>;
+
+/// Every partition of the table, sorted, and on an object store the discovery's listings of
+/// them ([`Prelisted`]; empty elsewhere, where a walk lists names only).
+pub fn discover_partitions_listed(store: &dyn Storage) -> Result<(Vec<String>, Prelisted)> {
     let mut out = Vec::new();
-    walk(store, &TablePath::root(), 0, &mut out)?;
+    let mut listed = Prelisted::new();
+    if store.is_object_store() {
+        walk_levels(store, &mut out, &mut listed)?;
+    } else {
+        walk(store, &TablePath::root(), 0, &mut out)?;
+    }
     out.sort();
-    Ok(out)
+    Ok((out, listed))
+}
+
+/// How many LISTs a discovery on an object store has in flight at once.
+const PARALLEL_LISTS: usize = 16;
+
+/// Discovery on an object store, level by level, the directories of a level listed side by
+/// side (a LIST is mostly waiting for the store): the same partitions and listings as
+/// [`walk`], in a few round trips instead of one per directory.
+fn walk_levels(store: &dyn Storage, out: &mut Vec<String>, listed: &mut Prelisted) -> Result<()> {
+    let mut level = vec![TablePath::root()];
+    let mut depth = 0;
+    while !level.is_empty() {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results: Vec<std::sync::Mutex<Option<std::io::Result<Vec<Entry>>>>> =
+            level.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..PARALLEL_LISTS.min(level.len()) {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(dir) = level.get(i) else { break };
+                    let r = store.list(dir);
+                    *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                });
+            }
+        });
+        let mut below = Vec::new();
+        for (dir, r) in level.iter().zip(results) {
+            let r = r.into_inner().unwrap_or_else(|e| e.into_inner());
+            let entries = match r {
+                Some(Ok(e)) => e,
+                Some(Err(e)) if depth > 0 => {
+                    log::warn!("{}: cannot list, skipped: {e}", store.describe(dir));
+                    continue;
+                }
+                Some(Err(e)) => return Err(Error::io(store.describe(dir), e)),
+                None => continue,
+            };
+            let mut is_partition = false;
+            let mut subdirs = Vec::new();
+            for e in &entries {
+                if e.meta.kind == Kind::File && e.name.starts_with(PARTITION_METAFILE) {
+                    is_partition = true;
+                } else if e.meta.kind == Kind::Dir
+                    && !e.name.starts_with('.')
+                    && depth < MAX_PARTITION_DEPTH
+                {
+                    subdirs.push(e.name.clone());
+                }
+            }
+            if is_partition {
+                out.push(dir.as_str().to_string());
+                listed.insert(dir.as_str().to_string(), entries);
+            }
+            subdirs.sort();
+            below.extend(subdirs.iter().filter_map(|n| dir.child(n).ok()));
+        }
+        level = below;
+        depth += 1;
+    }
+    Ok(())
 }
 
 fn walk(store: &dyn Storage, dir: &TablePath, depth: usize, out: &mut Vec<String>) -> Result<()> {
@@ -81,6 +158,11 @@ pub fn list_partition(
     let entries = store
         .list(&dir)
         .map_err(|e| Error::io(store.describe(&dir), e))?;
+    Ok(partition_files(cfg, partition, entries))
+}
+
+/// The data files of a partition's listing `entries`, sorted by name.
+pub fn partition_files(cfg: &TableConfig, partition: &str, entries: Vec<Entry>) -> Vec<DataFile> {
     let part: Arc<str> = Arc::from(partition);
     let mut files = Vec::new();
     for e in entries {
@@ -97,5 +179,5 @@ pub fn list_partition(
         ));
     }
     files.sort_by(|a, b| a.name().cmp(b.name()));
-    Ok(files)
+    files
 }

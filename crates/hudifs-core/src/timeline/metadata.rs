@@ -2,7 +2,8 @@
 //! storage and keeps what it decoded in the instant's memo cells, so an instant's metadata is
 //! decoded once for every timeline that shares the instant, and only when a view needs it.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use hudifs_storage::{Storage, TablePath};
 use serde_json::Value;
@@ -15,6 +16,9 @@ use crate::metadata::{decode, CommitMetadata, DecodeError, MetadataError};
 pub struct InstantMetadata {
     store: Arc<dyn Storage>,
     timeline_dir: TablePath,
+    /// Reads of instant files an object store failed (not a missing file): see
+    /// [`InstantMetadata::store_faults`].
+    faults: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for InstantMetadata {
@@ -28,7 +32,16 @@ impl InstantMetadata {
         InstantMetadata {
             store,
             timeline_dir,
+            faults: Arc::default(),
         }
+    }
+
+    /// How many reads of instant files the object store failed so far (5xx, resets, timeouts
+    /// after the client's retries; never a missing file, and never on a local disk, where an
+    /// unreadable file is the file's state). A snapshot derived while this moved is not kept:
+    /// the change is applied again at the next poll.
+    pub fn store_faults(&self) -> u64 {
+        self.faults.load(Ordering::Relaxed)
     }
 
     /// The location of an instant file.
@@ -47,10 +60,12 @@ impl InstantMetadata {
             file: self.describe(name),
             error,
         };
-        let bytes = self
-            .store
-            .read(&self.path(name))
-            .map_err(|e| error(DecodeError::Unreadable(e.to_string())))?;
+        let bytes = self.store.read(&self.path(name)).map_err(|e| {
+            if self.store.is_object_store() && e.kind() != std::io::ErrorKind::NotFound {
+                self.faults.fetch_add(1, Ordering::Relaxed);
+            }
+            error(DecodeError::Unreadable(e.to_string()))
+        })?;
         decode(&bytes).map_err(error)
     }
 
@@ -66,39 +81,49 @@ impl InstantMetadata {
 
     /// The decoded JSON of the completed file (or of the most advanced file if pending).
     pub fn json(&self, inst: &Instant) -> Decoded<Value> {
-        inst.memo
-            .json
-            .get_or_init(|| {
-                let state = inst
-                    .last_file()
-                    .map(|f| f.state)
-                    .unwrap_or(State::Requested);
-                self.decode_state(inst, state)
-            })
-            .clone()
+        memo(&inst.memo.json, || {
+            let state = inst
+                .last_file()
+                .map(|f| f.state)
+                .unwrap_or(State::Requested);
+            self.decode_state(inst, state)
+        })
     }
 
     /// The decoded plan in the requested file (compaction, clustering and cleaner plans).
     pub fn plan(&self, inst: &Instant) -> Decoded<Value> {
-        inst.memo
-            .plan
-            .get_or_init(|| self.decode_state(inst, State::Requested))
-            .clone()
+        memo(&inst.memo.plan, || {
+            self.decode_state(inst, State::Requested)
+        })
     }
 
     /// Commit metadata of a completed write instant (or the workload profile of an inflight
     /// one).
     pub fn commit(&self, inst: &Instant) -> Decoded<CommitMetadata> {
-        inst.memo
-            .commit
-            .get_or_init(|| {
-                let v = self.json(inst)?;
-                let m = CommitMetadata::from_json(&v).map_err(|error| MetadataError {
-                    file: self.describe(inst.last_file().map(|f| f.name.as_str()).unwrap_or("")),
-                    error,
-                })?;
-                Ok(Arc::new(m))
-            })
-            .clone()
+        memo(&inst.memo.commit, || {
+            let v = self.json(inst)?;
+            let m = CommitMetadata::from_json(&v).map_err(|error| MetadataError {
+                file: self.describe(inst.last_file().map(|f| f.name.as_str()).unwrap_or("")),
+                error,
+            })?;
+            Ok(Arc::new(m))
+        })
     }
+}
+
+/// What `cell` holds, else what `decode` gives, kept unless the file could not be read (a
+/// store's fault is not the file's content: the next use reads it again).
+fn memo<T>(cell: &OnceLock<Decoded<T>>, decode: impl FnOnce() -> Decoded<T>) -> Decoded<T> {
+    if let Some(v) = cell.get() {
+        return v.clone();
+    }
+    let v = decode();
+    if let Err(MetadataError {
+        error: DecodeError::Unreadable(_),
+        ..
+    }) = &v
+    {
+        return v;
+    }
+    cell.get_or_init(|| v).clone()
 }

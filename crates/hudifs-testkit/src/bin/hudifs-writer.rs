@@ -6,6 +6,10 @@
 //! (merge-on-read) and savepoints — following the requested → inflight → completed protocol,
 //! with wall-clock instants. The same seed gives the same sequence of operations and the same
 //! data; `--log` records every event as JSON lines (see `hudifs_testkit::generator::sim`).
+//!
+//! `--table` is a directory, or an object-store URL (`s3://bucket/prefix`, reached with
+//! `--endpoint-url`, `--region`, `--force-path-style`, `--allow-http` and the usual
+//! credentials): the table is then written through the same storage seam, PUT by PUT.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,9 +25,22 @@ use hudifs_testkit::generator::sim::{Sim, SimOptions};
     about = "Write to a Hudi table like Hudi's writers do, for a bounded time"
 )]
 struct Cli {
-    /// Directory of the table to create (made if missing; must not hold a table yet).
+    /// Directory of the table to create (made if missing; must not hold a table yet), or an
+    /// object-store URL (s3://bucket/prefix).
     #[arg(long)]
     table: PathBuf,
+    /// S3-compatible endpoint (object-store tables).
+    #[arg(long)]
+    endpoint_url: Option<String>,
+    /// Region of the bucket (object-store tables).
+    #[arg(long)]
+    region: Option<String>,
+    /// Path-style requests (object-store tables).
+    #[arg(long)]
+    force_path_style: bool,
+    /// Allow plain HTTP (object-store tables).
+    #[arg(long)]
+    allow_http: bool,
     /// Seed of the operation sequence and the data.
     #[arg(long)]
     seed: u64,
@@ -97,7 +114,30 @@ fn main() -> ExitCode {
         logical_clock_ms: cli.logical_clock_ms,
         archive: cli.archive,
     };
-    let result = Sim::create(&cli.table, opts, log).and_then(|mut sim| {
+    let table = cli
+        .table
+        .to_str()
+        .filter(|t| hudifs_objstore::is_store_url(t));
+    let sim = match table {
+        Some(url) => {
+            let store_opts = hudifs_objstore::StoreOptions {
+                endpoint_url: cli.endpoint_url.clone(),
+                region: cli.region.clone(),
+                force_path_style: cli.force_path_style,
+                allow_http: cli.allow_http,
+                ..Default::default()
+            };
+            hudifs_objstore::StoreUrl::parse(url)
+                .map_err(hudifs_core::error::Error::Usage)
+                .and_then(|u| {
+                    hudifs_objstore::ObjectStorage::new(u, &store_opts)
+                        .map_err(|e| hudifs_core::error::Error::io(url, e))
+                })
+                .and_then(|store| Sim::create_in(std::sync::Arc::new(store), opts, log))
+        }
+        None => Sim::create(&cli.table, opts, log),
+    };
+    let result = sim.and_then(|mut sim| {
         sim.run()?;
         let counts: Vec<String> = sim
             .counts()

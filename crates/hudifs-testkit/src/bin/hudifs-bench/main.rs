@@ -14,6 +14,7 @@ mod mount;
 mod read;
 mod record;
 mod report;
+mod s3list;
 #[cfg(feature = "s3bench")]
 mod s3read;
 mod sys;
@@ -178,6 +179,22 @@ enum Cmd {
         #[command(flatten)]
         c: Common,
     },
+    /// Figure 8: TABLE uploaded to a moto server (PYTHON has `moto[server]` and `hudi`) behind
+    /// a latency proxy: mount until the first full listing of latest/ vs hudi-rs, per latency;
+    /// requests per idle poll and per warm find.
+    S3List {
+        table: PathBuf,
+        #[arg(long)]
+        python: PathBuf,
+        /// The hudi-rs timing script (scripts/bench-hudi-rs.py).
+        #[arg(long)]
+        script: PathBuf,
+        /// Per-request latencies to measure at, in ms.
+        #[arg(long, value_delimiter = ',', default_value = "0,20")]
+        latency_ms: Vec<u64>,
+        #[command(flatten)]
+        c: Common,
+    },
     /// Write report.md and report.json from the results file; print the summary table.
     Report {
         results: PathBuf,
@@ -220,6 +237,13 @@ fn main() -> std::process::ExitCode {
             c,
         } => mount::bench_mount_list(table, python, script, c),
         Cmd::Memory { big, tiny, c } => memory::bench_memory(big, tiny, c),
+        Cmd::S3List {
+            table,
+            python,
+            script,
+            latency_ms,
+            c,
+        } => s3list::bench_s3_list(table, python, script, latency_ms, c),
         Cmd::Freshness {
             work,
             files,

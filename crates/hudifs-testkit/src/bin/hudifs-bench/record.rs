@@ -30,7 +30,7 @@ impl Side {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Record {
-    /// Figure number (README.md, Benchmarks: 1–5).
+    /// Figure number (README.md, Benchmarks: 1–5; 8 is s3list).
     pub figure: u32,
     pub id: String,
     pub title: String,

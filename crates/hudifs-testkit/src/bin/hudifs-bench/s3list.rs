@@ -1,0 +1,175 @@
+//! Figure 8: a table on a local S3 server (moto on 127.0.0.1, behind the test kit's proxy,
+//! which adds a per-request latency standing in for a region and counts requests): mount until
+//! the first full listing of latest/ vs hudi-rs `build()` + `get_file_slices()` on the same S3
+//! table, with and without the latency; and the requests of an idle poll and of a warm
+//! `find latest`, printed.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use hudifs_testkit::s3::{store_args, upload, FaultProxy, Moto, KEYS};
+use serde::Deserialize;
+
+use crate::record::{append, Record, Side};
+use crate::sys::{find_files, hudifs_bin, Mount};
+use crate::{Common, Res};
+
+#[derive(Deserialize)]
+struct HudiRsRun {
+    seconds: f64,
+    slices: usize,
+}
+
+pub fn bench_s3_list(
+    table: &Path,
+    python: &Path,
+    script: &Path,
+    latencies_ms: &[u64],
+    c: &Common,
+) -> Res<()> {
+    hudifs_testkit::s3::set_keys();
+    let hudifs = hudifs_bin(c);
+    let moto = Moto::start(python);
+    let proxy = FaultProxy::start(moto.addr, 1);
+    let url = "s3://lake/bench/t";
+    let t = Instant::now();
+    let objects = upload(table, url, &moto.endpoint);
+    println!(
+        "   uploaded {objects} objects to moto in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let storage_options = serde_json::json!({
+        "aws_endpoint_url": proxy.endpoint,
+        "aws_allow_http": "true",
+        "aws_access_key_id": KEYS[0].1,
+        "aws_secret_access_key": KEYS[1].1,
+        "aws_region": KEYS[2].1,
+    })
+    .to_string();
+    let requests = request_counts(&hudifs, url, &proxy, c)?;
+    let mut args = store_args(&proxy.endpoint);
+    // The figure measures the listing; polls are counted separately (above).
+    args.extend(["--poll-interval".into(), "3600000".into()]);
+    for &lat in latencies_ms {
+        proxy.set_latency(Duration::from_millis(lat));
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let (mut n_view, mut n_slices, mut mount_requests) = (0, 0, 0);
+        for rep in 0..c.reps {
+            let order = if rep % 2 == 0 {
+                [true, false]
+            } else {
+                [false, true]
+            };
+            for hudifs_side in order {
+                if hudifs_side {
+                    proxy.reset_counts();
+                    let t = Instant::now();
+                    let mnt = Mount::new(&hudifs, Path::new(url), &c.mnt, &args)?;
+                    let (_, n) = find_files(&mnt.latest())?;
+                    a.push(t.elapsed().as_secs_f64());
+                    mount_requests = proxy.counts().requests;
+                    n_view = n;
+                } else {
+                    let out = Command::new(python)
+                        .arg(script)
+                        .arg(url)
+                        .arg(&storage_options)
+                        .output()
+                        .map_err(|e| format!("{}: {e}", python.display()))?;
+                    if !out.status.success() {
+                        return Err(format!(
+                            "hudi-rs refused the S3 table: {}{}",
+                            String::from_utf8_lossy(&out.stdout),
+                            String::from_utf8_lossy(&out.stderr)
+                        ));
+                    }
+                    let run: HudiRsRun = serde_json::from_slice(&out.stdout)
+                        .map_err(|e| format!("hudi-rs script output: {e}"))?;
+                    b.push(run.seconds);
+                    n_slices = run.slices;
+                }
+            }
+        }
+        let mut notes = vec![
+            format!(
+                "{objects} objects on moto (127.0.0.1) behind a proxy adding {lat} ms per request; \
+                 latest/ lists {n_view} files, hudi-rs returns {n_slices} file slices"
+            ),
+            format!("hudifs requests from mount to the end of the first find: {mount_requests}"),
+            "hudifs side: wall time of `hudifs mount s3://…` (spawn, store check, load, mount \
+             live) + `find latest -type f`; hudi-rs side: in-process time of build() + \
+             get_file_slices() with aws_endpoint_url/aws_allow_http/keys/region"
+                .to_string(),
+        ];
+        notes.extend(requests.iter().cloned());
+        let id = if lat == 0 {
+            "s3list".to_string()
+        } else {
+            format!("s3list-{lat}ms")
+        };
+        let r = Record::new(
+            8,
+            &id,
+            &format!(
+                "S3 table (moto, +{lat} ms/request): mount until first full listing of latest/ vs \
+                 hudi-rs get_file_slices()"
+            ),
+            Side::new("hudifs", "s", a),
+            Side::new("hudi-rs", "s", b),
+            "hudifs time / hudi-rs time",
+            Some(("<=", 0.5)),
+            notes,
+        );
+        println!(
+            "   +{lat} ms: hudifs {:.3} s, hudi-rs {:.3} s, ratio {:.3}",
+            r.a.median, r.b.median, r.ratio
+        );
+        append(&c.out, &r)?;
+    }
+    Ok(())
+}
+
+/// Requests of an idle poll and of a warm `find latest` (no latency), as two report lines.
+fn request_counts(hudifs: &Path, url: &str, proxy: &FaultProxy, c: &Common) -> Res<Vec<String>> {
+    let mut args = store_args(&proxy.endpoint);
+    args.extend(["--poll-interval".into(), "200".into()]);
+    let mnt = Mount::new(hudifs, Path::new(url), &c.mnt, &args)?;
+    find_files(&mnt.latest())?;
+    std::thread::sleep(Duration::from_millis(500));
+    proxy.reset_counts();
+    let t = Instant::now();
+    std::thread::sleep(Duration::from_secs(3));
+    let idle = proxy.counts();
+    let idle_secs = t.elapsed().as_secs_f64();
+    let polls = idle_secs * 1000.0 / 200.0;
+    proxy.reset_counts();
+    let (_, n) = find_files(&mnt.latest())?;
+    let warm = proxy.counts();
+    let warm_non_poll = warm
+        .lines
+        .iter()
+        .filter(|l| !(l.contains("list-type") && l.contains("timeline")))
+        .count();
+    drop(mnt);
+    let timeline_lists = idle
+        .lines
+        .iter()
+        .filter(|l| l.contains("list-type") && l.contains("timeline"))
+        .count();
+    let idle_line = format!(
+        "idle: {} requests in {idle_secs:.1} s at --poll-interval 200 ({:.0} polls at most), \
+         {timeline_lists} of them LISTs of the timeline, {} other (a poll is one LIST when \
+         idle: tests/s3_live.rs counts it exactly)",
+        idle.requests,
+        polls,
+        idle.requests as usize - timeline_lists
+    );
+    let warm_line = format!(
+        "warm find latest ({n} files): {warm_non_poll} requests besides the timeline polls \
+         ({} in all)",
+        warm.requests
+    );
+    println!("   {idle_line}\n   {warm_line}");
+    Ok(vec![idle_line, warm_line])
+}

@@ -1,0 +1,434 @@
+//! Following writers on a real S3 server (moto on 127.0.0.1, behind the test kit's counting
+//! proxy): what listings cost in requests, counted at the HTTP level — one LIST per partition
+//! the first time, none for a warm walk, one LIST per idle poll, and after a commit, a rollback
+//! or a clean only the partitions its metadata names listed again (all of them where the
+//! metadata cannot be read) — and that the snapshot a store mount builds change after change
+//! equals a fresh read. Then a real mount follows `hudifs-writer` writing to the store
+//! (docs/SEMANTICS.md §9).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+use hudifs::follow::Follower;
+use hudifs::fs::{FsOptions, HudiFs, Kind, ROOT};
+use hudifs_core::table::TableType;
+use hudifs_core::timeline::Action;
+use hudifs_objstore::{ObjectStorage, StoreUrl};
+use hudifs_storage::StorageWrite;
+use hudifs_testkit::generator::{rows, Clock, TableSpec, TableWriter};
+use hudifs_testkit::s3::{options, store_args, FaultProxy, ProxyCounts};
+
+const START: i64 = 1_767_225_600_000;
+
+fn store(url: &str, endpoint: &str) -> Arc<ObjectStorage> {
+    Arc::new(ObjectStorage::new(StoreUrl::parse(url).unwrap(), &options(endpoint)).unwrap())
+}
+
+/// Percent-decode a query value.
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("");
+            if let Ok(v) = u8::from_str_radix(hex, 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(if b[i] == b'+' { b' ' } else { b[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The prefixes the LIST requests among `c` asked for, with how often.
+fn listed(c: &ProxyCounts) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for line in &c.lines {
+        let Some(q) = line.split_once('?').map(|(_, q)| q) else {
+            continue;
+        };
+        if !(q.contains("list-type") || q.contains("delimiter")) {
+            continue;
+        }
+        let prefix = q
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("prefix="))
+            .map(decode)
+            .unwrap_or_default();
+        *out.entry(prefix).or_default() += 1;
+    }
+    out
+}
+
+/// Every view a caller can list (latest, each as_of, each window), with its files.
+fn everything(fs: &HudiFs) -> BTreeMap<String, Vec<String>> {
+    fn walk(fs: &HudiFs, ino: u64, prefix: &str, out: &mut Vec<String>) -> Result<(), i32> {
+        for e in fs
+            .readdir_entries(ino)
+            .map_err(|e| hudifs::fuse::errno_of(&e))?
+        {
+            let path = format!("{prefix}/{}", e.name);
+            match e.entry.attr.kind {
+                Kind::Dir => walk(fs, e.entry.attr.ino, &path, out)?,
+                Kind::File => out.push(path),
+            }
+        }
+        Ok(())
+    }
+    let mut out = BTreeMap::new();
+    for top in ["latest", "as_of", "incremental"] {
+        let ino = fs.lookup(ROOT, OsStr::new(top)).unwrap().attr.ino;
+        let views: Vec<(String, u64)> = if top == "latest" {
+            vec![("latest".into(), ino)]
+        } else {
+            fs.readdir_entries(ino)
+                .unwrap()
+                .into_iter()
+                .filter_map(|e| {
+                    let v = fs.lookup(ino, OsStr::new(&*e.name)).ok()?;
+                    Some((format!("{top}/{}", e.name), v.attr.ino))
+                })
+                .collect()
+        };
+        for (key, v) in views {
+            let mut files = Vec::new();
+            let r = walk(fs, v, "", &mut files);
+            out.insert(
+                key,
+                r.map(|_| files)
+                    .unwrap_or_else(|e| vec![format!("errno {e}")]),
+            );
+        }
+    }
+    out
+}
+
+/// Walk all of `latest/`; the number of files.
+fn walk_latest(fs: &HudiFs) -> usize {
+    fn walk(fs: &HudiFs, ino: u64) -> usize {
+        fs.readdir_entries(ino)
+            .unwrap()
+            .into_iter()
+            .map(|e| match e.entry.attr.kind {
+                Kind::Dir => walk(fs, e.entry.attr.ino),
+                Kind::File => 1,
+            })
+            .sum()
+    }
+    walk(fs, fs.lookup(ROOT, OsStr::new("latest")).unwrap().attr.ino)
+}
+
+fn poll(fs: &HudiFs) -> bool {
+    let inv = Follower::new()
+        .poll_once(fs, hudifs::follow::SETTLE)
+        .unwrap();
+    if let Some(inv) = &inv {
+        fs.switched(inv);
+    }
+    inv.is_some()
+}
+
+/// The store mount's snapshot, built change after change, equals a fresh read of the store.
+fn check_same_as_fresh(live: &HudiFs, url: &str, endpoint: &str, step: &str) {
+    let fresh = HudiFs::with_store(store(url, endpoint), FsOptions::default()).unwrap();
+    assert_eq!(
+        live.snapshot().ctx.facts(),
+        fresh.snapshot().ctx.facts(),
+        "{step}: incrementally derived facts differ from a fresh read"
+    );
+    assert_eq!(
+        everything(live),
+        everything(&fresh),
+        "{step}: incremental snapshot differs from a fresh read"
+    );
+}
+
+#[test]
+fn store_listings_cost_one_list_per_partition_once_and_a_commit_relists_what_it_touched() {
+    let moto = common::moto();
+    let proxy = FaultProxy::start(moto.addr, 1);
+    let url = "s3://lake/counted/t";
+    let prefix = "counted/t/";
+    // The writer writes straight to moto; the mount reads through the counting proxy.
+    let wstore: Arc<dyn StorageWrite> = store(url, &moto.endpoint);
+    let spec = TableSpec::new("t", TableType::CopyOnWrite, 9).partitioned_by(&["city"], true);
+    let mut w =
+        TableWriter::create_in(wstore.clone(), spec, Clock::Logical { start_ms: START }).unwrap();
+    let parts: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|c| w.partition_path(&[c]).unwrap())
+        .collect();
+    let mut t = w.begin(Action::Commit).unwrap();
+    for (i, p) in parts.iter().enumerate() {
+        t.insert(p, &rows(i as u64 + 1, 3)).unwrap();
+    }
+    t.complete().unwrap();
+
+    // Mount (in process) and walk latest/ for the first time.
+    proxy.reset_counts();
+    let fs = HudiFs::with_store(store(url, &proxy.endpoint), FsOptions::default()).unwrap();
+    let mounted = proxy.counts();
+    assert_eq!(walk_latest(&fs), 3);
+    let cold = proxy.counts();
+    let lists = listed(&cold);
+    for p in &parts {
+        assert_eq!(
+            lists.get(&format!("{prefix}{p}/")),
+            Some(&1),
+            "partition {p} listed once from mount to first walk: {lists:?}"
+        );
+    }
+    assert_eq!(
+        cold.requests,
+        mounted.requests,
+        "the first walk of latest/ reuses the discovery's listings: {}",
+        cold.summary()
+    );
+    eprintln!(
+        "store counts: mount + first walk of latest/ ({} partitions): {}",
+        parts.len(),
+        cold.summary()
+    );
+
+    // Warm: no request at all.
+    proxy.reset_counts();
+    assert_eq!(walk_latest(&fs), 3);
+    let warm = proxy.counts();
+    assert_eq!(
+        warm.requests,
+        0,
+        "a warm walk makes no request: {}",
+        warm.summary()
+    );
+
+    // Idle polls: one LIST of the timeline each.
+    proxy.reset_counts();
+    for _ in 0..5 {
+        assert!(!poll(&fs));
+    }
+    let idle = proxy.counts();
+    assert_eq!(
+        (idle.requests, idle.list),
+        (5, 5),
+        "five idle polls: {}",
+        idle.summary()
+    );
+    assert!(
+        listed(&idle)
+            .keys()
+            .all(|k| k.starts_with(&format!("{prefix}.hoodie/timeline"))),
+        "idle polls list the timeline only: {:?}",
+        idle.lines
+    );
+    eprintln!("store counts: 5 idle polls: {}", idle.summary());
+
+    // A commit touching city=a: only a is listed again.
+    let relisted = |what: &str, touched: &[&String], fs: &HudiFs| {
+        proxy.reset_counts();
+        assert!(poll(fs), "{what}: the poll saw the change");
+        walk_latest(fs);
+        let c = proxy.counts();
+        let lists = listed(&c);
+        for p in &parts {
+            let n = lists.get(&format!("{prefix}{p}/")).copied().unwrap_or(0);
+            let want = u64::from(touched.contains(&p));
+            assert_eq!(
+                n, want,
+                "{what}: partition {p} listed {n} times (touched: {touched:?}): {:?}",
+                c.lines
+            );
+        }
+        eprintln!("store counts: {what}, poll + walk: {}", c.summary());
+        check_same_as_fresh(fs, url, &moto.endpoint, what);
+    };
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.insert(&parts[0], &rows(10, 2)).unwrap();
+    t.complete().unwrap();
+    relisted("commit to a", &[&parts[0]], &fs);
+
+    // A failed write to b, rolled back: b again.
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.insert(&parts[1], &rows(11, 2)).unwrap();
+    let failed = t.abandon();
+    w.rollback(&failed).unwrap();
+    relisted("rollback in b", &[&parts[1]], &fs);
+
+    // An update of c's file group, then a clean of its older slice: c again, each time.
+    let (_, fid) = w
+        .file_groups()
+        .into_iter()
+        .find(|(p, _)| *p == parts[2])
+        .unwrap();
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.update(&parts[2], &fid, &rows(12, 3)).unwrap();
+    let update = t.complete().unwrap();
+    relisted("update of c", &[&parts[2]], &fs);
+    let old = w.group_files(&parts[2], &fid);
+    let victim = old.iter().find(|n| !n.contains(&update)).unwrap().clone();
+    w.clean(&update, &[(parts[2].clone(), victim)]).unwrap();
+    relisted("clean in c", &[&parts[2]], &fs);
+
+    // An instant whose metadata cannot be read: every partition is listed again.
+    let tl = w.timeline_dir().clone();
+    let name = "20990101000000000_20990101000000001.commit";
+    wstore.put(&tl.child(name).unwrap(), b"{ not json").unwrap();
+    let all: Vec<&String> = parts.iter().collect();
+    proxy.reset_counts();
+    assert!(poll(&fs), "unreadable commit: the poll saw the change");
+    walk_latest(&fs);
+    let c = proxy.counts();
+    let lists = listed(&c);
+    for p in &all {
+        assert_eq!(
+            lists.get(&format!("{prefix}{p}/")).copied().unwrap_or(0),
+            1,
+            "unreadable metadata: every partition listed again once: {:?}",
+            c.lines
+        );
+    }
+    eprintln!(
+        "store counts: unreadable commit, poll + walk: {}",
+        c.summary()
+    );
+}
+
+/// Files of `latest/` in `hudifs ls --json` of the store table, read afresh.
+fn ls_latest(url: &str, endpoint: &str) -> (Vec<String>, String) {
+    let args = [
+        "ls",
+        "--json",
+        url,
+        "--endpoint-url",
+        endpoint,
+        "--force-path-style",
+    ];
+    let (code, out, err) = common::run_hudifs(args);
+    assert_eq!(code, 0, "hudifs ls: {err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut files: Vec<String> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap().to_string())
+        .collect();
+    files.sort();
+    (files, v["instant"].as_str().unwrap_or_default().to_string())
+}
+
+/// A real mount of a table `hudifs-writer` writes to the store: it follows the writer (polling
+/// at --poll-interval) and ends on what a fresh read of the store shows; when idle its requests
+/// are LISTs of the timeline only, and a warm `find latest` makes none.
+#[test]
+fn a_store_mount_follows_hudifs_writer_on_the_store() {
+    if !common::fuse_available() {
+        return;
+    }
+    let moto = common::moto();
+    let proxy = FaultProxy::start(moto.addr, 2);
+    let url = "s3://lake/followed/t";
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("writer.log");
+    let mut writer = std::process::Command::new(hudifs_testkit::mount::binary("hudifs-writer"))
+        .args([
+            "--table",
+            url,
+            "--endpoint-url",
+            &moto.endpoint,
+            "--force-path-style",
+        ])
+        .args(["--seed", "3", "--duration-ms", "6000", "--ops-per-sec", "6"])
+        .arg("--log")
+        .arg(&log)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let direct = store(url, &moto.endpoint);
+    let props = hudifs_storage::TablePath::new(".hoodie/hoodie.properties").unwrap();
+    let t0 = std::time::Instant::now();
+    while hudifs_storage::Storage::stat(&*direct, &props).is_err() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "the writer did not create the table"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let mut args = store_args(&proxy.endpoint);
+    args.extend(["--poll-interval".to_string(), "200".to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let m = common::MountGuard::mount(std::path::Path::new(url), &args);
+    let latest = m.path().join("latest");
+    let mut instants = std::collections::BTreeSet::new();
+    let mut walks = 0;
+    while writer.try_wait().unwrap().is_none() {
+        if let Some(i) = common::xattr(&latest, "user.hudi.instant") {
+            instants.insert(i);
+        }
+        common::walk_files(&latest).unwrap();
+        walks += 1;
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(writer.wait().unwrap().success(), "hudifs-writer failed");
+    // The mount ends on the state a fresh read of the store shows.
+    let (want, want_instant) = ls_latest(url, &moto.endpoint);
+    let t0 = std::time::Instant::now();
+    loop {
+        let mut got = common::walk_files(&latest).unwrap();
+        got.sort();
+        let instant = common::xattr(&latest, "user.hudi.instant").unwrap_or_default();
+        if got == want && instant == want_instant {
+            break;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "latest/ did not reach the writer's final state {want_instant}: {instant}, \
+             {got:?} vs {want:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        instants.len() > 3,
+        "latest/ moved only through {instants:?} during {walks} walks"
+    );
+    // Idle: LISTs of the timeline only.
+    let timeline_list = |line: &String| line.contains("list-type") && line.contains("timeline");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    proxy.reset_counts();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let idle = proxy.counts();
+    assert!(
+        idle.list >= 1,
+        "no poll in 1.5 s at 200 ms: {}",
+        idle.summary()
+    );
+    assert!(
+        idle.lines.iter().all(timeline_list),
+        "idle requests other than timeline LISTs: {:?}",
+        idle.lines
+    );
+    // A warm find of latest/: nothing but the polls' LISTs.
+    common::walk_files(&latest).unwrap();
+    proxy.reset_counts();
+    let files = common::walk_files(&latest).unwrap();
+    let warm = proxy.counts();
+    let other: Vec<&String> = warm.lines.iter().filter(|l| !timeline_list(l)).collect();
+    assert!(
+        other.is_empty(),
+        "a warm find of latest/ ({} files) made requests: {other:?}",
+        files.len()
+    );
+    eprintln!(
+        "store mount: followed {} instants of hudifs-writer in {walks} walks; idle 1.5 s at \
+         200 ms polls: {}; warm find of {} files: {} requests besides polls",
+        instants.len(),
+        idle.summary(),
+        files.len(),
+        other.len()
+    );
+}
