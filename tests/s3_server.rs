@@ -7,99 +7,23 @@
 
 mod common;
 
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use hudifs_objstore::{ObjectStorage, StoreOptions, StoreUrl};
+use hudifs_objstore::{ObjectStorage, StoreUrl};
 use hudifs_storage::{StorageWrite, TablePath};
 use hudifs_testkit::mount::{binary, fuse_available, MountGuard};
 
-/// The test credentials moto accepts (it checks nothing); set for this process and so for the
-/// daemons it starts.
-const KEYS: [(&str, &str); 3] = [
-    ("AWS_ACCESS_KEY_ID", "testing"),
-    ("AWS_SECRET_ACCESS_KEY", "testing"),
-    ("AWS_DEFAULT_REGION", "us-east-1"),
-];
-
-/// A moto server on a free loopback port, killed on drop.
-struct Moto {
-    child: Child,
-    endpoint: String,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn moto_python() -> PathBuf {
-    let py = common::python();
-    let has = |py: &Path| {
-        Command::new(py)
-            .args(["-c", "import moto.server, boto3"])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !has(&py) {
-        common::pip_install(&py, &["moto[server]==5.*"]);
-    }
-    py
-}
-
-fn start_moto() -> Moto {
-    let py = moto_python();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(&py)
-        .args(["-m", "moto.server", "-H", "127.0.0.1", "-p"])
-        .arg(port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start moto server");
-    let moto = Moto {
-        child,
-        endpoint: format!("http://127.0.0.1:{port}"),
-    };
-    let t0 = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t0.elapsed() < Duration::from_secs(60), "moto did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let st = Command::new(&py)
-        .args([
-            "-c",
-            "import boto3,sys; boto3.client('s3', endpoint_url=sys.argv[1]).create_bucket(Bucket='lake')",
-        ])
-        .arg(&moto.endpoint)
-        .envs(KEYS)
-        .status()
-        .unwrap();
-    assert!(st.success(), "could not create the bucket");
-    moto
-}
-
-fn options(endpoint: &str) -> StoreOptions {
-    StoreOptions {
-        endpoint_url: Some(endpoint.to_string()),
-        region: Some("us-east-1".into()),
-        force_path_style: true,
-        ..StoreOptions::default()
-    }
-}
+use hudifs_testkit::s3::KEYS;
 
 /// Upload a local table tree to `url` through the seam; the number of objects.
 fn upload(root: &Path, url: &str, endpoint: &str) -> usize {
-    let store = ObjectStorage::new(StoreUrl::parse(url).unwrap(), &options(endpoint)).unwrap();
+    let store = ObjectStorage::new(
+        StoreUrl::parse(url).unwrap(),
+        &hudifs_testkit::s3::options(endpoint),
+    )
+    .unwrap();
     let files = common::walk_files(root).unwrap();
     for rel in &files {
         let bytes = std::fs::read(root.join(rel)).unwrap();
@@ -139,10 +63,7 @@ fn s3_tables_list_and_mount_like_local_ones() {
     if !fuse_available() {
         return;
     }
-    for (k, v) in KEYS {
-        std::env::set_var(k, v);
-    }
-    let moto = start_moto();
+    let moto = common::moto();
     let endpoint = moto.endpoint.clone();
     let store_args = ["--endpoint-url", endpoint.as_str(), "--force-path-style"];
     let tmp = tempfile::tempdir().unwrap();
@@ -237,7 +158,7 @@ fn s3_tables_list_and_mount_like_local_ones() {
     let (gone, _) = &locals[0];
     let store = ObjectStorage::new(
         StoreUrl::parse(&format!("s3://lake/warehouse/{gone}")).unwrap(),
-        &options(&endpoint),
+        &hudifs_testkit::s3::options(&endpoint),
     )
     .unwrap();
     store

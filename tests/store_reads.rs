@@ -9,103 +9,24 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hudifs_core::table::TableType;
-use hudifs_objstore::{ObjectStorage, StoreOptions, StoreUrl};
+use hudifs_objstore::{ObjectStorage, StoreUrl};
 use hudifs_storage::{StorageWrite, TablePath};
 use hudifs_testkit::generator::{TableSpec, TableWriter};
 use hudifs_testkit::mount::{fuse_available, MountGuard};
-
-const KEYS: [(&str, &str); 3] = [
-    ("AWS_ACCESS_KEY_ID", "testing"),
-    ("AWS_SECRET_ACCESS_KEY", "testing"),
-    ("AWS_DEFAULT_REGION", "us-east-1"),
-];
-
-struct Moto {
-    child: Child,
-    endpoint: String,
-    py: PathBuf,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start_moto() -> Moto {
-    let py = common::python();
-    let has = Command::new(&py)
-        .args(["-c", "import moto.server, boto3"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has {
-        common::pip_install(&py, &["moto[server]==5.*"]);
-    }
-    let port = free_port();
-    let child = Command::new(&py)
-        .args(["-m", "moto.server", "-H", "127.0.0.1", "-p"])
-        .arg(port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start moto server");
-    let moto = Moto {
-        child,
-        endpoint: format!("http://127.0.0.1:{port}"),
-        py,
-    };
-    let t0 = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t0.elapsed() < Duration::from_secs(60), "moto did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    moto
-}
-
-impl Moto {
-    /// Create a bucket, versioned or not.
-    fn bucket(&self, name: &str, versioned: bool) {
-        let script = "import boto3,sys\n\
-            c=boto3.client('s3', endpoint_url=sys.argv[1])\n\
-            c.create_bucket(Bucket=sys.argv[2])\n\
-            if sys.argv[3]=='1': c.put_bucket_versioning(Bucket=sys.argv[2], VersioningConfiguration={'Status':'Enabled'})\n";
-        let st = Command::new(&self.py)
-            .args(["-c", script, &self.endpoint, name])
-            .arg(if versioned { "1" } else { "0" })
-            .envs(KEYS)
-            .status()
-            .unwrap();
-        assert!(st.success(), "could not create bucket {name}");
-    }
-}
-
-fn options(endpoint: &str) -> StoreOptions {
-    StoreOptions {
-        endpoint_url: Some(endpoint.to_string()),
-        region: Some("us-east-1".into()),
-        force_path_style: true,
-        ..StoreOptions::default()
-    }
-}
+use hudifs_testkit::s3::Moto;
 
 fn seam(url: &str, endpoint: &str) -> ObjectStorage {
-    ObjectStorage::new(StoreUrl::parse(url).unwrap(), &options(endpoint)).unwrap()
+    ObjectStorage::new(
+        StoreUrl::parse(url).unwrap(),
+        &hudifs_testkit::s3::options(endpoint),
+    )
+    .unwrap()
 }
 
 /// A copy-on-write table with two big base files (real Parquet, about `bytes` each) written by
@@ -212,16 +133,12 @@ fn setup() -> Option<(tempfile::TempDir, Moto)> {
     if !fuse_available() {
         return None;
     }
-    for (k, v) in KEYS {
-        std::env::set_var(k, v);
-    }
-    Some((tempfile::tempdir().unwrap(), start_moto()))
+    Some((tempfile::tempdir().unwrap(), common::moto()))
 }
 
 #[test]
 fn sequential_and_random_reads_are_exact_and_a_replaced_object_is_estale() {
     let Some((tmp, moto)) = setup() else { return };
-    moto.bucket("lake", false);
     let url = "s3://lake/reads";
     let local = tmp.path().join("t");
     let files = big_table(&local, url, &moto.endpoint, 24 << 20);
@@ -290,7 +207,7 @@ fn read_across_a_delete(m: &MountGuard, url: &str, endpoint: &str, rel: &str, wa
 #[test]
 fn on_a_versioned_bucket_a_file_deleted_while_open_reads_to_its_end() {
     let Some((tmp, moto)) = setup() else { return };
-    moto.bucket("vlake", true);
+    moto.create_versioned_bucket("vlake");
     let url = "s3://vlake/reads";
     let local = tmp.path().join("t");
     let files = big_table(&local, url, &moto.endpoint, 16 << 20);
@@ -302,7 +219,6 @@ fn on_a_versioned_bucket_a_file_deleted_while_open_reads_to_its_end() {
 #[test]
 fn with_a_cache_deleted_files_read_to_their_end_and_cached_ones_cost_no_get() {
     let Some((tmp, moto)) = setup() else { return };
-    moto.bucket("lake", false);
     let url = "s3://lake/cached";
     let local = tmp.path().join("t");
     let files = big_table(&local, url, &moto.endpoint, 16 << 20);

@@ -82,21 +82,32 @@ impl Moto {
 
     /// Make a bucket (moto checks no signature).
     pub fn create_bucket(&self, bucket: &str) {
-        let status = simple_request(self.addr, "PUT", &format!("/{bucket}"))
+        let status = simple_request(self.addr, "PUT", &format!("/{bucket}"), "")
             .unwrap_or_else(|e| panic!("create bucket {bucket}: {e}"));
         assert!(
             status == 200 || status == 409,
             "create bucket {bucket}: HTTP {status}"
         );
     }
+
+    /// Make a bucket that keeps every version of its objects (S3 versioning enabled).
+    pub fn create_versioned_bucket(&self, bucket: &str) {
+        self.create_bucket(bucket);
+        let body = "<VersioningConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\
+                    <Status>Enabled</Status></VersioningConfiguration>";
+        let status = simple_request(self.addr, "PUT", &format!("/{bucket}?versioning"), body)
+            .unwrap_or_else(|e| panic!("versioning of bucket {bucket}: {e}"));
+        assert_eq!(status, 200, "versioning of bucket {bucket}: HTTP {status}");
+    }
 }
 
-/// One request without a body; the status code.
-fn simple_request(addr: SocketAddr, method: &str, path: &str) -> io::Result<u16> {
+/// One request with a small body (or none); the status code.
+fn simple_request(addr: SocketAddr, method: &str, path: &str, body: &str) -> io::Result<u16> {
     let mut s = TcpStream::connect(addr)?;
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
     )?;
     let mut out = Vec::new();
     s.read_to_end(&mut out)?;
