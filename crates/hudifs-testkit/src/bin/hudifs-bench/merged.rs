@@ -137,7 +137,7 @@ pub fn bench_merged(
     let cache_arg = |d: &Path| vec!["--merge-cache".to_string(), d.display().to_string()];
     let info = [("RUST_LOG", "info")];
     // The table's files in the page cache for both sides.
-    let base = read_all(&files_below(&table)?)?.1;
+    let table_bytes = read_all(&files_below(&table)?)?.1;
 
     // First read: hudifs merges into an empty cache, hudi-rs reads and pyarrow writes.
     let (mut a, mut b, mut b_read, mut b_write) = (vec![], vec![], vec![], vec![]);
@@ -195,9 +195,9 @@ pub fn bench_merged(
     }
     let notes = vec![
         format!(
-            "table: {} MiB of base files, {slices} file slices each with a log of updates; \
-             merged/latest: {} MiB, {} rows (hudi-rs read the same number of rows)",
-            base >> 20,
+            "table: {} MiB of files (base files, logs, timeline), {slices} file slices each with a \
+             log of updates; merged/latest: {} MiB, {} rows (hudi-rs read the same number of rows)",
+            table_bytes >> 20,
             merged_bytes >> 20,
             count.rows
         ),
