@@ -411,6 +411,24 @@ struct Foreground {
     mnt: PathBuf,
 }
 
+impl Foreground {
+    /// `hudifs mount -f ROOT MNT`, its command adjusted by `configure` (environment, stderr).
+    fn start(root: &Path, mnt: &Path, configure: impl FnOnce(&mut Command)) -> Foreground {
+        let mut cmd = Command::new(hudifs_bin());
+        cmd.args([
+            OsStr::new("mount"),
+            OsStr::new("-f"),
+            root.as_os_str(),
+            mnt.as_os_str(),
+        ]);
+        configure(&mut cmd);
+        Foreground {
+            child: cmd.spawn().unwrap(),
+            mnt: mnt.to_path_buf(),
+        }
+    }
+}
+
 impl Drop for Foreground {
     fn drop(&mut self) {
         if self.child.try_wait().ok().flatten().is_none() {
@@ -457,20 +475,9 @@ fn sigterm_stops_a_daemon_whose_mount_is_busy() {
     };
     let mnt = tmp.path().join("busy");
     std::fs::create_dir(&mnt).unwrap();
-    let child = Command::new(hudifs_bin())
-        .args([
-            OsStr::new("mount"),
-            OsStr::new("-f"),
-            root.as_os_str(),
-            mnt.as_os_str(),
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut fg = Foreground {
-        child,
-        mnt: mnt.clone(),
-    };
+    let mut fg = Foreground::start(&root, &mnt, |c| {
+        c.stderr(Stdio::piped());
+    });
     let start = Instant::now();
     while !is_mount_point(&mnt) {
         assert!(start.elapsed() < Duration::from_secs(20), "never mounted");
@@ -532,21 +539,9 @@ fn systemd_hears_ready_once_the_mount_is_live() {
     // Type=notify with `hudifs mount -f`: the daemon itself.
     let mnt = tmp.path().join("fg");
     std::fs::create_dir(&mnt).unwrap();
-    let child = Command::new(hudifs_bin())
-        .args([
-            OsStr::new("mount"),
-            OsStr::new("-f"),
-            root.as_os_str(),
-            mnt.as_os_str(),
-        ])
-        .env("NOTIFY_SOCKET", &sock_path)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut fg = Foreground {
-        child,
-        mnt: mnt.clone(),
-    };
+    let mut fg = Foreground::start(&root, &mnt, |c| {
+        c.env("NOTIFY_SOCKET", &sock_path).stderr(Stdio::null());
+    });
     let msg = recv(&sock);
     // Live when READY arrives: listed in the mount table and serving.
     assert!(is_mount_point(&mnt), "READY before the mount was live");
