@@ -26,15 +26,22 @@ use hudifs_core::error::Error;
 pub struct FuseAdapter {
     /// One table, or a lake of them.
     fs: Arc<dyn Served>,
+    /// Kernel passthrough and its backing files (shared with requests answered off the FUSE
+    /// thread).
+    pass: Arc<Passthrough>,
+    /// Tells the kernel what to drop from its caches (set once the session exists).
+    notifier: Arc<OnceLock<fuser::Notifier>>,
+}
+
+/// Kernel passthrough: whether reads use it, and the backing files registered for it.
+struct Passthrough {
     /// Whether reads go through kernel passthrough (asked for, and granted by the kernel).
-    passthrough: AtomicBool,
+    on: AtomicBool,
     /// Backing files registered with the kernel, one per inode while it is open, with the
     /// number of open handles using it (the kernel allows one backing file per inode).
     backing: Mutex<HashMap<u64, (BackingId, usize)>>,
     /// Inode of each open passthrough handle.
     handle_inode: Mutex<HashMap<u64, u64>>,
-    /// Tells the kernel what to drop from its caches (set once the session exists).
-    notifier: Arc<OnceLock<fuser::Notifier>>,
 }
 
 impl FuseAdapter {
@@ -45,27 +52,39 @@ impl FuseAdapter {
     ) -> FuseAdapter {
         FuseAdapter {
             fs,
-            passthrough: AtomicBool::new(passthrough),
-            backing: Mutex::new(HashMap::new()),
-            handle_inode: Mutex::new(HashMap::new()),
+            pass: Arc::new(Passthrough {
+                on: AtomicBool::new(passthrough),
+                backing: Mutex::new(HashMap::new()),
+                handle_inode: Mutex::new(HashMap::new()),
+            }),
             notifier,
         }
     }
 
     /// Whether this mount reads through kernel passthrough.
     pub fn uses_passthrough(&self) -> bool {
-        self.passthrough.load(Ordering::Relaxed)
+        self.pass.on()
+    }
+
+    /// Answer a request that may wait on the storage (`f` replies): on an object store from the
+    /// store's threads, so that this FUSE thread goes back to the kernel at once and a slow
+    /// listing never holds up requests answered from memory; on a local disk in place
+    /// (docs/SEMANTICS.md §9).
+    fn later(&self, f: impl FnOnce(&dyn Served, &Passthrough) + Send + 'static) {
+        let (fs, pass) = (self.fs.clone(), self.pass.clone());
+        if let Some(job) = self.fs.run_blocking(Box::new(move || f(&*fs, &pass))) {
+            job()
+        }
+    }
+}
+
+impl Passthrough {
+    fn on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
     }
 
     /// Reply to an open with passthrough to the table file, reusing the inode's backing id.
-    fn open_passthrough(
-        &self,
-        ino: u64,
-        fh: u64,
-        file: &std::fs::File,
-        flags: FopenFlags,
-        reply: ReplyOpen,
-    ) {
+    fn open(&self, ino: u64, fh: u64, file: &std::fs::File, flags: FopenFlags, reply: ReplyOpen) {
         let mut backing = lock(&self.backing);
         if let Some((id, count)) = backing.get_mut(&ino) {
             *count += 1;
@@ -82,8 +101,24 @@ impl FuseAdapter {
                 log::warn!(
                     "kernel passthrough refused ({e}); reading through the daemon from now on"
                 );
-                self.passthrough.store(false, Ordering::Relaxed);
+                self.on.store(false, Ordering::Relaxed);
                 reply.opened(FileHandle(fh), flags);
+            }
+        }
+    }
+
+    /// A handle is released: drop its inode's backing file with the last handle using it.
+    fn release(&self, fh: u64) {
+        let ino = lock(&self.handle_inode).remove(&fh);
+        if let Some(ino) = ino {
+            // Lock order: `backing`, then `handle_inode` (as in open); never both here.
+            let mut backing = lock(&self.backing);
+            if let Some((_, count)) = backing.get_mut(&ino) {
+                *count -= 1;
+                if *count == 0 {
+                    // Dropping the id closes the backing file in the kernel.
+                    backing.remove(&ino);
+                }
             }
         }
     }
@@ -158,6 +193,86 @@ fn kind(k: Kind) -> FileType {
     }
 }
 
+/// Answer a `readdir` of open directory `fh` (inode `ino`) from entry `offset` on.
+fn readdir(fs: &dyn Served, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    let entries = match fs.readdir(fh.0) {
+        Ok(e) => e,
+        Err(e) => return reply.error(errno("readdir", &ino.0, &e)),
+    };
+    // Offsets: 1 = ".", 2 = "..", 3.. = entries.
+    let dots = [(ino.0, ".", Kind::Dir), (ino.0, "..", Kind::Dir)];
+    let all = dots.iter().map(|(i, n, k)| (*i, *n, *k)).chain(
+        entries
+            .iter()
+            .map(|(name, e)| (e.attr.ino, name, e.attr.kind)),
+    );
+    for (i, (eino, name, k)) in all.enumerate().skip(offset as usize) {
+        if reply.add(INodeNo(eino), (i + 1) as u64, kind(k), name) {
+            break;
+        }
+    }
+    reply.ok();
+}
+
+/// Answer a `readdirplus`: entries with their attributes, as [`readdir`].
+fn readdirplus(
+    fs: &dyn Served,
+    ino: INodeNo,
+    fh: FileHandle,
+    offset: u64,
+    mut reply: ReplyDirectoryPlus,
+) {
+    let entries = match fs.readdir(fh.0) {
+        Ok(e) => e,
+        Err(e) => return reply.error(errno("readdirplus", &ino.0, &e)),
+    };
+    let this = match fs.getattr(ino.0) {
+        Ok(e) => e,
+        Err(e) => return reply.error(errno("readdirplus", &ino.0, &e)),
+    };
+    // "." and ".." carry no attributes the kernel keeps; give this directory's.
+    let dots = [(".", this), ("..", this)];
+    let all = dots.iter().map(|(n, e)| (*n, *e)).chain(entries.iter());
+    for (i, (name, e)) in all.enumerate().skip(offset as usize) {
+        let attr = file_attr(&e.attr);
+        if reply.add(attr.ino, (i + 1) as u64, name, &e.ttl, &attr, Generation(0)) {
+            break;
+        }
+    }
+    reply.ok();
+}
+
+/// Answer `getxattr` (`name` given) or `listxattr` (`name` none) of inode `ino` for a buffer
+/// of `size` bytes (0: how many are needed).
+fn xattr(fs: &dyn Served, ino: INodeNo, name: Option<&OsStr>, size: u32, reply: ReplyXattr) {
+    let op = if name.is_some() {
+        "getxattr"
+    } else {
+        "listxattr"
+    };
+    let attrs = match fs.xattrs(ino.0) {
+        Ok(a) => a,
+        Err(e) => return reply.error(errno(op, &ino.0, &e)),
+    };
+    let bytes = match name {
+        Some(name) => match attrs.iter().find(|(n, _)| OsStr::new(n) == name) {
+            Some((_, value)) => value.as_bytes().to_vec(),
+            None => return reply.error(Errno::NO_XATTR),
+        },
+        None => attrs
+            .iter()
+            .flat_map(|(n, _)| n.as_bytes().iter().copied().chain([0]))
+            .collect(),
+    };
+    if size == 0 {
+        reply.size(bytes.len() as u32);
+    } else if (size as usize) < bytes.len() {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(&bytes);
+    }
+}
+
 impl Filesystem for FuseAdapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Large requests for sequential reads of big Parquet files.
@@ -169,7 +284,7 @@ impl Filesystem for FuseAdapter {
             let granted = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
                 && config.set_max_stack_depth(1).is_ok();
             if !granted {
-                self.passthrough.store(false, Ordering::Relaxed);
+                self.pass.on.store(false, Ordering::Relaxed);
             }
         }
         if self.uses_passthrough() {
@@ -181,24 +296,25 @@ impl Filesystem for FuseAdapter {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.fs.lookup(parent.0, name) {
+        let name = name.to_os_string();
+        self.later(move |fs, _| match fs.lookup(parent.0, &name) {
             Ok(e) => reply.entry(&e.ttl, &file_attr(&e.attr), Generation(0)),
-            Err(e) => reply.error(errno("lookup", &Path::new(name).display(), &e)),
-        }
+            Err(e) => reply.error(errno("lookup", &Path::new(&name).display(), &e)),
+        })
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.fs.getattr(ino.0) {
+        self.later(move |fs, _| match fs.getattr(ino.0) {
             Ok(e) => reply.attr(&e.ttl, &file_attr(&e.attr)),
             Err(e) => reply.error(errno("getattr", &ino.0, &e)),
-        }
+        })
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         if flags.acc_mode() != OpenAccMode::O_RDONLY {
             return reply.error(Errno::EROFS);
         }
-        match self.fs.open(ino.0) {
+        self.later(move |fs, pass| match fs.open(ino.0) {
             Ok(o) => {
                 let flags = if o.keep_cache {
                     FopenFlags::FOPEN_KEEP_CACHE
@@ -208,14 +324,14 @@ impl Filesystem for FuseAdapter {
                 match o.backing.as_ref().and_then(|b| b.as_file()) {
                     // The kernel refuses FOPEN_KEEP_CACHE with passthrough (the open fails with
                     // EIO): page caching is the backing file's business then.
-                    Some(file) if self.uses_passthrough() => {
-                        self.open_passthrough(ino.0, o.fh, file, FopenFlags::empty(), reply)
+                    Some(file) if pass.on() => {
+                        pass.open(ino.0, o.fh, file, FopenFlags::empty(), reply)
                     }
                     _ => reply.opened(FileHandle(o.fh), flags),
                 }
             }
             Err(e) => reply.error(errno("open", &ino.0, &e)),
-        }
+        })
     }
 
     fn read(
@@ -260,23 +376,12 @@ impl Filesystem for FuseAdapter {
         reply: ReplyEmpty,
     ) {
         self.fs.release(fh.0);
-        let ino = lock(&self.handle_inode).remove(&fh.0);
-        if let Some(ino) = ino {
-            // Lock order: `backing`, then `handle_inode` (as in open); never both here.
-            let mut backing = lock(&self.backing);
-            if let Some((_, count)) = backing.get_mut(&ino) {
-                *count -= 1;
-                if *count == 0 {
-                    // Dropping the id closes the backing file in the kernel.
-                    backing.remove(&ino);
-                }
-            }
-        }
+        self.pass.release(fh.0);
         reply.ok();
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.fs.opendir(ino.0) {
+        self.later(move |fs, _| match fs.opendir(ino.0) {
             Ok(d) => {
                 let flags = match d.cache {
                     DirCache::Off => FopenFlags::empty(),
@@ -286,7 +391,7 @@ impl Filesystem for FuseAdapter {
                 reply.opened(FileHandle(d.fh), flags)
             }
             Err(e) => reply.error(errno("opendir", &ino.0, &e)),
-        }
+        })
     }
 
     fn readdir(
@@ -295,25 +400,9 @@ impl Filesystem for FuseAdapter {
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectory,
+        reply: ReplyDirectory,
     ) {
-        let entries = match self.fs.readdir(fh.0) {
-            Ok(e) => e,
-            Err(e) => return reply.error(errno("readdir", &ino.0, &e)),
-        };
-        // Offsets: 1 = ".", 2 = "..", 3.. = entries.
-        let dots = [(ino.0, ".", Kind::Dir), (ino.0, "..", Kind::Dir)];
-        let all = dots.iter().map(|(i, n, k)| (*i, *n, *k)).chain(
-            entries
-                .iter()
-                .map(|(name, e)| (e.attr.ino, name, e.attr.kind)),
-        );
-        for (i, (eino, name, k)) in all.enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(eino), (i + 1) as u64, kind(k), name) {
-                break;
-            }
-        }
-        reply.ok();
+        self.later(move |fs, _| readdir(fs, ino, fh, offset, reply))
     }
 
     fn readdirplus(
@@ -322,26 +411,9 @@ impl Filesystem for FuseAdapter {
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectoryPlus,
+        reply: ReplyDirectoryPlus,
     ) {
-        let entries = match self.fs.readdir(fh.0) {
-            Ok(e) => e,
-            Err(e) => return reply.error(errno("readdirplus", &ino.0, &e)),
-        };
-        let this = match self.fs.getattr(ino.0) {
-            Ok(e) => e,
-            Err(e) => return reply.error(errno("readdirplus", &ino.0, &e)),
-        };
-        // "." and ".." carry no attributes the kernel keeps; give this directory's.
-        let dots = [(".", this), ("..", this)];
-        let all = dots.iter().map(|(n, e)| (*n, *e)).chain(entries.iter());
-        for (i, (name, e)) in all.enumerate().skip(offset as usize) {
-            let attr = file_attr(&e.attr);
-            if reply.add(attr.ino, (i + 1) as u64, name, &e.ttl, &attr, Generation(0)) {
-                break;
-            }
-        }
-        reply.ok();
+        self.later(move |fs, _| readdirplus(fs, ino, fh, offset, reply))
     }
 
     fn releasedir(
@@ -373,50 +445,22 @@ impl Filesystem for FuseAdapter {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let attrs = match self.fs.xattrs(ino.0) {
-            Ok(a) => a,
-            Err(e) => return reply.error(errno("getxattr", &ino.0, &e)),
-        };
-        let Some((_, value)) = attrs.iter().find(|(n, _)| OsStr::new(n) == name) else {
-            return reply.error(Errno::NO_XATTR);
-        };
-        let bytes = value.as_bytes();
-        if size == 0 {
-            reply.size(bytes.len() as u32);
-        } else if (size as usize) < bytes.len() {
-            reply.error(Errno::ERANGE);
-        } else {
-            reply.data(bytes);
-        }
+        let name = name.to_os_string();
+        self.later(move |fs, _| xattr(fs, ino, Some(&name), size, reply))
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let attrs = match self.fs.xattrs(ino.0) {
-            Ok(a) => a,
-            Err(e) => return reply.error(errno("listxattr", &ino.0, &e)),
-        };
-        let mut bytes = Vec::new();
-        for (n, _) in &attrs {
-            bytes.extend_from_slice(n.as_bytes());
-            bytes.push(0);
-        }
-        if size == 0 {
-            reply.size(bytes.len() as u32);
-        } else if (size as usize) < bytes.len() {
-            reply.error(Errno::ERANGE);
-        } else {
-            reply.data(&bytes);
-        }
+        self.later(move |fs, _| xattr(fs, ino, None, size, reply))
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         if mask.contains(AccessFlags::W_OK) {
             return reply.error(Errno::EROFS);
         }
-        match self.fs.getattr(ino.0) {
+        self.later(move |fs, _| match fs.getattr(ino.0) {
             Ok(_) => reply.ok(),
             Err(e) => reply.error(errno("access", &ino.0, &e)),
-        }
+        })
     }
 
     // Everything that would change the table fails with EROFS.

@@ -19,32 +19,12 @@ use hudifs_core::timeline::Action;
 use hudifs_objstore::{ObjectStorage, StoreUrl};
 use hudifs_storage::StorageWrite;
 use hudifs_testkit::generator::{rows, Clock, TableSpec, TableWriter};
-use hudifs_testkit::s3::{options, store_args, FaultProxy, ProxyCounts};
+use hudifs_testkit::s3::{options, percent_decode, store_args, FaultProxy, ProxyCounts};
 
 const START: i64 = 1_767_225_600_000;
 
 fn store(url: &str, endpoint: &str) -> Arc<ObjectStorage> {
     Arc::new(ObjectStorage::new(StoreUrl::parse(url).unwrap(), &options(endpoint)).unwrap())
-}
-
-/// Percent-decode a query value.
-fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("");
-            if let Ok(v) = u8::from_str_radix(hex, 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(if b[i] == b'+' { b' ' } else { b[i] });
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The prefixes the LIST requests among `c` asked for, with how often.
@@ -60,7 +40,7 @@ fn listed(c: &ProxyCounts) -> BTreeMap<String, u64> {
         let prefix = q
             .split('&')
             .find_map(|kv| kv.strip_prefix("prefix="))
-            .map(decode)
+            .map(percent_decode)
             .unwrap_or_default();
         *out.entry(prefix).or_default() += 1;
     }
@@ -423,12 +403,149 @@ fn a_store_mount_follows_hudifs_writer_on_the_store() {
         "a warm find of latest/ ({} files) made requests: {other:?}",
         files.len()
     );
+    // timeline/: each file is asked about once; listing it again costs nothing.
+    let timeline = m.path().join("timeline");
+    let rendered = common::walk_files(&timeline).unwrap();
+    proxy.reset_counts();
+    assert_eq!(common::walk_files(&timeline).unwrap(), rendered);
+    let again = proxy.counts();
+    let asked: Vec<&String> = again.lines.iter().filter(|l| !timeline_list(l)).collect();
+    assert!(
+        asked.is_empty(),
+        "listing timeline/ ({} files) again made requests: {asked:?}",
+        rendered.len()
+    );
     eprintln!(
         "store mount: followed {} instants of hudifs-writer in {walks} walks; idle 1.5 s at \
-         200 ms polls: {}; warm find of {} files: {} requests besides polls",
+         200 ms polls: {}; warm find of {} files: {} requests besides polls; timeline/ of {} \
+         files listed again: {} requests besides polls",
         instants.len(),
         idle.summary(),
         files.len(),
-        other.len()
+        other.len(),
+        rendered.len(),
+        asked.len()
+    );
+}
+
+/// A store request that takes long (here: a partition's LIST held by the proxy) holds no FUSE
+/// thread: with a single one, while a reader waits on that listing, other requests (opendir,
+/// readdir, getxattr, stat, a read of an open file) are answered; the held listing then
+/// completes with the new file (SEMANTICS.md §9). Without the hand-off to the store's threads,
+/// the other requests would wait for the held one.
+#[test]
+fn a_slow_store_listing_holds_no_fuse_thread() {
+    use std::os::unix::fs::FileExt;
+    use std::sync::mpsc;
+    use std::time::Duration;
+    if !common::fuse_available() {
+        return;
+    }
+    let moto = common::moto();
+    let proxy = FaultProxy::start(moto.addr, 3);
+    let url = "s3://lake/held/t";
+    let wstore: Arc<dyn StorageWrite> = store(url, &moto.endpoint);
+    let spec = TableSpec::new("t", TableType::CopyOnWrite, 9).partitioned_by(&["city"], true);
+    let mut w =
+        TableWriter::create_in(wstore.clone(), spec, Clock::Logical { start_ms: START }).unwrap();
+    let parts: Vec<String> = ["a", "b"]
+        .iter()
+        .map(|c| w.partition_path(&[c]).unwrap())
+        .collect();
+    let mut t = w.begin(Action::Commit).unwrap();
+    for (i, p) in parts.iter().enumerate() {
+        t.insert(p, &rows(i as u64 + 1, 3)).unwrap();
+    }
+    t.complete().unwrap();
+
+    let mut args = store_args(&proxy.endpoint);
+    args.extend(["--threads", "1", "--poll-interval", "100"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let m = common::MountGuard::mount(std::path::Path::new(url), &args);
+    let latest = m.path().join("latest");
+    // Only a is walked: b was listed at mount but never handed to the kernel, so after a
+    // commit to it, the follower does not list it again; the first request inside b does.
+    let (a, b) = (latest.join(&parts[0]), latest.join(&parts[1]));
+    common::walk_files(&a).unwrap();
+    let a_file = std::fs::read_dir(&a)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let open = std::fs::File::open(&a_file).unwrap();
+    let size = open.metadata().unwrap().len();
+
+    // A commit to b; once the mount shows it, b's listing is due on next use, a FUSE request:
+    // its LIST is held.
+    proxy.hold(&format!("prefix=held/t/{}/", parts[1]));
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.insert(&parts[1], &rows(20, 2)).unwrap();
+    let instant = t.complete().unwrap();
+    let t0 = std::time::Instant::now();
+    while !common::walk_files(&m.path().join("timeline"))
+        .unwrap()
+        .iter()
+        .any(|f| f.starts_with(&instant) && f.ends_with(".commit"))
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the commit never showed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        proxy.held(),
+        0,
+        "b was listed before any request asked for it"
+    );
+    let (tx, slow) = mpsc::channel();
+    let b2 = b.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(common::walk_files(&b2).map_err(|e| e.to_string()));
+    });
+    let t0 = std::time::Instant::now();
+    while proxy.held() == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "listing b never reached the store: {}",
+            proxy.counts().summary()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // Meanwhile, with b's listing held on the only FUSE thread's request, the rest answers.
+    let (tx, quick) = mpsc::channel();
+    let (a2, latest2, f2) = (a.clone(), latest.clone(), a_file.clone());
+    std::thread::spawn(move || {
+        let mut buf = vec![0; 16];
+        let r = (|| -> std::io::Result<usize> {
+            let names = common::walk_files(&a2)?;
+            std::fs::metadata(&f2)?;
+            common::xattr(&latest2, "user.hudi.instant").ok_or(std::io::ErrorKind::Other)?;
+            open.read_at(&mut buf, size - 16)?;
+            Ok(names.len())
+        })();
+        let _ = tx.send(r.map_err(|e| e.to_string()));
+    });
+    let answered = quick.recv_timeout(Duration::from_secs(20));
+    let still_held = slow.try_recv().is_err();
+    proxy.release();
+    let listed_a = answered.expect("requests waited behind the held store listing");
+    assert!(listed_a.unwrap() > 0, "latest/a lists its files");
+    assert!(still_held, "the held listing answered before its release");
+    let b_files = slow
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the held listing never completed")
+        .unwrap();
+    assert_eq!(
+        b_files.len(),
+        2,
+        "b has its first file and the new one: {b_files:?}"
+    );
+    eprintln!(
+        "held store listing: {} requests held; meanwhile latest/a, stat, getxattr and a read \
+         were answered on the single FUSE thread",
+        proxy.held()
     );
 }

@@ -5,7 +5,7 @@
 use std::ffi::OsStr;
 
 use hudifs_core::error::Result;
-use hudifs_storage::FsStats;
+use hudifs_storage::{FsStats, Job};
 
 use super::{DirListing, Entry, HudiFs, Opened, OpenedDir, ReadAnswer, StaleDir};
 
@@ -28,6 +28,10 @@ pub trait Served: Send + Sync {
     fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>>;
     /// What `statfs` answers: the local file system under the mount, if any.
     fn statvfs(&self) -> Option<FsStats>;
+    /// Run `job` (a request that may wait on the storage, with its reply) where waiting holds
+    /// no FUSE thread: `None` when the storage took it, `Some(job)` handed back to run in place
+    /// (a local disk; see `Storage::run_blocking`).
+    fn run_blocking(&self, job: Job) -> Option<Job>;
 }
 
 impl Served for HudiFs {
@@ -66,5 +70,8 @@ impl Served for HudiFs {
     }
     fn statvfs(&self) -> Option<FsStats> {
         self.store().local().and_then(|l| l.statvfs())
+    }
+    fn run_blocking(&self, job: Job) -> Option<Job> {
+        self.store().run_blocking(job)
     }
 }

@@ -688,4 +688,7 @@ impl Served for LakeFs {
     fn statvfs(&self) -> Option<FsStats> {
         self.store.local().and_then(|l| l.statvfs())
     }
+    fn run_blocking(&self, job: hudifs_storage::Job) -> Option<hudifs_storage::Job> {
+        self.store.run_blocking(job)
+    }
 }

@@ -67,11 +67,86 @@ fn stuck(progress: &[Arc<Progress>]) -> Option<String> {
         .find(|p| now - p.last.load(Ordering::Relaxed) > HANG_MS)
         .map(|p| {
             format!(
-                "{} made no progress for {} ms: the daemon hangs",
+                "{} made no progress for {} ms: the daemon hangs\n{}",
                 p.name,
-                now - p.last.load(Ordering::Relaxed)
+                now - p.last.load(Ordering::Relaxed),
+                waits(p)
             )
         })
+}
+
+/// Where a stuck thread waits: its system call (with the file its descriptor names) and its
+/// kernel stack, as far as /proc tells.
+fn waits(p: &Progress) -> String {
+    let task = format!("/proc/self/task/{}", p.tid.load(Ordering::Relaxed));
+    let read = |f: &str| std::fs::read_to_string(format!("{task}/{f}")).unwrap_or_default();
+    let syscall = read("syscall");
+    let fd = syscall
+        .split_whitespace()
+        .nth(1)
+        .and_then(|a| i64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+        .and_then(|fd| std::fs::read_link(format!("/proc/self/fd/{fd}")).ok());
+    format!(
+        "      in syscall {} (first argument's file: {fd:?}); wchan {}; stack:\n{}",
+        syscall.trim(),
+        read("wchan"),
+        read("stack")
+    )
+}
+
+/// The daemon's user-space stacks, where gdb is installed: written to a file kept for the hang
+/// report (`None` without gdb).
+fn daemon_stacks(pid: u32) -> Option<std::path::PathBuf> {
+    let out = Command::new("gdb")
+        .args([
+            "-p",
+            &pid.to_string(),
+            "-batch",
+            "-ex",
+            "thread apply all bt",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let path = std::env::temp_dir().join(format!("hudifs-torture-hang-{pid}.txt"));
+    std::fs::write(&path, &out.stdout).ok()?;
+    Some(path)
+}
+
+/// How long the S3 server takes to answer a LIST now (for a hang report: is it the server?).
+fn probe(addr: std::net::SocketAddr) -> String {
+    use std::io::{BufRead, Write};
+    let t0 = Instant::now();
+    let answer = (|| -> std::io::Result<String> {
+        let mut c = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+        c.set_read_timeout(Some(Duration::from_secs(60)))?;
+        write!(
+            c,
+            "GET /lake?list-type=2&max-keys=1 HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut line = String::new();
+        std::io::BufReader::new(c).read_line(&mut line)?;
+        Ok(line.trim().to_string())
+    })();
+    format!("{answer:?} after {} ms", t0.elapsed().as_millis())
+}
+
+/// What the daemon's threads wait on, for a hang report.
+fn daemon_threads(pid: u32) -> String {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    for t in tasks.flatten() {
+        let read = |f: &str| std::fs::read_to_string(t.path().join(f)).unwrap_or_default();
+        out.push_str(&format!(
+            "      {} {}: {}\n",
+            read("comm").trim(),
+            t.file_name().to_string_lossy(),
+            read("wchan")
+        ));
+    }
+    out
 }
 
 fn spawn_writer(cfg: &Config, table: &Path, store: &[String], log: &Path) -> Child {
@@ -149,12 +224,6 @@ fn torture(cfg: &Config) -> Option<Report> {
     }
     let mut mount_args: Vec<&str> = store_args.iter().map(String::as_str).collect();
     mount_args.extend(["--poll-interval", "50"]);
-    if cfg.store {
-        // A store request is answered on the FUSE thread that took it (SEMANTICS.md §9, not
-        // yet async): with the default 4, five busy readers can hold them all while moto is
-        // slow, and the watchdog's cheap calls wait behind them.
-        mount_args.extend(["--threads", "16"]);
-    }
     let guard = common::MountGuard::mount(&table, &mount_args);
     let pid = guard.pid.expect("the daemon's pid");
     let shared = Arc::new(Shared {
@@ -169,6 +238,7 @@ fn torture(cfg: &Config) -> Option<Report> {
         Arc::new(Progress {
             name,
             last: AtomicI64::new(now_ms()),
+            tid: AtomicI64::new(0),
         })
     };
     for i in 0..cfg.readers {
@@ -176,18 +246,27 @@ fn torture(cfg: &Config) -> Option<Report> {
         progress.push(p.clone());
         let sh = shared.clone();
         let seed = cfg.seed.wrapping_mul(31).wrapping_add(i as u64 + 1);
-        threads.push(std::thread::spawn(move || reader(sh, p, seed)));
+        threads.push(std::thread::spawn(move || {
+            p.here();
+            reader(sh, p, seed)
+        }));
     }
     let p = new_progress("holder".into());
     progress.push(p.clone());
     let sh = shared.clone();
-    threads.push(std::thread::spawn(move || holder(sh, p)));
+    threads.push(std::thread::spawn(move || {
+        p.here();
+        holder(sh, p)
+    }));
     let p = new_progress("watchdog".into());
     progress.push(p.clone());
     let sh = shared.clone();
     let slowest = Arc::new(AtomicI64::new(0));
     let sl = slowest.clone();
-    threads.push(std::thread::spawn(move || watchdog(sh, p, sl)));
+    threads.push(std::thread::spawn(move || {
+        p.here();
+        watchdog(sh, p, sl)
+    }));
 
     // Run while the writer writes, then one more round against the final state.
     let deadline = Instant::now() + Duration::from_secs(cfg.seconds + 120);
@@ -234,6 +313,44 @@ fn torture(cfg: &Config) -> Option<Report> {
     let alive = pid_alive(pid);
     if let Some(h) = &hang {
         rep.bad("daemon-hang", h.clone());
+        let log = guard.log_text();
+        let tail: Vec<&str> = log.lines().rev().take(40).collect();
+        if let Some(m) = &moto {
+            eprintln!("hang: the S3 server answers a LIST: {}", probe(m.addr));
+            let ss = Command::new("ss")
+                .args(["-tnpo", "state", "all"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            let port = format!(":{}", m.addr.port());
+            for l in ss
+                .lines()
+                .filter(|l| l.contains(&port) && !l.contains("TIME-WAIT"))
+            {
+                eprintln!("hang: socket {l}");
+            }
+            // The server's own stacks, where py-spy is installed beside its python.
+            let spy = common::python().with_file_name("py-spy");
+            let server = ss
+                .lines()
+                .find(|l| l.contains("LISTEN") && l.contains(&port))
+                .and_then(|l| l.split("pid=").nth(1))
+                .and_then(|p| p.split(',').next().map(str::to_string));
+            if let (true, Some(pid)) = (spy.exists(), server) {
+                if let Ok(o) = Command::new(&spy).args(["dump", "--pid", &pid]).output() {
+                    let path = std::env::temp_dir().join(format!("hudifs-torture-s3-{pid}.txt"));
+                    let _ = std::fs::write(&path, &o.stdout);
+                    eprintln!("hang: the S3 server's stacks: {}", path.display());
+                }
+            }
+        }
+        eprintln!(
+            "hang: {h}\n  the daemon's threads:\n{}  their stacks: {:?}\n  the daemon's last \
+             log lines:\n{}",
+            daemon_threads(pid),
+            daemon_stacks(pid),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
     }
     if !threads.iter().all(|t| t.is_finished()) {
         if hang.is_none() {

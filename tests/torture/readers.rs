@@ -40,11 +40,20 @@ pub struct Shared {
 pub struct Progress {
     pub name: String,
     pub last: AtomicI64,
+    /// The thread's id, to tell where it waits if it stops making progress.
+    pub tid: AtomicI64,
 }
 
 impl Progress {
     fn tick(&self) {
         self.last.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// Record the calling thread as this one's.
+    pub fn here(&self) {
+        // SAFETY: gettid has no preconditions.
+        self.tid
+            .store(i64::from(unsafe { libc::gettid() }), Ordering::Relaxed);
     }
 }
 

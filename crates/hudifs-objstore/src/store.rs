@@ -419,6 +419,14 @@ impl Storage for ObjectStorage {
         true
     }
 
+    /// On the runtime's blocking threads (as many as are waiting, up to tokio's bound of 512):
+    /// their store calls block on the runtime from there, as a FUSE thread would, but FUSE
+    /// threads stay free for requests answered from memory (docs/SEMANTICS.md §9).
+    fn run_blocking(&self, job: hudifs_storage::Job) -> Option<hudifs_storage::Job> {
+        drop(self.runtime.spawn_blocking(job));
+        None
+    }
+
     fn open(&self, path: &TablePath) -> io::Result<Arc<dyn OpenFile>> {
         let key = self.obj(path);
         let m = self

@@ -77,6 +77,9 @@ pub struct Entry {
 /// end of the file) or the error.
 pub type ReadDone = Box<dyn FnOnce(io::Result<&[u8]>) + Send>;
 
+/// Work handed to [`Storage::run_blocking`]: it may wait on the storage, and answers for itself.
+pub type Job = Box<dyn FnOnce() + Send>;
+
 /// A file opened for reading. Reads see the file as it was when opened: a local file keeps
 /// its descriptor (so it reads to its end even after the cleaner deletes it), an object store
 /// pins the version it opened.
@@ -141,6 +144,14 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// the timeline says it changed, and read new files without waiting for them to settle.
     fn is_object_store(&self) -> bool {
         false
+    }
+
+    /// Run `job`, which may wait on this storage (listings, metadata, timeline reads), where
+    /// waiting holds no thread the caller needs: a storage that waits on a network starts it on
+    /// threads of its own and returns `None`; a local one gives it back and the caller runs it
+    /// in place (a local wait is short, and running in place keeps the path as it was).
+    fn run_blocking(&self, job: Job) -> Option<Job> {
+        Some(job)
     }
 }
 

@@ -4,7 +4,7 @@
 use std::io;
 use std::sync::Arc;
 
-use crate::{Entry, Kind, LocalStore, Meta, OpenFile, Storage, TablePath};
+use crate::{Entry, Job, Kind, LocalStore, Meta, OpenFile, Storage, TablePath};
 
 /// The storage of directory `dir` of `store`, with `dir` as its root. A local disk gets a
 /// [`LocalStore`] of its own (what only local disks offer, inotify and passthrough, works from
@@ -57,6 +57,12 @@ impl Storage for Scoped {
     fn open(&self, path: &TablePath) -> io::Result<Arc<dyn OpenFile>> {
         self.inner.open(&self.at(path))
     }
+    fn is_object_store(&self) -> bool {
+        self.inner.is_object_store()
+    }
+    fn run_blocking(&self, job: Job) -> Option<Job> {
+        self.inner.run_blocking(job)
+    }
 }
 
 #[cfg(test)]
@@ -88,6 +94,55 @@ mod tests {
             t.describe(&x),
             store.describe(&TablePath::new("db/t/.hoodie/x").unwrap())
         );
+    }
+
+    /// A store that waits on a "network": its blocking work runs on a thread of its own.
+    #[derive(Debug)]
+    struct Remote(MemStore);
+
+    impl Storage for Remote {
+        fn describe(&self, path: &TablePath) -> String {
+            self.0.describe(path)
+        }
+        fn list(&self, dir: &TablePath) -> io::Result<Vec<Entry>> {
+            self.0.list(dir)
+        }
+        fn stat(&self, path: &TablePath) -> io::Result<Meta> {
+            self.0.stat(path)
+        }
+        fn read(&self, path: &TablePath) -> io::Result<Vec<u8>> {
+            self.0.read(path)
+        }
+        fn read_range(&self, path: &TablePath, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+            self.0.read_range(path, offset, len)
+        }
+        fn open(&self, path: &TablePath) -> io::Result<Arc<dyn OpenFile>> {
+            self.0.open(path)
+        }
+        fn is_object_store(&self) -> bool {
+            true
+        }
+        fn run_blocking(&self, job: Job) -> Option<Job> {
+            std::thread::spawn(job);
+            None
+        }
+    }
+
+    #[test]
+    fn a_scoped_object_store_is_one_and_runs_blocking_work_on_its_threads() {
+        let store: Arc<dyn Storage> = Arc::new(Remote(MemStore::new("lake")));
+        let t = scoped(&store, &TablePath::new("db/t").unwrap()).unwrap();
+        assert!(t.is_object_store());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let here = std::thread::current().id();
+        let job: Job = Box::new(move || tx.send(std::thread::current().id()).unwrap());
+        assert!(t.run_blocking(job).is_none(), "taken by the store");
+        assert_ne!(rx.recv().unwrap(), here);
+        // A local disk gives the job back, to be run in place.
+        let mem: Arc<dyn Storage> = Arc::new(MemStore::new("m"));
+        let m = scoped(&mem, &TablePath::new("db/t").unwrap()).unwrap();
+        assert!(!m.is_object_store());
+        assert!(m.run_blocking(Box::new(|| ())).is_some());
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use hudifs_objstore::{ObjectStorage, StoreOptions, StoreUrl};
@@ -267,6 +267,11 @@ struct ProxyState {
     counts: Mutex<ProxyCounts>,
     rng: Mutex<u64>,
     stop: AtomicBool,
+    /// Requests whose line (percent-decoded) contains this wait until it is cleared.
+    hold: Mutex<Option<String>>,
+    released: Condvar,
+    /// How many requests were held so far.
+    held: AtomicU64,
 }
 
 impl ProxyState {
@@ -311,6 +316,20 @@ impl ProxyState {
         c.lines.push(line);
     }
 
+    /// Wait while `line` is held ([`FaultProxy::hold`]).
+    fn wait_if_held(&self, line: &str) {
+        let line = percent_decode(line);
+        let mut hold = self.hold.lock().unwrap_or_else(|e| e.into_inner());
+        let mut counted = false;
+        while hold.as_ref().is_some_and(|h| line.contains(h.as_str())) {
+            if !counted {
+                self.held.fetch_add(1, Ordering::SeqCst);
+                counted = true;
+            }
+            hold = self.released.wait(hold).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
     fn count_fault(&self, f: Fault) {
         let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         *c.faults.entry(format!("{f:?}")).or_default() += 1;
@@ -346,6 +365,9 @@ impl FaultProxy {
             counts: Mutex::new(ProxyCounts::default()),
             rng: Mutex::new(seed),
             stop: AtomicBool::new(false),
+            hold: Mutex::new(None),
+            released: Condvar::new(),
+            held: AtomicU64::new(0),
         });
         let st = state.clone();
         std::thread::Builder::new()
@@ -381,6 +403,23 @@ impl FaultProxy {
     /// Delay every answer by `latency` (a region's round trip).
     pub fn set_latency(&self, latency: Duration) {
         *self.state.latency.lock().unwrap_or_else(|e| e.into_inner()) = latency;
+    }
+
+    /// Hold every request whose line (method and target, percent-decoded) contains `needle`
+    /// until [`FaultProxy::release`]: a store request that takes as long as the test wants.
+    pub fn hold(&self, needle: &str) {
+        *self.state.hold.lock().unwrap_or_else(|e| e.into_inner()) = Some(needle.to_string());
+    }
+
+    /// Let the held requests go on, and hold no more.
+    pub fn release(&self) {
+        *self.state.hold.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.state.released.notify_all();
+    }
+
+    /// How many requests were held so far.
+    pub fn held(&self) -> u64 {
+        self.state.held.load(Ordering::SeqCst)
     }
 
     /// What was counted so far.
@@ -469,6 +508,31 @@ fn read_chunked(r: &mut impl BufRead) -> io::Result<Vec<u8>> {
     }
 }
 
+/// `%XX` escapes decoded (a request target's keys and prefixes).
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b.get(i + 1..i + 3).and_then(|h| {
+            std::str::from_utf8(h)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        });
+        match (b[i], hex) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 fn classify(method: &str, target: &str) -> RequestKind {
     let query = target.split_once('?').map(|(_, q)| q).unwrap_or("");
     match method {
@@ -515,7 +579,9 @@ fn serve(st: &ProxyState, client: TcpStream) -> io::Result<()> {
         let method = parts.next().unwrap_or("").to_string();
         let target = parts.next().unwrap_or("").to_string();
         let kind = classify(&method, &target);
-        st.count(kind, format!("{method} {target}"));
+        let line = format!("{method} {target}");
+        st.wait_if_held(&line);
+        st.count(kind, line);
         let latency = *st.latency.lock().unwrap_or_else(|e| e.into_inner());
         if !latency.is_zero() {
             std::thread::sleep(latency);
