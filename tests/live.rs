@@ -399,3 +399,46 @@ fn invalidations_name_what_left_latest() {
     let other = fs.lookup(latest, OsStr::new(&b)).unwrap().attr.ino;
     assert!(!inv.inodes.contains(&other), "{inv:?}");
 }
+
+/// Whether instants were archived decides what the timeline shows: a listing of the archive that
+/// fails does not count as an empty archive. The change is not applied (the previous snapshot is
+/// served), and it is once the storage answers again, equal to a fresh read.
+#[test]
+fn a_failed_archive_listing_keeps_the_previous_snapshot() {
+    use hudifs_storage::{Fault, FaultyStore, LocalStore, Op, Rule};
+    use std::sync::Arc;
+    for version in [6, 9] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = TableSpec::new("t", TableType::CopyOnWrite, version).partitioned_by(&["p"], true);
+        let mut w = TableWriter::create(&dir.path().join("t"), spec, START).unwrap();
+        let root = w.root().to_path_buf();
+        let a = w.partition_path(&["a"]).unwrap();
+        let mut t = w.begin(Action::Commit).unwrap();
+        t.insert(&a, &rows(1, 4)).unwrap();
+        t.complete().unwrap();
+        let faulty = Arc::new(FaultyStore::new(Arc::new(LocalStore::new(&root).unwrap()), 1));
+        let live = HudiFs::with_store(faulty.clone(), opts()).unwrap();
+        let before = live.latest_instant();
+
+        let mut t = w.begin(Action::Commit).unwrap();
+        t.insert(&a, &rows(2, 3)).unwrap();
+        t.complete().unwrap();
+        let archive = live.snapshot().cfg.archive_dir.as_str().to_string();
+        faulty.add(
+            Rule::new(Fault::Error(std::io::ErrorKind::ConnectionReset))
+                .on(&[Op::List])
+                .matching(&archive),
+        );
+        let failed = Follower::new().poll_once(&live, Duration::ZERO);
+        assert!(
+            failed.is_err(),
+            "v{version}: a change applied over a failed archive listing"
+        );
+        assert_eq!(live.latest_instant(), before, "v{version}: latest/ moved");
+        assert!(faulty.injected() > 0, "v{version}: the archive was not listed");
+        faulty.clear();
+        assert!(refresh(&live), "v{version}: the change once the store answers");
+        assert_ne!(live.latest_instant(), before);
+        check_same_as_fresh(&live, &root, &format!("v{version}: after the failed listing"));
+    }
+}

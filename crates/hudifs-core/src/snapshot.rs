@@ -247,7 +247,7 @@ impl Snapshot {
         if added.is_empty() && gone.is_empty() {
             return Ok(None);
         }
-        let archive_nonempty = timeline::archive_has_files(&*self.store, &self.cfg);
+        let archive_nonempty = timeline::archive_has_files(&*self.store, &self.cfg)?;
         let (timeline, delta) = tl.apply(added, &gone, archive_nonempty);
         let faults = self.meta.store_faults();
         let ctx = Arc::new(self.ctx.apply(Arc::new(timeline), &delta, &self.meta));

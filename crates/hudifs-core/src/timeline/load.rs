@@ -18,7 +18,7 @@ impl Timeline {
         Ok(Timeline::from_files(
             cfg.layout,
             files,
-            archive_has_files(store, cfg),
+            archive_has_files(store, cfg)?,
         ))
     }
 }
@@ -80,19 +80,32 @@ pub fn stabilize(
 }
 
 /// Whether the archived timeline of a table holds any file.
-pub fn archive_has_files(store: &dyn Storage, cfg: &TableConfig) -> bool {
+pub fn archive_has_files(store: &dyn Storage, cfg: &TableConfig) -> Result<bool> {
     dir_has_files(store, &cfg.archive_dir, 3)
+        .map_err(|e| Error::io(store.describe(&cfg.archive_dir), e))
 }
 
-fn dir_has_files(store: &dyn Storage, dir: &TablePath, depth: u32) -> bool {
-    let Ok(entries) = store.list_names(dir) else {
-        return false;
+/// Whether `dir` (missing: no) holds a file other than a checksum, `depth` levels down. A
+/// listing that fails is an error, not an empty archive: whether instants were archived decides
+/// what the timeline shows (the caller keeps its previous answer and asks again later).
+fn dir_has_files(store: &dyn Storage, dir: &TablePath, depth: u32) -> std::io::Result<bool> {
+    let entries = match store.list_names(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
     };
-    entries.iter().any(|(name, kind)| match kind {
-        Kind::File => !name.ends_with(".crc"),
-        Kind::Dir if depth > 0 => dir
-            .child(name)
-            .is_ok_and(|d| dir_has_files(store, &d, depth - 1)),
-        _ => false,
-    })
+    for (name, kind) in &entries {
+        let found = match kind {
+            Kind::File => !name.ends_with(".crc"),
+            Kind::Dir if depth > 0 => match dir.child(name) {
+                Ok(d) => dir_has_files(store, &d, depth - 1)?,
+                Err(_) => false,
+            },
+            _ => false,
+        };
+        if found {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
