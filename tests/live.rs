@@ -409,14 +409,18 @@ fn a_failed_archive_listing_keeps_the_previous_snapshot() {
     use std::sync::Arc;
     for version in [6, 9] {
         let dir = tempfile::tempdir().unwrap();
-        let spec = TableSpec::new("t", TableType::CopyOnWrite, version).partitioned_by(&["p"], true);
+        let spec =
+            TableSpec::new("t", TableType::CopyOnWrite, version).partitioned_by(&["p"], true);
         let mut w = TableWriter::create(&dir.path().join("t"), spec, START).unwrap();
         let root = w.root().to_path_buf();
         let a = w.partition_path(&["a"]).unwrap();
         let mut t = w.begin(Action::Commit).unwrap();
         t.insert(&a, &rows(1, 4)).unwrap();
         t.complete().unwrap();
-        let faulty = Arc::new(FaultyStore::new(Arc::new(LocalStore::new(&root).unwrap()), 1));
+        let faulty = Arc::new(FaultyStore::new(
+            Arc::new(LocalStore::new(&root).unwrap()),
+            1,
+        ));
         let live = HudiFs::with_store(faulty.clone(), opts()).unwrap();
         let before = live.latest_instant();
 
@@ -435,10 +439,20 @@ fn a_failed_archive_listing_keeps_the_previous_snapshot() {
             "v{version}: a change applied over a failed archive listing"
         );
         assert_eq!(live.latest_instant(), before, "v{version}: latest/ moved");
-        assert!(faulty.injected() > 0, "v{version}: the archive was not listed");
+        assert!(
+            faulty.injected() > 0,
+            "v{version}: the archive was not listed"
+        );
         faulty.clear();
-        assert!(refresh(&live), "v{version}: the change once the store answers");
+        assert!(
+            refresh(&live),
+            "v{version}: the change once the store answers"
+        );
         assert_ne!(live.latest_instant(), before);
-        check_same_as_fresh(&live, &root, &format!("v{version}: after the failed listing"));
+        check_same_as_fresh(
+            &live,
+            &root,
+            &format!("v{version}: after the failed listing"),
+        );
     }
 }
