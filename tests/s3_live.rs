@@ -115,6 +115,24 @@ fn poll(fs: &HudiFs) -> bool {
     inv.is_some()
 }
 
+/// A v9 copy-on-write table at `url`, partitioned by `city`, with one commit writing a file to
+/// each of `cities`: the writer and the partitions' paths.
+fn cow_table(url: &str, endpoint: &str, cities: &[&str]) -> (TableWriter, Vec<String>) {
+    let wstore: Arc<dyn StorageWrite> = store(url, endpoint);
+    let spec = TableSpec::new("t", TableType::CopyOnWrite, 9).partitioned_by(&["city"], true);
+    let mut w = TableWriter::create_in(wstore, spec, Clock::Logical { start_ms: START }).unwrap();
+    let parts: Vec<String> = cities
+        .iter()
+        .map(|c| w.partition_path(&[c]).unwrap())
+        .collect();
+    let mut t = w.begin(Action::Commit).unwrap();
+    for (i, p) in parts.iter().enumerate() {
+        t.insert(p, &rows(i as u64 + 1, 3)).unwrap();
+    }
+    t.complete().unwrap();
+    (w, parts)
+}
+
 /// The store mount's snapshot, built change after change, equals a fresh read of the store.
 fn check_same_as_fresh(live: &HudiFs, url: &str, endpoint: &str, step: &str) {
     let fresh = HudiFs::with_store(store(url, endpoint), FsOptions::default()).unwrap();
@@ -137,19 +155,7 @@ fn store_listings_cost_one_list_per_partition_once_and_a_commit_relists_what_it_
     let url = "s3://lake/counted/t";
     let prefix = "counted/t/";
     // The writer writes straight to moto; the mount reads through the counting proxy.
-    let wstore: Arc<dyn StorageWrite> = store(url, &moto.endpoint);
-    let spec = TableSpec::new("t", TableType::CopyOnWrite, 9).partitioned_by(&["city"], true);
-    let mut w =
-        TableWriter::create_in(wstore.clone(), spec, Clock::Logical { start_ms: START }).unwrap();
-    let parts: Vec<String> = ["a", "b", "c"]
-        .iter()
-        .map(|c| w.partition_path(&[c]).unwrap())
-        .collect();
-    let mut t = w.begin(Action::Commit).unwrap();
-    for (i, p) in parts.iter().enumerate() {
-        t.insert(p, &rows(i as u64 + 1, 3)).unwrap();
-    }
-    t.complete().unwrap();
+    let (mut w, parts) = cow_table(url, &moto.endpoint, &["a", "b", "c"]);
 
     // Mount (in process) and walk latest/ for the first time.
     proxy.reset_counts();
@@ -258,7 +264,9 @@ fn store_listings_cost_one_list_per_partition_once_and_a_commit_relists_what_it_
     // An instant whose metadata cannot be read: every partition is listed again.
     let tl = w.timeline_dir().clone();
     let name = "20990101000000000_20990101000000001.commit";
-    wstore.put(&tl.child(name).unwrap(), b"{ not json").unwrap();
+    w.store()
+        .put(&tl.child(name).unwrap(), b"{ not json")
+        .unwrap();
     let all: Vec<&String> = parts.iter().collect();
     proxy.reset_counts();
     assert!(poll(&fs), "unreadable commit: the poll saw the change");
@@ -444,19 +452,7 @@ fn a_slow_store_listing_holds_no_fuse_thread() {
     let moto = common::moto();
     let proxy = FaultProxy::start(moto.addr, 3);
     let url = "s3://lake/held/t";
-    let wstore: Arc<dyn StorageWrite> = store(url, &moto.endpoint);
-    let spec = TableSpec::new("t", TableType::CopyOnWrite, 9).partitioned_by(&["city"], true);
-    let mut w =
-        TableWriter::create_in(wstore.clone(), spec, Clock::Logical { start_ms: START }).unwrap();
-    let parts: Vec<String> = ["a", "b"]
-        .iter()
-        .map(|c| w.partition_path(&[c]).unwrap())
-        .collect();
-    let mut t = w.begin(Action::Commit).unwrap();
-    for (i, p) in parts.iter().enumerate() {
-        t.insert(p, &rows(i as u64 + 1, 3)).unwrap();
-    }
-    t.complete().unwrap();
+    let (mut w, parts) = cow_table(url, &moto.endpoint, &["a", "b"]);
 
     let mut args = store_args(&proxy.endpoint);
     args.extend(["--threads", "1", "--poll-interval", "100"].map(String::from));

@@ -31,6 +31,8 @@ pub struct Report {
     pub eio_after_delete: u64,
     pub max_stale_ms: i64,
     pub slowest_watchdog_ms: i64,
+    /// The longest a reader, the holder or the watchdog went without progress.
+    pub longest_stall_ms: i64,
     /// (kind, what happened).
     pub violations: Vec<(&'static str, String)>,
 }
@@ -111,8 +113,9 @@ pub fn print_report(cfg: &Config, log: &Log, rep: &Report) {
         );
     }
     println!(
-        "  latest/ lag behind the writer at most {} ms; slowest watchdog call {} ms",
-        rep.max_stale_ms, rep.slowest_watchdog_ms
+        "  latest/ lag behind the writer at most {} ms; slowest watchdog call {} ms; longest \
+         without progress {} ms",
+        rep.max_stale_ms, rep.slowest_watchdog_ms, rep.longest_stall_ms
     );
     println!("  violations: {}", rep.violations.len());
     for (kind, msgs) in rep.kinds() {
