@@ -458,3 +458,32 @@ pub fn mount_answer(m: &Path, ro: &Path, ask: &Ask) -> Answer {
         Err(e) => Answer::Refused(e.to_string()),
     }
 }
+
+/// An Azurite blob server (`hudifs_testkit::azurite::Azurite`) on 127.0.0.1, installed from the
+/// npm registry into target/azurite on first use, the emulator's key set in this process's
+/// environment (the daemons it starts inherit it); `None` (with the reason printed) only when
+/// node or npm is missing and `HUDIFS_REQUIRE_FIXTURES` is not `1`.
+pub fn azurite() -> Option<hudifs_testkit::azurite::Azurite> {
+    use hudifs_testkit::azurite;
+    static PROGRAM: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let program = PROGRAM.get_or_init(|| {
+        if let Some(why) = azurite::tools_missing() {
+            return Err(why);
+        }
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/azurite");
+        Ok(azurite::install(&dir).unwrap_or_else(|e| panic!("{e}")))
+    });
+    match program {
+        Ok(p) => {
+            azurite::set_keys();
+            Some(azurite::Azurite::start(p))
+        }
+        Err(why) => {
+            if std::env::var("HUDIFS_REQUIRE_FIXTURES").as_deref() == Ok("1") {
+                panic!("{why} (and HUDIFS_REQUIRE_FIXTURES=1)");
+            }
+            eprintln!("SKIP: {why}");
+            None
+        }
+    }
+}
