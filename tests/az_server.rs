@@ -18,7 +18,6 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{check_fixture, mount_answer, Answer, Ask};
 use hudifs_core::table::TableType;
 use hudifs_objstore::{ObjectStorage, StoreUrl};
 use hudifs_storage::{StorageWrite, TablePath};
@@ -68,29 +67,6 @@ fn mount(url: &str, az: &Azurite, reach: Reach, extra: &[&str]) -> MountGuard {
     MountGuard::mount_with_env(Path::new(url), &args, &env)
 }
 
-/// `hudifs ls --json TABLE` (reaching the store as `reach` says), without the files' mtimes (an
-/// object's is the time of its upload).
-fn ls(table: &str, az: Option<(&Azurite, Reach)>) -> serde_json::Value {
-    let mut cmd = Command::new(binary("hudifs"));
-    cmd.args(["ls", "--json", table]);
-    if let Some((az, reach)) = az {
-        cmd.args(reach.args(az)).envs(reach.env(az));
-    }
-    let out = cmd.output().unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "hudifs ls {table}: {stderr}");
-    let v: serde_json::Value =
-        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    let mut files = v["files"].clone();
-    for f in files.as_array_mut().expect("files") {
-        f.as_object_mut().unwrap().remove("mtime_ms");
-    }
-    files
-}
-
 #[test]
 fn az_tables_give_the_local_answers_and_bytes_through_a_real_mount() {
     let Some(dir) = common::fixtures_dir() else {
@@ -116,8 +92,8 @@ fn az_tables_give_the_local_answers_and_bytes_through_a_real_mount() {
         let reach = Reach::ALL[i % Reach::ALL.len()];
         // hudifs ls: the local table's latest/, file for file.
         assert_eq!(
-            ls(root.to_str().unwrap(), None),
-            ls(&url, Some((&az, reach))),
+            common::ls_files(root.to_str().unwrap(), &[], &[]),
+            common::ls_files(&url, &reach.args(&az), &reach.env(&az)),
             "{name} ({reach:?}): hudifs ls differs"
         );
         listings += 1;
@@ -126,36 +102,17 @@ fn az_tables_give_the_local_answers_and_bytes_through_a_real_mount() {
         let lm = MountGuard::mount(&root, &[]);
         let lro = MountGuard::mount(&root, &["--read-optimized"]);
         // Every view of the expected answers, and the local mount's answer to each.
-        let (n, p) = check_fixture(name, &fx.expected, |ask: &Ask| {
-            let got = mount_answer(m.path(), ro.path(), ask);
-            let local = mount_answer(lm.path(), lro.path(), ask);
-            let same = match (&got, &local) {
-                (Answer::Refused(_), Answer::Refused(_)) => true,
-                (a, b) => a == b,
-            };
-            if !same {
-                problems.push(format!(
-                    "{name} ({reach:?}) {ask:?}: az {got:?}, local {local:?}"
-                ));
-            }
-            got
-        });
+        let (n, p) = common::views_match_local(
+            &format!("{name} ({reach:?})"),
+            &fx.expected,
+            (m.path(), ro.path()),
+            (lm.path(), lro.path()),
+        );
         views += n;
         problems.extend(p);
         // The bytes of every file of latest/ and of timeline/.
         for sub in ["latest", "timeline"] {
-            let names = common::walk_files(&m.path().join(sub)).unwrap();
-            assert_eq!(
-                names,
-                common::walk_files(&lm.path().join(sub)).unwrap(),
-                "{name} ({reach:?}): {sub}/ names differ"
-            );
-            for rel in names {
-                let via = std::fs::read(m.path().join(sub).join(&rel)).unwrap();
-                let local = std::fs::read(lm.path().join(sub).join(&rel)).unwrap();
-                assert!(via == local, "{name} ({reach:?}): {sub}/{rel} differs");
-                files += 1;
-            }
+            files += common::same_files(&format!("{name} ({reach:?})"), m.path(), lm.path(), sub);
         }
     }
     eprintln!(

@@ -15,6 +15,7 @@ use object_store::{BackoffConfig, ClientOptions, ObjectStore, PutPayload, RetryC
 use crate::azure;
 use crate::cache::DataCache;
 use crate::counters::{Counters, RequestCounts};
+use crate::gcs;
 use crate::prefetch::{Budget, PrefetchConfig};
 use crate::profile;
 use crate::remote::{self, Reads, RemoteFile};
@@ -124,7 +125,7 @@ pub fn build_client(url: &StoreUrl, opts: &StoreOptions) -> io::Result<Arc<dyn O
             Arc::new(b.build().map_err(bad)?)
         }
         Scheme::Gcs => {
-            let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+            let mut b = gcs::builder(opts.endpoint_url.as_deref())
                 .with_bucket_name(&url.bucket)
                 .with_retry(retry_config())
                 .with_client_options(client_options(opts));

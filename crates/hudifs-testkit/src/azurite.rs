@@ -195,7 +195,7 @@ impl Azurite {
             "PUT",
             &format!("{path}?restype=container"),
             &headers,
-            "",
+            b"",
         )
         .unwrap_or_else(|e| panic!("create container {name}: {e}"));
         assert!(

@@ -3,6 +3,7 @@
 //! `hudifs-writer`, and what tests and benchmarks share.
 
 pub mod azurite;
+pub mod fake_gcs;
 pub mod generator;
 pub mod mount;
 pub mod s3;

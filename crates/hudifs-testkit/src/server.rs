@@ -1,4 +1,5 @@
-//! What the harnesses of the test servers (moto in `s3.rs`, Azurite in `azurite.rs`) share: a
+//! What the harnesses of the test servers (moto in `s3.rs`, Azurite in `azurite.rs`,
+//! fake-gcs-server in `fake_gcs.rs`) share: a
 //! server process killed on drop, a free loopback port and waiting for it to answer, one plain
 //! HTTP request, and uploading a local table tree to a store URL through the storage seam.
 
@@ -55,13 +56,13 @@ pub fn wait_for_port(addr: SocketAddr, what: &str) {
     }
 }
 
-/// One request with a small body (or none) and extra headers: the status code and the answer.
+/// One request with a body (or none) and extra headers: the status code and the answer.
 pub fn request(
     addr: SocketAddr,
     method: &str,
     path: &str,
     headers: &[(&str, String)],
-    body: &str,
+    body: &[u8],
 ) -> io::Result<(u16, String)> {
     let mut s = TcpStream::connect(addr)?;
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n");
@@ -70,9 +71,10 @@ pub fn request(
     }
     write!(
         s,
-        "{head}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{head}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )?;
+    s.write_all(body)?;
     let mut out = Vec::new();
     s.read_to_end(&mut out)?;
     let text = String::from_utf8_lossy(&out).to_string();
@@ -86,11 +88,11 @@ pub fn request(
 
 /// [`request`] without extra headers: the status code.
 pub fn simple_request(addr: SocketAddr, method: &str, path: &str, body: &str) -> io::Result<u16> {
-    request(addr, method, path, &[], body).map(|(code, _)| code)
+    request(addr, method, path, &[], body.as_bytes()).map(|(code, _)| code)
 }
 
 /// Every file below `root`, relative, sorted (names starting with `.` included).
-fn files_below(root: &Path) -> Vec<String> {
+pub fn files_below(root: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut todo = vec![root.to_path_buf()];
     while let Some(d) = todo.pop() {
