@@ -111,18 +111,26 @@ fn truthy(v: Option<String>) -> bool {
     v.is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on"))
 }
 
-/// Apply the connection string, the URL's account and `--endpoint-url` to `b` (a builder
-/// made from the environment).
+/// Apply `AZURE_STORAGE_CONNECTION_STRING`, the URL's account and `--endpoint-url` to `b` (a
+/// builder made from the environment).
 pub(crate) fn configure(
-    mut b: MicrosoftAzureBuilder,
+    b: MicrosoftAzureBuilder,
     url: &StoreUrl,
     opts: &StoreOptions,
 ) -> Result<MicrosoftAzureBuilder, String> {
-    if let Some(cs) = std::env::var("AZURE_STORAGE_CONNECTION_STRING")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-    {
-        let cs = ConnectionString::parse(&cs)?;
+    let cs = std::env::var("AZURE_STORAGE_CONNECTION_STRING").ok();
+    configure_with(b, url, opts, cs.as_deref())
+}
+
+/// [`configure`] with the connection string given.
+fn configure_with(
+    mut b: MicrosoftAzureBuilder,
+    url: &StoreUrl,
+    opts: &StoreOptions,
+    connection_string: Option<&str>,
+) -> Result<MicrosoftAzureBuilder, String> {
+    if let Some(cs) = connection_string.filter(|s| !s.trim().is_empty()) {
+        let cs = ConnectionString::parse(cs)?;
         if cs.development {
             b = b.with_use_emulator(true);
         }
@@ -213,6 +221,94 @@ mod tests {
         .unwrap();
         assert_eq!(cs.sas.as_deref(), Some("sv=1&sig=x%3D"));
         let err = ConnectionString::parse("AccountName=a;AccountKey").unwrap_err();
+        assert!(err.contains("without '='"), "{err}");
+    }
+
+    fn configured(
+        url: &str,
+        endpoint: Option<&str>,
+        cs: Option<&str>,
+        b: MicrosoftAzureBuilder,
+    ) -> MicrosoftAzureBuilder {
+        let opts = StoreOptions {
+            endpoint_url: endpoint.map(str::to_string),
+            ..StoreOptions::default()
+        };
+        configure_with(b, &StoreUrl::parse(url).unwrap(), &opts, cs).unwrap()
+    }
+
+    fn get(b: &MicrosoftAzureBuilder, k: AzureConfigKey) -> Option<String> {
+        b.get_config_value(&k)
+    }
+
+    #[test]
+    fn how_an_az_table_reaches_its_account() {
+        use AzureConfigKey::{AccessKey, AccountName, Endpoint, UseEmulator};
+        let plain = MicrosoftAzureBuilder::new;
+        // The account named by the endpoint's path, when nothing else names one.
+        let ep = "http://127.0.0.1:10000/devstoreaccount1";
+        let b = configured("az://lake/t", Some(ep), None, plain());
+        assert_eq!(get(&b, AccountName).as_deref(), Some("devstoreaccount1"));
+        assert_eq!(get(&b, Endpoint).as_deref(), Some(ep));
+        assert_eq!(get(&b, AccessKey), None, "no key is made up");
+        // ... but the URL's account wins.
+        let b = configured(
+            "abfss://lake@acct.dfs.core.windows.net/t",
+            Some(ep),
+            None,
+            plain(),
+        );
+        assert_eq!(get(&b, AccountName).as_deref(), Some("acct"));
+        // The emulator at --endpoint-url: its account and well-known key, the account's path.
+        let emu = || plain().with_use_emulator(true);
+        let b = configured("az://lake/t", Some("http://127.0.0.1:4000/"), None, emu());
+        assert_eq!(get(&b, UseEmulator).as_deref(), Some("false"));
+        assert_eq!(
+            get(&b, Endpoint).as_deref(),
+            Some("http://127.0.0.1:4000/devstoreaccount1")
+        );
+        assert_eq!(get(&b, AccountName).as_deref(), Some(EMULATOR_ACCOUNT));
+        assert_eq!(get(&b, AccessKey).as_deref(), Some(EMULATOR_KEY));
+        // ... with another account: no key of ours.
+        let b = configured(
+            "az://lake/t",
+            Some("http://127.0.0.1:4000"),
+            None,
+            emu().with_account("other"),
+        );
+        assert_eq!(
+            get(&b, Endpoint).as_deref(),
+            Some("http://127.0.0.1:4000/other")
+        );
+        assert_eq!(get(&b, AccessKey), None);
+        // Without --endpoint-url the emulator mode is the client library's own.
+        let b = configured("az://lake/t", None, None, emu());
+        assert_eq!(get(&b, UseEmulator).as_deref(), Some("true"));
+        // A connection string wins over the separate variables; --endpoint-url over its
+        // endpoint.
+        let cs = "AccountName=csacct;AccountKey=a2V5;BlobEndpoint=http://h:1/csacct";
+        let env = || plain().with_account("envacct").with_access_key("ZW52");
+        let b = configured("az://lake/t", None, Some(cs), env());
+        assert_eq!(get(&b, AccountName).as_deref(), Some("csacct"));
+        assert_eq!(get(&b, AccessKey).as_deref(), Some("a2V5"));
+        assert_eq!(get(&b, Endpoint).as_deref(), Some("http://h:1/csacct"));
+        let b = configured("az://lake/t", Some("https://x.example"), Some(cs), env());
+        assert_eq!(get(&b, Endpoint).as_deref(), Some("https://x.example"));
+        let b = configured(
+            "az://lake/t",
+            None,
+            Some("UseDevelopmentStorage=true"),
+            plain(),
+        );
+        assert_eq!(get(&b, UseEmulator).as_deref(), Some("true"));
+        let bad = StoreOptions::default();
+        let err = configure_with(
+            plain(),
+            &StoreUrl::parse("az://lake/t").unwrap(),
+            &bad,
+            Some("AccountKey"),
+        )
+        .unwrap_err();
         assert!(err.contains("without '='"), "{err}");
     }
 
