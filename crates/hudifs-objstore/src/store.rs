@@ -12,8 +12,10 @@ use hudifs_storage::{Entry, Kind, Meta, OpenFile, Storage, StorageWrite, TablePa
 use object_store::path::Path as ObjPath;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, PutPayload, RetryConfig};
 
+use crate::azure;
 use crate::cache::DataCache;
 use crate::counters::{Counters, RequestCounts};
+use crate::gcs;
 use crate::prefetch::{Budget, PrefetchConfig};
 use crate::profile;
 use crate::remote::{self, Reads, RemoteFile};
@@ -123,7 +125,7 @@ pub fn build_client(url: &StoreUrl, opts: &StoreOptions) -> io::Result<Arc<dyn O
             Arc::new(b.build().map_err(bad)?)
         }
         Scheme::Gcs => {
-            let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+            let mut b = gcs::builder(opts.endpoint_url.as_deref())
                 .with_bucket_name(&url.bucket)
                 .with_retry(retry_config())
                 .with_client_options(client_options(opts));
@@ -133,16 +135,12 @@ pub fn build_client(url: &StoreUrl, opts: &StoreOptions) -> io::Result<Arc<dyn O
             Arc::new(b.build().map_err(bad)?)
         }
         Scheme::Azure => {
-            let mut b = object_store::azure::MicrosoftAzureBuilder::from_env()
+            let b = object_store::azure::MicrosoftAzureBuilder::from_env()
                 .with_container_name(&url.bucket)
                 .with_retry(retry_config())
                 .with_client_options(client_options(opts));
-            if let Some(a) = &url.account {
-                b = b.with_account(a);
-            }
-            if let Some(e) = &opts.endpoint_url {
-                b = b.with_endpoint(e.clone());
-            }
+            let mut b = azure::configure(b, url, opts)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
             if opts.no_sign_request {
                 b = b.with_skip_signature(true);
             }
@@ -150,6 +148,29 @@ pub fn build_client(url: &StoreUrl, opts: &StoreOptions) -> io::Result<Arc<dyn O
         }
     };
     Ok(store)
+}
+
+/// What to check when a store does not answer, by kind of store.
+fn what_to_check(url: &StoreUrl) -> String {
+    match url.scheme {
+        Scheme::S3 => format!(
+            "the endpoint (--endpoint-url, --region), the credentials (AWS_ACCESS_KEY_ID / \
+             --profile / --no-sign-request) and that the bucket {:?} exists",
+            url.bucket
+        ),
+        Scheme::Gcs => format!(
+            "the endpoint (--endpoint-url), the credentials (GOOGLE_APPLICATION_CREDENTIALS / \
+             GOOGLE_SERVICE_ACCOUNT / --no-sign-request) and that the bucket {:?} exists",
+            url.bucket
+        ),
+        Scheme::Azure => format!(
+            "the endpoint (--endpoint-url), the account and credentials \
+             (AZURE_STORAGE_ACCOUNT_NAME, AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_KEY, \
+             AZURE_STORAGE_CONNECTION_STRING, --no-sign-request) and that the container {:?} \
+             exists",
+            url.bucket
+        ),
+    }
 }
 
 fn to_io(what: &str, e: object_store::Error) -> io::Error {
@@ -266,10 +287,8 @@ impl ObjectStorage {
                 ),
             )),
             Err(e) => Err(io::Error::other(format!(
-                "the store did not answer ({e}); check the endpoint (--endpoint-url, \
-                 --region), the credentials (AWS_ACCESS_KEY_ID / --profile / --no-sign-request) \
-                 and that the bucket {:?} exists",
-                self.url.bucket
+                "the store did not answer ({e}); check {}",
+                what_to_check(&self.url)
             ))),
         }
     }

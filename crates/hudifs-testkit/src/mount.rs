@@ -75,9 +75,14 @@ impl MountGuard {
     /// Mount `table` on a fresh temporary directory with `hudifs mount` (background mode, the
     /// `hudifs` of this target directory) and extra arguments; panics when the mount fails.
     pub fn mount(table: &Path, extra: &[&str]) -> MountGuard {
+        MountGuard::mount_with_env(table, extra, &[])
+    }
+
+    /// [`MountGuard::mount`], the daemon running with `env` set (a store's credentials).
+    pub fn mount_with_env(table: &Path, extra: &[&str], env: &[(&str, &str)]) -> MountGuard {
         let dir = tempfile::tempdir().expect("temporary mount point");
         let mnt = dir.path().to_path_buf();
-        let mut g = MountGuard::try_mount_at(&binary("hudifs"), table, &mnt, extra, &[])
+        let mut g = MountGuard::try_mount_at(&binary("hudifs"), table, &mnt, extra, env)
             .unwrap_or_else(|e| panic!("{e}"));
         g._dir = Some(dir);
         g

@@ -2,18 +2,20 @@
 //! (PyPI `moto[server]`, in a Python the caller provides) and makes the bucket; [`FaultProxy`]
 //! stands in front of it, counts every request by kind, adds a per-request latency and injects
 //! faults at a configurable rate (503 SlowDown, 500, connection resets, slow answers, bodies cut
-//! short); [`upload`] copies a local table tree to a store URL through the storage seam.
+//! short); [`upload`] copies a local table tree to a store URL through the storage seam. What
+//! it shares with the other servers' harnesses is in `server.rs`.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use hudifs_objstore::{ObjectStorage, StoreOptions, StoreUrl};
-use hudifs_storage::{StorageWrite, TablePath};
+use hudifs_objstore::StoreOptions;
+
+use crate::server::{free_port, simple_request, upload_with, wait_for_port, ServerProcess};
 
 /// The credentials moto accepts (it checks none); set them in the environment of the process
 /// and of the daemons and writers it starts.
@@ -35,23 +37,9 @@ pub fn set_keys() {
 
 /// A moto server on a free loopback port, killed on drop.
 pub struct Moto {
-    child: Child,
+    _process: ServerProcess,
     pub addr: SocketAddr,
     pub endpoint: String,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
 }
 
 impl Moto {
@@ -67,15 +55,11 @@ impl Moto {
             .expect("start moto server");
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         let moto = Moto {
-            child,
+            _process: ServerProcess::new(child),
             addr,
             endpoint: format!("http://{addr}"),
         };
-        let t0 = Instant::now();
-        while TcpStream::connect(addr).is_err() {
-            assert!(t0.elapsed() < Duration::from_secs(60), "moto did not start");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_for_port(addr, "moto");
         moto.create_bucket(BUCKET);
         moto
     }
@@ -101,23 +85,6 @@ impl Moto {
     }
 }
 
-/// One request with a small body (or none); the status code.
-fn simple_request(addr: SocketAddr, method: &str, path: &str, body: &str) -> io::Result<u16> {
-    let mut s = TcpStream::connect(addr)?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    let mut out = Vec::new();
-    s.read_to_end(&mut out)?;
-    let head = String::from_utf8_lossy(&out);
-    head.split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| io::Error::other(format!("no status in {head:?}")))
-}
-
 /// The store options of a table on the local server at `endpoint`.
 pub fn options(endpoint: &str) -> StoreOptions {
     StoreOptions {
@@ -137,51 +104,10 @@ pub fn store_args(endpoint: &str) -> Vec<String> {
     ]
 }
 
-/// Every file below `root`, relative, sorted (names starting with `.` included).
-fn files_below(root: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            match e.file_type() {
-                Ok(t) if t.is_dir() => todo.push(p),
-                Ok(t) if t.is_file() => {
-                    if let Ok(rel) = p.strip_prefix(root) {
-                        out.push(rel.to_string_lossy().to_string());
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-/// Upload the table tree at `root` to `url` (e.g. `s3://lake/t`) through the storage seam, a
-/// few PUTs at a time; the number of objects.
+/// Upload the table tree at `root` to `url` (e.g. `s3://lake/t`) on the server at `endpoint`
+/// through the storage seam, a few PUTs at a time; the number of objects.
 pub fn upload(root: &Path, url: &str, endpoint: &str) -> usize {
-    let store = ObjectStorage::new(StoreUrl::parse(url).expect("store URL"), &options(endpoint))
-        .expect("store");
-    let files = files_below(root);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..8 {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(rel) = files.get(i) else { break };
-                let bytes = std::fs::read(root.join(rel)).expect("read table file");
-                store
-                    .put(&TablePath::new(rel).expect("table path"), &bytes)
-                    .unwrap_or_else(|e| panic!("upload {rel}: {e}"));
-            });
-        }
-    });
-    files.len()
+    upload_with(root, url, &options(endpoint))
 }
 
 /// What a request was, by what S3 calls it.
