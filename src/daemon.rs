@@ -246,8 +246,11 @@ fn run_foreground(args: &MountArgs, lake: bool) -> Result<()> {
             MountFailure::Usage(m) => Error::Usage(m),
             MountFailure::Kernel(m) => Error::Mount(m),
         })?;
-    if let (Some(mp), Some(local)) = (&mount_path, &local) {
-        match_read_ahead(local, mp);
+    if let Some(mp) = &mount_path {
+        match &local {
+            Some(local) => match_read_ahead(local, mp),
+            None => set_store_read_ahead(mp),
+        }
     }
     match &serving {
         Serving::Table(fs) => log::info!(
@@ -420,6 +423,35 @@ fn match_read_ahead(table: &LocalStore, mountpoint: &Path) {
     let Some(dev) = table.device() else {
         return;
     };
+    let table_dev = format!("{}:{}", libc::major(dev), libc::minor(dev));
+    let table_kb = read_kb(format!("/sys/class/bdi/{table_dev}/read_ahead_kb"))
+        .or_else(|| read_kb(format!("/sys/dev/block/{table_dev}/queue/read_ahead_kb")))
+        .or_else(|| read_kb(format!("/sys/dev/block/{table_dev}/../queue/read_ahead_kb")))
+        .unwrap_or(0);
+    let want = table_kb.clamp(1024, 16 * 1024);
+    raise_read_ahead(mountpoint, want, &format!("table device: {table_kb} KiB"));
+}
+
+/// The read-ahead of a mount of a table on an object store (docs/SEMANTICS.md §9). With the
+/// kernel's 128 KiB, a read larger than that is "oversized": the kernel splits it into 128 KiB
+/// requests sent a few at a time, so a 1 MiB column chunk costs several round trips to the store.
+/// With a read-ahead above the largest read, the kernel sends a random read as it is (in
+/// requests of up to 1 MiB, FUSE's largest) and reads ahead only of sequential readers, several
+/// requests in flight; the prefetcher (`hudifs-objstore`'s `prefetch.rs`, whose reach matches
+/// this) decides what is fetched from the store.
+const STORE_READ_AHEAD_KB: u64 = 16 * 1024;
+
+fn set_store_read_ahead(mountpoint: &Path) {
+    raise_read_ahead(mountpoint, STORE_READ_AHEAD_KB, "table on an object store");
+}
+
+fn read_kb(p: String) -> Option<u64> {
+    std::fs::read_to_string(p).ok()?.trim().parse().ok()
+}
+
+/// Raise the read-ahead of the FUSE mount at `mountpoint` to `want` KiB (its bdi's
+/// `read_ahead_kb`). Needs root; otherwise logged and left.
+fn raise_read_ahead(mountpoint: &Path, want: u64, why: &str) {
     // The mount's device from the mount table, not from a stat of the mount point, which would
     // wait for this daemon (it does not serve requests yet).
     let target = mountpoint.to_string_lossy();
@@ -433,22 +465,12 @@ fn match_read_ahead(table: &LocalStore, mountpoint: &Path) {
     else {
         return;
     };
-    let table_dev = format!("{}:{}", libc::major(dev), libc::minor(dev));
-    let read_kb =
-        |p: String| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
-    let table_kb = read_kb(format!("/sys/class/bdi/{table_dev}/read_ahead_kb"))
-        .or_else(|| read_kb(format!("/sys/dev/block/{table_dev}/queue/read_ahead_kb")))
-        .or_else(|| read_kb(format!("/sys/dev/block/{table_dev}/../queue/read_ahead_kb")))
-        .unwrap_or(0);
-    let want = table_kb.clamp(1024, 16 * 1024);
     let knob = format!("/sys/class/bdi/{mount_dev}/read_ahead_kb");
     if read_kb(knob.clone()).is_some_and(|now| now >= want) {
         return;
     }
     match std::fs::write(&knob, format!("{want}\n")) {
-        Ok(()) => {
-            log::info!("read-ahead of the mount set to {want} KiB (table device: {table_kb} KiB)")
-        }
+        Ok(()) => log::info!("read-ahead of the mount set to {want} KiB ({why})"),
         Err(e) => log::info!(
             "could not raise the mount's read-ahead to {want} KiB ({knob}: {e}); reads through \
              the daemon read ahead 128 KiB"
