@@ -125,27 +125,34 @@ pub fn mount(args: &MountArgs) -> Result<()> {
         crate::cli::zone(Some(z), None)?;
     }
     // Refuse a location that is neither a table nor a lake before touching the mount point.
-    let lake = is_lake(args)?;
+    if args.foreground {
+        // Before the table's storage is opened (and reused by the mount): a store client's
+        // runtime threads must inherit the mask too.
+        block_signals();
+    }
+    let table = is_lake(args)?;
     check_mountpoint(&args.mountpoint)?;
     if args.foreground {
-        run_foreground(args, lake)
+        run_foreground(args, table)
     } else {
         launch_background(args)
     }
 }
 
-/// Whether `args.table` is a lake (not a table, but tables below it within `--lake-depth`);
-/// an error when it is neither, or a table that cannot be read.
-fn is_lake(args: &MountArgs) -> Result<bool> {
-    let not_a_table =
-        match open_store(args).and_then(|s| Ok(hudifs_core::table::TableConfig::load(&*s)?)) {
-            Ok(_) => return Ok(false),
-            Err(e @ Error::Table(hudifs_core::error::Error::NotATable(_))) => e,
-            Err(e) => return Err(e),
-        };
+/// Whether `args.table` is a table (its storage, opened and checked: the mount reuses it, on a
+/// store a client and two requests fewer) or a lake (`None`: not a table, but tables below it
+/// within `--lake-depth`); an error when it is neither, or a table that cannot be read.
+fn is_lake(args: &MountArgs) -> Result<Option<Arc<dyn Storage>>> {
+    let not_a_table = match open_store(args)
+        .and_then(|s| Ok(hudifs_core::table::TableConfig::load(&*s).map(|_| s)?))
+    {
+        Ok(s) => return Ok(Some(s)),
+        Err(e @ Error::Table(hudifs_core::error::Error::NotATable(_))) => e,
+        Err(e) => return Err(e),
+    };
     let store = crate::store::open_root(&args.table, &args.store)?;
     match crate::lake::discover(&*store, &TablePath::root(), args.lake_depth) {
-        Ok(found) if !found.is_empty() => Ok(true),
+        Ok(found) if !found.is_empty() => Ok(None),
         _ => Err(not_a_table),
     }
 }
@@ -212,11 +219,13 @@ fn block_signals() -> libc::sigset_t {
 }
 
 /// Mount and serve until unmounted or signalled.
-fn run_foreground(args: &MountArgs, lake: bool) -> Result<()> {
+fn run_foreground(args: &MountArgs, table: Option<Arc<dyn Storage>>) -> Result<()> {
     // Signals are handled by one thread; every thread started from here inherits the mask.
     let sigset = block_signals();
     let poll = Duration::from_millis(args.poll_interval.max(10));
-    let serving = if lake {
+    let serving = if let Some(store) = table {
+        Serving::Table(Arc::new(HudiFs::with_store(store, fs_options(args)?)?))
+    } else {
         let options = LakeOptions {
             depth: args.lake_depth,
             poll_interval: poll,
@@ -224,11 +233,6 @@ fn run_foreground(args: &MountArgs, lake: bool) -> Result<()> {
         };
         let root = crate::store::open_root(&args.table, &args.store)?;
         Serving::Lake(Arc::new(LakeFs::open(root, fs_options(args)?, options)?))
-    } else {
-        Serving::Table(Arc::new(HudiFs::with_store(
-            open_store(args)?,
-            fs_options(args)?,
-        )?))
     };
     let (served, table, local): (Arc<dyn Served>, String, Option<LocalStore>) = match &serving {
         Serving::Table(fs) => (
@@ -275,7 +279,7 @@ fn run_foreground(args: &MountArgs, lake: bool) -> Result<()> {
             .clone()
             .unwrap_or_else(|| args.mountpoint.clone()),
         table: table.clone(),
-        lake,
+        lake: matches!(serving, Serving::Lake(_)),
         pid: std::process::id(),
         log: if std::env::var_os(DAEMON_ENV).is_some() {
             std::env::var(LOG_ENV).unwrap_or_else(|_| log.display().to_string())
