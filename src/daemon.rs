@@ -125,27 +125,34 @@ pub fn mount(args: &MountArgs) -> Result<()> {
         crate::cli::zone(Some(z), None)?;
     }
     // Refuse a location that is neither a table nor a lake before touching the mount point.
-    let lake = is_lake(args)?;
+    if args.foreground {
+        // Before the table's storage is opened (and reused by the mount): a store client's
+        // runtime threads must inherit the mask too.
+        block_signals();
+    }
+    let table = is_lake(args)?;
     check_mountpoint(&args.mountpoint)?;
     if args.foreground {
-        run_foreground(args, lake)
+        run_foreground(args, table)
     } else {
         launch_background(args)
     }
 }
 
-/// Whether `args.table` is a lake (not a table, but tables below it within `--lake-depth`);
-/// an error when it is neither, or a table that cannot be read.
-fn is_lake(args: &MountArgs) -> Result<bool> {
-    let not_a_table =
-        match open_store(args).and_then(|s| Ok(hudifs_core::table::TableConfig::load(&*s)?)) {
-            Ok(_) => return Ok(false),
-            Err(e @ Error::Table(hudifs_core::error::Error::NotATable(_))) => e,
-            Err(e) => return Err(e),
-        };
+/// Whether `args.table` is a table (its storage, opened and checked: the mount reuses it, on a
+/// store a client and two requests fewer) or a lake (`None`: not a table, but tables below it
+/// within `--lake-depth`); an error when it is neither, or a table that cannot be read.
+fn is_lake(args: &MountArgs) -> Result<Option<Arc<dyn Storage>>> {
+    let not_a_table = match open_store(args)
+        .and_then(|s| Ok(hudifs_core::table::TableConfig::load(&*s).map(|_| s)?))
+    {
+        Ok(s) => return Ok(Some(s)),
+        Err(e @ Error::Table(hudifs_core::error::Error::NotATable(_))) => e,
+        Err(e) => return Err(e),
+    };
     let store = crate::store::open_root(&args.table, &args.store)?;
     match crate::lake::discover(&*store, &TablePath::root(), args.lake_depth) {
-        Ok(found) if !found.is_empty() => Ok(true),
+        Ok(found) if !found.is_empty() => Ok(None),
         _ => Err(not_a_table),
     }
 }
@@ -212,11 +219,13 @@ fn block_signals() -> libc::sigset_t {
 }
 
 /// Mount and serve until unmounted or signalled.
-fn run_foreground(args: &MountArgs, lake: bool) -> Result<()> {
+fn run_foreground(args: &MountArgs, table: Option<Arc<dyn Storage>>) -> Result<()> {
     // Signals are handled by one thread; every thread started from here inherits the mask.
     let sigset = block_signals();
     let poll = Duration::from_millis(args.poll_interval.max(10));
-    let serving = if lake {
+    let serving = if let Some(store) = table {
+        Serving::Table(Arc::new(HudiFs::with_store(store, fs_options(args)?)?))
+    } else {
         let options = LakeOptions {
             depth: args.lake_depth,
             poll_interval: poll,
@@ -224,11 +233,6 @@ fn run_foreground(args: &MountArgs, lake: bool) -> Result<()> {
         };
         let root = crate::store::open_root(&args.table, &args.store)?;
         Serving::Lake(Arc::new(LakeFs::open(root, fs_options(args)?, options)?))
-    } else {
-        Serving::Table(Arc::new(HudiFs::with_store(
-            open_store(args)?,
-            fs_options(args)?,
-        )?))
     };
     let (served, table, local): (Arc<dyn Served>, String, Option<LocalStore>) = match &serving {
         Serving::Table(fs) => (
@@ -246,8 +250,11 @@ fn run_foreground(args: &MountArgs, lake: bool) -> Result<()> {
             MountFailure::Usage(m) => Error::Usage(m),
             MountFailure::Kernel(m) => Error::Mount(m),
         })?;
-    if let (Some(mp), Some(local)) = (&mount_path, &local) {
-        match_read_ahead(local, mp);
+    if let Some(mp) = &mount_path {
+        match &local {
+            Some(local) => match_read_ahead(local, mp),
+            None => set_store_read_ahead(mp),
+        }
     }
     match &serving {
         Serving::Table(fs) => log::info!(
@@ -272,7 +279,7 @@ fn run_foreground(args: &MountArgs, lake: bool) -> Result<()> {
             .clone()
             .unwrap_or_else(|| args.mountpoint.clone()),
         table: table.clone(),
-        lake,
+        lake: matches!(serving, Serving::Lake(_)),
         pid: std::process::id(),
         log: if std::env::var_os(DAEMON_ENV).is_some() {
             std::env::var(LOG_ENV).unwrap_or_else(|_| log.display().to_string())
@@ -420,6 +427,35 @@ fn match_read_ahead(table: &LocalStore, mountpoint: &Path) {
     let Some(dev) = table.device() else {
         return;
     };
+    let table_dev = format!("{}:{}", libc::major(dev), libc::minor(dev));
+    let table_kb = read_kb(format!("/sys/class/bdi/{table_dev}/read_ahead_kb"))
+        .or_else(|| read_kb(format!("/sys/dev/block/{table_dev}/queue/read_ahead_kb")))
+        .or_else(|| read_kb(format!("/sys/dev/block/{table_dev}/../queue/read_ahead_kb")))
+        .unwrap_or(0);
+    let want = table_kb.clamp(1024, 16 * 1024);
+    raise_read_ahead(mountpoint, want, &format!("table device: {table_kb} KiB"));
+}
+
+/// The read-ahead of a mount of a table on an object store (docs/SEMANTICS.md §9). With the
+/// kernel's 128 KiB, a read larger than that is "oversized": the kernel splits it into 128 KiB
+/// requests sent a few at a time, so a 1 MiB column chunk costs several round trips to the store.
+/// With a read-ahead above the largest read, the kernel sends a random read as it is (in
+/// requests of up to 1 MiB, FUSE's largest) and reads ahead only of sequential readers, several
+/// requests in flight; the prefetcher (`hudifs-objstore`'s `prefetch.rs`, whose reach matches
+/// this) decides what is fetched from the store.
+const STORE_READ_AHEAD_KB: u64 = 16 * 1024;
+
+fn set_store_read_ahead(mountpoint: &Path) {
+    raise_read_ahead(mountpoint, STORE_READ_AHEAD_KB, "table on an object store");
+}
+
+fn read_kb(p: String) -> Option<u64> {
+    std::fs::read_to_string(p).ok()?.trim().parse().ok()
+}
+
+/// Raise the read-ahead of the FUSE mount at `mountpoint` to `want` KiB (its bdi's
+/// `read_ahead_kb`). Needs root; otherwise logged and left.
+fn raise_read_ahead(mountpoint: &Path, want: u64, why: &str) {
     // The mount's device from the mount table, not from a stat of the mount point, which would
     // wait for this daemon (it does not serve requests yet).
     let target = mountpoint.to_string_lossy();
@@ -433,22 +469,12 @@ fn match_read_ahead(table: &LocalStore, mountpoint: &Path) {
     else {
         return;
     };
-    let table_dev = format!("{}:{}", libc::major(dev), libc::minor(dev));
-    let read_kb =
-        |p: String| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
-    let table_kb = read_kb(format!("/sys/class/bdi/{table_dev}/read_ahead_kb"))
-        .or_else(|| read_kb(format!("/sys/dev/block/{table_dev}/queue/read_ahead_kb")))
-        .or_else(|| read_kb(format!("/sys/dev/block/{table_dev}/../queue/read_ahead_kb")))
-        .unwrap_or(0);
-    let want = table_kb.clamp(1024, 16 * 1024);
     let knob = format!("/sys/class/bdi/{mount_dev}/read_ahead_kb");
     if read_kb(knob.clone()).is_some_and(|now| now >= want) {
         return;
     }
     match std::fs::write(&knob, format!("{want}\n")) {
-        Ok(()) => {
-            log::info!("read-ahead of the mount set to {want} KiB (table device: {table_kb} KiB)")
-        }
+        Ok(()) => log::info!("read-ahead of the mount set to {want} KiB ({why})"),
         Err(e) => log::info!(
             "could not raise the mount's read-ahead to {want} KiB ({knob}: {e}); reads through \
              the daemon read ahead 128 KiB"

@@ -4,17 +4,25 @@
 //! resets it, and small random reads (a Parquet footer, column chunks) fetch only what they
 //! ask for.
 //!
-//! - The window ahead of the reader is twice what the current sequential stream has read, at
-//!   least [`PrefetchConfig::first_request`] and at most [`PrefetchConfig::max_ahead`]; it is
-//!   cut into GETs of half the window (at most [`PrefetchConfig::max_request`]), so several are
-//!   in flight at once.
-//! - Reads that land within [`PrefetchConfig::slack`] of the window (the kernel sends its
-//!   read-ahead in parallel, not always in order) continue the stream; anything else is a
-//!   jump: the window is dropped and the read is one GET of its range, at least
-//!   [`PrefetchConfig::first_request`] (256 KiB), which starts a new stream.
-//! - Memory: per file at most the window, the slack behind the reader and one request; across
-//!   files a shared [`Budget`]: read-ahead is started only while the budget allows, so readers
-//!   beyond it fetch what they ask for and no more until others release memory.
+//! - A read that lands within [`PrefetchConfig::reach`] of the current stream (ahead of it or
+//!   behind it: the kernel sends its read-ahead as several requests at once, answered by several
+//!   threads, so they arrive out of order) continues the stream; anything else is a jump: the
+//!   window is dropped and the read starts a new stream.
+//! - A stream is read ahead of only once it is known to be sequential: it started at the
+//!   beginning of the file, or it went on beyond twice its first read (further than the
+//!   kernel's own read-ahead of one random read goes). Until then each read costs one GET of
+//!   what it asks, at least [`PrefetchConfig::first_request`] (256 KiB): a Parquet footer or a
+//!   column chunk costs one GET of about its bytes, and nothing is fetched for a next read that
+//!   does not come.
+//! - The window ahead of a sequential reader is twice what the stream has read, at least
+//!   [`PrefetchConfig::first_request`] and at most [`PrefetchConfig::max_ahead`]; it is cut into
+//!   GETs of half the window (at most [`PrefetchConfig::max_request`]), several in flight, each
+//!   starting where the stream's fetched bytes end (no byte is fetched twice).
+//! - Memory: a chunk is released as soon as its bytes have all been read, or once the stream is
+//!   [`PrefetchConfig::slack`] plus the reach past it; per file at most the window, one request
+//!   and what the kernel's requests in flight still read; across files a shared [`Budget`]:
+//!   read-ahead is started only while the budget allows, so readers beyond it fetch what they
+//!   ask for and no more until others release memory.
 //! - A failed GET (an error or a short body, which the source reports as an error) drops the
 //!   whole window: nothing from it is served later.
 
@@ -37,26 +45,34 @@ pub trait RangeSource: Send + Sync + 'static {
 /// The window sizes of a prefetcher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PrefetchConfig {
-    /// The first read-ahead of a sequential stream, and the smallest GET of one.
+    /// The smallest GET of a read that starts a stream (a small read costs no more than a few
+    /// bytes in time on a store, and the kernel's next requests of the same range are in it),
+    /// and the first read-ahead of a sequential stream.
     pub first_request: u64,
     /// The largest single GET.
     pub max_request: u64,
     /// The most bytes fetched ahead of a sequential reader.
     pub max_ahead: u64,
-    /// How far outside the window a read may land and still continue the stream; fetched
+    /// How far behind the window a read may land and still continue the stream; fetched
     /// chunks are kept this long behind the reader.
     pub slack: u64,
+    /// How far ahead of the stream a read may land and still continue it: the kernel sends its
+    /// read-ahead (up to the mount's read-ahead window) as several requests at once, handled
+    /// by several threads, so they arrive ahead of each other.
+    pub reach: u64,
 }
 
 impl Default for PrefetchConfig {
     /// 256 KiB first, GETs up to 8 MiB, up to 64 MiB ahead (measured in `scripts/bench`,
-    /// figure `s3read`), 2 MiB of slack (twice the kernel's largest read-ahead request).
+    /// figure `s3read`), 2 MiB of slack behind, 16 MiB of reach ahead (the read-ahead the daemon
+    /// gives a store mount).
     fn default() -> Self {
         PrefetchConfig {
             first_request: 256 << 10,
             max_request: 8 << 20,
             max_ahead: 64 << 20,
             slack: 2 << 20,
+            reach: 16 << 20,
         }
     }
 }
@@ -147,6 +163,8 @@ type Fetched = Shared<BoxFuture<'static, Result<Bytes, Arc<io::Error>>>>;
 struct Chunk {
     range: Range<u64>,
     data: Fetched,
+    /// Bytes of it handed to reads so far: a chunk read whole is released at once.
+    served: u64,
     _lease: Lease,
     driver: tokio::task::JoinHandle<()>,
 }
@@ -158,14 +176,29 @@ impl Drop for Chunk {
     }
 }
 
+/// The sequential stream a prefetcher follows.
+#[derive(Debug, Clone, Copy)]
+struct Stream {
+    /// Where it started.
+    start: u64,
+    /// The furthest end of a read of it.
+    last: u64,
+    /// The length of the read that started it.
+    first_len: u64,
+    /// Read far enough in order to be worth reading ahead of: it started at the beginning of
+    /// the file (cat, cp, a scan), or went on beyond what the kernel's own read-ahead of one
+    /// random read asks (twice the read).
+    sequential: bool,
+}
+
 #[derive(Default)]
 struct State {
-    /// Contiguous, in file order.
+    /// In file order, not overlapping (gaps where nothing was fetched).
     chunks: VecDeque<Chunk>,
-    /// Where the next chunk of the window starts.
-    sched_end: u64,
-    /// Where the current sequential stream started, and where its last read ended.
-    stream: Option<(u64, u64)>,
+    stream: Option<Stream>,
+    /// How far the stream's bytes were fetched (in chunks or by reads of their own): new chunks
+    /// start here.
+    fetched_to: u64,
 }
 
 /// The prefetcher of one open file.
@@ -233,6 +266,7 @@ impl Prefetcher {
         Chunk {
             range,
             data,
+            served: 0,
             _lease: lease,
             driver,
         }
@@ -246,68 +280,59 @@ impl Prefetcher {
         }
         let cfg = self.cfg;
         let mut st = lock(&self.state);
-        let continues = match st.stream {
-            // Within the window (or just outside it), or on from the last read.
-            Some((_, last)) => match st.chunks.front() {
-                Some(c) => {
-                    offset + cfg.slack >= c.range.start && offset <= st.sched_end + cfg.slack
-                }
-                None => offset >= last && offset <= last + cfg.slack,
-            },
-            // A first read at the start of the file begins a stream (cat, cp, a scan).
-            None => offset == 0,
-        };
-        if !continues {
-            // A jump: drop the window and start a new stream here with one GET of what is
-            // asked, at least the first request (a small read costs no more than a few bytes
-            // in time on a store, and the kernel's next reads of a column chunk are in it).
+        let continues = st.stream.is_some_and(|s| {
+            // Within the window, or behind or ahead of it within the kernel's reach.
+            let low = st
+                .chunks
+                .front()
+                .map_or(s.last, |c| c.range.start.min(s.last));
+            let high = st.fetched_to.max(s.last);
+            offset + cfg.reach >= low && offset <= high + cfg.reach
+        });
+        let stream = if continues {
+            let Some(mut s) = st.stream else {
+                unreachable!("continues only a stream")
+            };
+            s.last = s.last.max(end);
+            s.sequential |= s.last - s.start > 2 * s.first_len;
+            s
+        } else {
+            // A jump (or the first read): drop the window and start a new stream here.
             st.chunks.clear();
-            st.stream = None;
-            let e = (offset + (end - offset).max(cfg.first_request)).min(self.size);
-            let lease = self.budget.take(e - offset);
-            let c = self.chunk(offset..e, lease);
-            let data = c.data.clone();
-            st.chunks.push_back(c);
-            st.sched_end = e;
-            st.stream = Some((offset, end));
-            drop(st);
-            let want = 0..(end - offset) as usize;
-            let state = self.state.clone();
-            return async move {
-                match data.await {
-                    Ok(b) => Ok(b.slice(want)),
-                    Err(e) => {
-                        let mut st = lock(&state);
-                        st.chunks.clear();
-                        st.stream = None;
-                        Err(unshare(&e))
-                    }
-                }
+            st.fetched_to = offset;
+            Stream {
+                start: offset,
+                last: end,
+                first_len: end - offset,
+                sequential: offset == 0,
             }
-            .boxed();
-        }
-        let (start, last) = st.stream.unwrap_or((offset, offset));
-        let last = last.max(end);
-        st.stream = Some((start, last));
-        // Chunks the reader is well past are released.
-        while st
-            .chunks
-            .front()
-            .is_some_and(|c| c.range.end + cfg.slack <= offset)
-        {
-            st.chunks.pop_front();
-        }
-        if st.chunks.is_empty() {
-            st.sched_end = offset;
-        }
-        // The window: twice what the stream has read, within the bounds.
-        let ahead = (2 * (last - start)).clamp(cfg.first_request, cfg.max_ahead);
-        let request = (ahead / 2).clamp(cfg.first_request, cfg.max_request);
-        let target = (end + ahead).min(self.size);
-        while st.sched_end < target {
-            let s = st.sched_end;
-            let e = (s + request).min(self.size);
-            let lease = if s < end {
+        };
+        st.stream = Some(stream);
+        // Chunks read whole, or that the stream is well past, are released.
+        st.chunks.retain(|c| {
+            c.served < c.range.end - c.range.start
+                && c.range.end + cfg.slack + cfg.reach > stream.last
+        });
+        // What to fetch, from where the stream's fetched bytes end: for a stream not known to be
+        // sequential, what the read asks (at least the first request); for a sequential one, a
+        // window of twice what it has read, in GETs of half the window (a gap that the
+        // kernel's requests jumped is filled: those requests are on their way).
+        let (from, target, request) = if stream.sequential {
+            let ahead = (2 * (stream.last - stream.start)).clamp(cfg.first_request, cfg.max_ahead);
+            let request = (ahead / 2).clamp(cfg.first_request, cfg.max_request);
+            (st.fetched_to, (end + ahead).min(self.size), request)
+        } else {
+            let target = end.max(offset + cfg.first_request).min(self.size);
+            (st.fetched_to.max(offset), target, cfg.max_request)
+        };
+        let mut s = from;
+        while s < target {
+            let e = if stream.sequential {
+                (s + request).min(self.size)
+            } else {
+                (s + request).min(target)
+            };
+            let lease = if s < end || !stream.sequential {
                 // The reader waits for it.
                 self.budget.take(e - s)
             } else {
@@ -318,22 +343,32 @@ impl Prefetcher {
             };
             let c = self.chunk(s..e, lease);
             st.chunks.push_back(c);
-            st.sched_end = e;
+            s = e;
+            st.fetched_to = e;
         }
-        // The pieces of [offset, end): before the window, a GET of its own; then chunks.
+        // The pieces of [offset, end): parts of chunks, and GETs of their own where no chunk
+        // has the bytes.
         let mut pieces = Vec::new();
-        let front = st.chunks.front().map_or(end, |c| c.range.start);
-        if offset < front {
-            pieces.push(Piece::Direct(self.source.fetch(offset..end.min(front))));
-        }
-        for c in &st.chunks {
-            if c.range.end <= offset || c.range.start >= end {
+        let mut at = offset;
+        for c in st.chunks.iter_mut() {
+            if c.range.end <= at || c.range.start >= end {
                 continue;
             }
-            let a = (offset.max(c.range.start) - c.range.start) as usize;
-            let b = (end.min(c.range.end) - c.range.start) as usize;
+            if c.range.start > at {
+                pieces.push(Piece::Direct(self.source.fetch(at..c.range.start)));
+                at = c.range.start;
+            }
+            let upto = end.min(c.range.end);
+            let a = (at - c.range.start) as usize;
+            let b = (upto - c.range.start) as usize;
+            c.served += upto - at;
             pieces.push(Piece::Chunk(c.data.clone(), a..b));
+            at = upto;
         }
+        if at < end {
+            pieces.push(Piece::Direct(self.source.fetch(at..end)));
+        }
+        st.fetched_to = st.fetched_to.max(end);
         drop(st);
         let state = self.state.clone();
         async move {

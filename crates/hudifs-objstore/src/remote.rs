@@ -5,7 +5,7 @@
 use std::io;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
@@ -33,6 +33,9 @@ pub struct Reads {
     pub prefetch: PrefetchConfig,
     pub budget: Arc<Budget>,
     pub cache: Option<Arc<DataCache>>,
+    /// Set once the store answered with an object version (a versioned bucket): opens then
+    /// ask for the version at open (docs/SEMANTICS.md §9).
+    pub versioned: Arc<AtomicBool>,
 }
 
 impl Default for Reads {
@@ -41,12 +44,14 @@ impl Default for Reads {
             prefetch: PrefetchConfig::default(),
             budget: Budget::new(crate::prefetch::DEFAULT_BUDGET),
             cache: None,
+            versioned: Arc::default(),
         }
     }
 }
 
 /// A ranged GET of `start..end` of `key`, pinned to `etag`/`version` when given, its body
-/// checked for length; short or cut-off bodies are tried again, then an error.
+/// checked for length; short or cut-off bodies are tried again, then an error. With the
+/// bytes, the object version the store answered with (a versioned bucket's).
 pub(crate) async fn fetch_range(
     store: &Arc<dyn ObjectStore>,
     counters: &Counters,
@@ -55,7 +60,7 @@ pub(crate) async fn fetch_range(
     end: u64,
     etag: Option<&str>,
     version: Option<&str>,
-) -> Result<Bytes, object_store::Error> {
+) -> Result<(Bytes, Option<String>), object_store::Error> {
     let want = (end - start) as usize;
     let mut last_short = 0;
     for _ in 0..=BODY_RETRIES {
@@ -68,12 +73,13 @@ pub(crate) async fn fetch_range(
         Counters::add(&counters.get);
         let res = async {
             let r = store.get_opts(key, opts).await?;
-            r.bytes().await
+            let version = r.meta.version.clone();
+            Ok::<_, object_store::Error>((r.bytes().await?, version))
         }
         .await;
         match res {
-            Ok(b) if b.len() == want => return Ok(b),
-            Ok(b) => last_short = b.len(),
+            Ok((b, v)) if b.len() == want => return Ok((b, v)),
+            Ok((b, _)) => last_short = b.len(),
             Err(object_store::Error::Generic { source, .. }) => {
                 // A body cut off mid-stream surfaces as a generic error; try again.
                 log::debug!("{key}: read {start}..{end} failed: {source}");
@@ -98,7 +104,12 @@ struct Pin {
     key: ObjPath,
     what: String,
     etag: Option<String>,
-    version: Option<String>,
+    /// The object version: from the HEAD at open, or else from the first GET's answer (pinned
+    /// by the ETag to the same bytes), so that on a versioned bucket a file deleted after its
+    /// first read reads to its end.
+    version: OnceLock<String>,
+    /// Set when the store answers with versions: later opens ask for the version at open.
+    versioned: Arc<AtomicBool>,
     stale_logged: AtomicBool,
     gone_logged: AtomicBool,
 }
@@ -146,20 +157,35 @@ impl RangeSource for PinnedSource {
     fn fetch(&self, range: Range<u64>) -> BoxFuture<'static, io::Result<Bytes>> {
         let pin = self.0.clone();
         async move {
-            fetch_range(
+            let (bytes, version) = fetch_range(
                 &pin.store,
                 &pin.counters,
                 &pin.key,
                 range.start,
                 range.end,
                 pin.etag.as_deref(),
-                pin.version.as_deref(),
+                pin.version.get().map(String::as_str),
             )
             .await
-            .map_err(|e| pin.error(e, &range))
+            .map_err(|e| pin.error(e, &range))?;
+            if let Some(v) = version {
+                if pin.version.set(v).is_ok() {
+                    pin.versioned.store(true, Ordering::Relaxed);
+                }
+            }
+            Ok(bytes)
         }
         .boxed()
     }
+}
+
+/// What every GET of an open file is pinned to: its size, ETag and (on a versioned bucket)
+/// version, from a listing or a HEAD.
+#[derive(Debug, Clone)]
+pub(crate) struct Pinned {
+    pub size: u64,
+    pub etag: Option<String>,
+    pub version: Option<String>,
 }
 
 /// What the data cache has of an open file.
@@ -181,12 +207,14 @@ pub(crate) struct RemoteFile {
     prefetch: Arc<Prefetcher>,
     runtime: Arc<tokio::runtime::Runtime>,
     cache: Option<(Arc<DataCache>, CacheUse)>,
+    /// What the cache knows this object by: its version at open, else its ETag.
+    cache_id: Option<String>,
     cache_bad: AtomicBool,
 }
 
 impl RemoteFile {
-    /// A handle on `key`, whose HEAD at open gave `meta`; with a data cache, the object is
-    /// served from it or filled into it.
+    /// A handle on `key`, as `meta` says it is (a listing or a HEAD); with a data cache, the
+    /// object is served from it or filled into it.
     pub(crate) fn new(
         store: Arc<dyn ObjectStore>,
         runtime: Arc<tokio::runtime::Runtime>,
@@ -194,15 +222,20 @@ impl RemoteFile {
         counters: Arc<Counters>,
         key: ObjPath,
         what: String,
-        meta: object_store::ObjectMeta,
+        meta: Pinned,
     ) -> RemoteFile {
+        let version = OnceLock::new();
+        if let Some(v) = meta.version {
+            let _ = version.set(v);
+        }
         let pin = Arc::new(Pin {
             store,
             counters,
             key,
             what,
-            etag: meta.e_tag,
-            version: meta.version,
+            etag: meta.etag,
+            version,
+            versioned: reads.versioned.clone(),
             stale_logged: AtomicBool::new(false),
             gone_logged: AtomicBool::new(false),
         });
@@ -214,8 +247,9 @@ impl RemoteFile {
             reads.budget.clone(),
             runtime.handle().clone(),
         ));
+        let cache_id = pin.version.get().or(pin.etag.as_ref()).cloned();
         let cache = reads.cache.as_ref().and_then(|c| {
-            let id = pin.version.as_ref().or(pin.etag.as_ref())?;
+            let id = cache_id.as_ref()?;
             let (found, writer) = c.lookup(pin.key.as_ref(), id, size);
             if let Some(w) = writer {
                 runtime.spawn(fill(pin.clone(), w));
@@ -232,6 +266,7 @@ impl RemoteFile {
             prefetch,
             runtime,
             cache,
+            cache_id,
             cache_bad: AtomicBool::new(false),
         }
     }
@@ -248,8 +283,8 @@ impl RemoteFile {
                     Ok(v) => return ReadNow::Ready(Ok(Bytes::from(v))),
                     Err(e) => {
                         self.cache_bad.store(true, Ordering::Relaxed);
-                        let id = self.pin.version.as_ref().or(self.pin.etag.as_ref());
-                        cache.damaged(self.pin.key.as_ref(), id.map_or("", |s| s), &e);
+                        let id = self.cache_id.as_deref().unwrap_or("");
+                        cache.damaged(self.pin.key.as_ref(), id, &e);
                     }
                 }
             }
@@ -297,7 +332,7 @@ impl RemoteFile {
 async fn fill(pin: Arc<Pin>, mut w: FillWriter) {
     let opts = GetOptions {
         if_match: pin.etag.clone(),
-        version: pin.version.clone(),
+        version: pin.version.get().cloned(),
         ..Default::default()
     };
     Counters::add(&pin.counters.get);

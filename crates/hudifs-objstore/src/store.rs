@@ -2,9 +2,10 @@
 //! runtime owned by the store; every call blocks the calling thread on it (the daemon calls
 //! from worker threads, never from the FUSE session loop).
 
+use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,7 +19,7 @@ use crate::counters::{Counters, RequestCounts};
 use crate::gcs;
 use crate::prefetch::{Budget, PrefetchConfig};
 use crate::profile;
-use crate::remote::{self, Reads, RemoteFile};
+use crate::remote::{self, Pinned, Reads, RemoteFile};
 use crate::url::{Scheme, StoreOptions, StoreUrl};
 
 /// How many times a whole-file read whose body came back short is tried again (the client
@@ -33,6 +34,16 @@ pub struct ObjectStorage {
     /// Prefetch windows, memory budget and data cache of open files.
     reads: Reads,
     counters: Arc<Counters>,
+    /// What the last listing of each directory said about its objects (size, ETag): an open
+    /// pins its GETs to it instead of asking with a HEAD (docs/SEMANTICS.md §9).
+    listed: Mutex<HashMap<String, HashMap<String, Listed>>>,
+}
+
+/// An object as a listing showed it.
+#[derive(Debug, Clone)]
+struct Listed {
+    size: u64,
+    etag: Box<str>,
 }
 
 impl std::fmt::Debug for ObjectStorage {
@@ -203,6 +214,7 @@ impl ObjectStorage {
             runtime: Arc::new(runtime),
             reads: Reads::default(),
             counters: Arc::default(),
+            listed: Mutex::default(),
         })
     }
 
@@ -258,9 +270,27 @@ impl ObjectStorage {
     }
 
     /// HEAD of `key`, counted.
+    /// A HEAD that returns an object version shows a versioned bucket: opens then ask for the
+    /// version (a listing has none) so that a file deleted while open reads to its end.
     fn head(&self, key: &ObjPath) -> Result<object_store::ObjectMeta, object_store::Error> {
         Counters::add(&self.counters.head);
-        self.block(self.store.head(key))
+        let m = self.block(self.store.head(key))?;
+        if m.version.is_some() {
+            self.reads.versioned.store(true, Ordering::Relaxed);
+        }
+        Ok(m)
+    }
+
+    /// What the last listing of `key`'s directory said about it, if it has an ETag.
+    fn listed(&self, key: &ObjPath) -> Option<Pinned> {
+        let (dir, name) = key.as_ref().rsplit_once('/').unwrap_or(("", key.as_ref()));
+        let listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
+        let l = listed.get(dir)?.get(name)?;
+        Some(Pinned {
+            size: l.size,
+            etag: Some(l.etag.to_string()),
+            version: None,
+        })
     }
 
     /// A store in memory (object_store's, which keeps ETags and honours If-Match): tests of
@@ -334,6 +364,9 @@ impl Storage for ObjectStorage {
     fn list(&self, dir: &TablePath) -> io::Result<Vec<Entry>> {
         let key = self.url.key(dir.as_str());
         let prefix = (!key.is_empty()).then(|| ObjPath::from(key));
+        let dir_key = prefix
+            .as_ref()
+            .map_or(String::new(), |p| p.as_ref().to_string());
         let res = self
             .list_delimited(prefix.as_ref())
             .map_err(|e| to_io(&self.describe(dir), e))?;
@@ -346,14 +379,32 @@ impl Storage for ObjectStorage {
                 });
             }
         }
+        let mut listed = HashMap::new();
         for o in &res.objects {
             if let Some(name) = o.location.filename() {
                 out.push(Entry {
                     name: name.to_string(),
                     meta: Self::meta_of(o),
                 });
+                if let Some(etag) = &o.e_tag {
+                    listed.insert(
+                        name.to_string(),
+                        Listed {
+                            size: o.size,
+                            etag: etag.as_str().into(),
+                        },
+                    );
+                }
             }
         }
+        // What this listing says replaces what the last one of the directory said.
+        let mut all = self.listed.lock().unwrap_or_else(|e| e.into_inner());
+        if listed.is_empty() {
+            all.remove(dir_key.as_str());
+        } else {
+            all.insert(dir_key, listed);
+        }
+        drop(all);
         // A store has no empty directories (a table uploaded from a disk loses them, e.g. the
         // empty .hoodie/timeline of a new 1.x table): a prefix without keys lists as empty.
         Ok(out)
@@ -430,7 +481,7 @@ impl Storage for ObjectStorage {
             None,
             None,
         ))
-        .map(|b| b.to_vec())
+        .map(|(b, _)| b.to_vec())
         .map_err(|e| to_io(&self.describe(path), e))
     }
 
@@ -446,11 +497,29 @@ impl Storage for ObjectStorage {
         None
     }
 
+    /// Opens with what the directory's last listing said (size, ETag), without a request: a
+    /// file replaced since then reads as ESTALE, one deleted since then as EIO. On a versioned
+    /// bucket (a listing has no versions), and for a file no listing showed, a HEAD.
     fn open(&self, path: &TablePath) -> io::Result<Arc<dyn OpenFile>> {
         let key = self.obj(path);
-        let m = self
-            .head(&key)
-            .map_err(|e| to_io(&self.describe(path), e))?;
+        let listed = if self.reads.versioned.load(Ordering::Relaxed) {
+            None
+        } else {
+            self.listed(&key)
+        };
+        let m = match listed {
+            Some(m) => m,
+            None => {
+                let m = self
+                    .head(&key)
+                    .map_err(|e| to_io(&self.describe(path), e))?;
+                Pinned {
+                    size: m.size,
+                    etag: m.e_tag,
+                    version: m.version,
+                }
+            }
+        };
         Ok(Arc::new(RemoteFile::new(
             self.store.clone(),
             self.runtime.clone(),

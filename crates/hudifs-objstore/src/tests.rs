@@ -139,13 +139,53 @@ fn requests_are_counted_by_kind() {
     let f = s.open(&p("city=a/f1.parquet")).unwrap();
     let mut buf = [0u8; 4];
     f.read_at(&mut buf, 2).unwrap();
-    // A directory has no object: a stat of one is a HEAD and a LIST.
+    // A directory has no object: a stat of one is a HEAD and a LIST. The open of a listed
+    // file asks nothing: the listing gave its size and ETag.
     assert_eq!(s.stat(&p("city=a")).unwrap().kind, Kind::Dir);
     let d = s.requests().since(&before);
     assert_eq!(
         (d.list, d.head, d.get, d.put, d.delete),
-        (2, 2, 2, 0, 0),
+        (2, 1, 2, 0, 0),
         "{d:?}"
     );
-    assert_eq!(d.total(), 6);
+    assert_eq!(d.total(), 5);
+}
+
+#[test]
+fn an_open_pins_what_the_listing_said() {
+    let (s, _) = store();
+    s.put(&p("city=a/f.parquet"), b"first version").unwrap();
+    s.put(&p("city=a/g.parquet"), b"kept").unwrap();
+    s.put(&p("city=a/h.parquet"), b"cleaned").unwrap();
+    s.list(&p("city=a")).unwrap();
+    let before = s.requests();
+    let f = s.open(&p("city=a/f.parquet")).unwrap();
+    let g = s.open(&p("city=a/g.parquet")).unwrap();
+    let h = s.open(&p("city=a/h.parquet")).unwrap();
+    assert_eq!(s.requests().since(&before).total(), 0, "no HEAD at open");
+    assert_eq!((f.size(), g.size()), (13, 4));
+    let mut buf = [0u8; 4];
+    assert_eq!(g.read_at(&mut buf, 0).unwrap(), 4);
+    assert_eq!(&buf, b"kept");
+
+    // Replaced after the listing: the handle never returns the new bytes (ESTALE); deleted
+    // after it: EIO.
+    s.put(&p("city=a/f.parquet"), b"SECOND VERSION!").unwrap();
+    let e = f.read_at(&mut buf, 0).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ESTALE), "{e}");
+    s.delete(&p("city=a/h.parquet")).unwrap();
+    let e = h.read_at(&mut buf, 0).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+
+    // A new listing replaces the old: the new version opens, a deleted file is not found (a
+    // HEAD, since no listing shows it).
+    s.list(&p("city=a")).unwrap();
+    let f2 = s.open(&p("city=a/f.parquet")).unwrap();
+    let mut all = [0u8; 15];
+    assert_eq!(f2.read_at(&mut all, 0).unwrap(), 15);
+    assert_eq!(&all, b"SECOND VERSION!");
+    let before = s.requests();
+    let e = s.open(&p("city=a/h.parquet")).err().unwrap();
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(s.requests().since(&before).head, 1);
 }
