@@ -5,8 +5,8 @@
 //! and 9) uploaded through the StorageWrite seam give, through real FUSE mounts, every expected
 //! answer and the local mount's answer for every view, the table's bytes for every file of
 //! `latest/` and `timeline/`, and `hudifs ls gs://…` the local listing; an object replaced while
-//! open gives an error (EIO on GCS, see below), never the new bytes. The tables are uploaded with the server's JSON API: it does not take the
-//! XML API's PUT that the client library makes, so hudifs's writes to `gs://` (the generator's,
+//! open gives ESTALE, never the new bytes. The tables are uploaded with the server's JSON API:
+//! it does not take the XML API's PUT that the client library makes, so hudifs's writes to `gs://` (the generator's,
 //! `hudifs-writer`'s) are not tested here.
 
 mod common;
@@ -122,15 +122,11 @@ fn a_replaced_gs_object_is_estale() {
         unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     }
     // Never the new object's bytes. The GET is pinned to the generation seen at open, and GCS
-    // (like this server) answers a generation that is no longer there with 404, which the
-    // daemon takes for a deletion (EIO, the cleaner's log line) rather than a change (ESTALE):
-    // docs/SEMANTICS.md §9.
+    // (like this server) answers a generation that is no longer there with 404; the object is
+    // still there under a new generation, so it changed: ESTALE (docs/SEMANTICS.md §9).
     let err = f.read_exact_at(&mut buf, 6 << 20).unwrap_err();
     let log = m.log_text();
-    match err.raw_os_error() {
-        Some(libc::ESTALE) => assert!(log.contains("changed since it was opened"), "{log}"),
-        Some(libc::EIO) => assert!(log.contains("deleted while open"), "{log}"),
-        _ => panic!("{err}: neither ESTALE nor EIO"),
-    }
+    assert_eq!(err.raw_os_error(), Some(libc::ESTALE), "{err}: {log}");
+    assert!(log.contains("changed since it was opened"), "{log}");
     eprintln!("fake-gcs-server: a replaced object read while open: {err}");
 }

@@ -115,19 +115,14 @@ struct Pin {
 }
 
 impl Pin {
-    /// The errno of a failed GET, logged once per file for a change or a deletion.
-    fn error(&self, e: object_store::Error, range: &Range<u64>) -> io::Error {
+    /// The errno of a failed GET, logged once per file for a change or a deletion. A version
+    /// that is gone while the object is still there was replaced, not deleted: GCS answers a
+    /// GET of a replaced generation with 404, as a versioned bucket would answer a version
+    /// removed for good (one HEAD tells them apart).
+    async fn error(&self, e: object_store::Error, range: &Range<u64>) -> io::Error {
         match e {
-            object_store::Error::Precondition { .. } => {
-                if !self.stale_logged.swap(true, Ordering::Relaxed) {
-                    log::warn!(
-                        "{}: changed since it was opened (ETag {:?} no longer matches): ESTALE",
-                        self.what,
-                        self.etag
-                    );
-                }
-                io::Error::from_raw_os_error(libc::ESTALE)
-            }
+            object_store::Error::Precondition { .. } => self.stale(),
+            object_store::Error::NotFound { .. } if self.replaced().await => self.stale(),
             object_store::Error::NotFound { .. } => {
                 if !self.gone_logged.swap(true, Ordering::Relaxed) {
                     log::warn!(
@@ -149,6 +144,31 @@ impl Pin {
             }
         }
     }
+
+    /// Whether a GET pinned to a version found none because the object was replaced: the
+    /// object is still there, under another version or ETag.
+    async fn replaced(&self) -> bool {
+        let Some(version) = self.version.get() else {
+            return false;
+        };
+        Counters::add(&self.counters.head);
+        match self.store.head(&self.key).await {
+            Ok(m) => m.version.as_ref() != Some(version) || m.e_tag != self.etag,
+            Err(_) => false,
+        }
+    }
+
+    /// ESTALE for an object changed since it was opened, logged once.
+    fn stale(&self) -> io::Error {
+        if !self.stale_logged.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "{}: changed since it was opened (ETag {:?} no longer matches): ESTALE",
+                self.what,
+                self.etag
+            );
+        }
+        io::Error::from_raw_os_error(libc::ESTALE)
+    }
 }
 
 struct PinnedSource(Arc<Pin>);
@@ -157,7 +177,7 @@ impl RangeSource for PinnedSource {
     fn fetch(&self, range: Range<u64>) -> BoxFuture<'static, io::Result<Bytes>> {
         let pin = self.0.clone();
         async move {
-            let (bytes, version) = fetch_range(
+            let fetched = fetch_range(
                 &pin.store,
                 &pin.counters,
                 &pin.key,
@@ -166,8 +186,11 @@ impl RangeSource for PinnedSource {
                 pin.etag.as_deref(),
                 pin.version.get().map(String::as_str),
             )
-            .await
-            .map_err(|e| pin.error(e, &range))?;
+            .await;
+            let (bytes, version) = match fetched {
+                Ok(f) => f,
+                Err(e) => return Err(pin.error(e, &range).await),
+            };
             if let Some(v) = version {
                 if pin.version.set(v).is_ok() {
                     pin.versioned.store(true, Ordering::Relaxed);
