@@ -130,7 +130,7 @@ pub fn mount(args: &MountArgs) -> Result<()> {
         // runtime threads must inherit the mask too.
         block_signals();
     }
-    let table = is_lake(args)?;
+    let table = table_or_lake(args)?;
     check_mountpoint(&args.mountpoint)?;
     if args.foreground {
         run_foreground(args, table)
@@ -139,10 +139,10 @@ pub fn mount(args: &MountArgs) -> Result<()> {
     }
 }
 
-/// Whether `args.table` is a table (its storage, opened and checked: the mount reuses it, on a
-/// store a client and two requests fewer) or a lake (`None`: not a table, but tables below it
-/// within `--lake-depth`); an error when it is neither, or a table that cannot be read.
-fn is_lake(args: &MountArgs) -> Result<Option<Arc<dyn Storage>>> {
+/// The storage of `args.table` when it is a table (opened and checked: the mount reuses it, on
+/// a store a client and two requests fewer), `None` when it is a lake (not a table, but tables
+/// below it within `--lake-depth`); an error when it is neither, or a table that cannot be read.
+fn table_or_lake(args: &MountArgs) -> Result<Option<Arc<dyn Storage>>> {
     let not_a_table = match open_store(args)
         .and_then(|s| Ok(hudifs_core::table::TableConfig::load(&*s).map(|_| s)?))
     {
