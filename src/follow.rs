@@ -25,6 +25,9 @@ use crate::fs::{Deferred, HudiFs, Invalidations, KernelNotifier};
 pub const SETTLE: Duration = Duration::from_millis(50);
 /// With inotify working, a full rescan of the directory still runs this often, as a safety net.
 const RESCAN: Duration = Duration::from_secs(30);
+/// After inotify's names of a change fail to apply, the directory is listed again this soon
+/// (then twice as late after each failure in a row, up to [`RESCAN`]).
+const RELIST_FIRST: Duration = Duration::from_millis(100);
 /// How long after a directory's mtime was first seen a listing of it is trusted to show every
 /// change that mtime stands for: a change made in the same tick of the file system's clock as
 /// an earlier one leaves the mtime as it was (1 s covers the coarsest clocks in use).
@@ -209,16 +212,30 @@ impl Follower {
         let watch = watch(&fs, poll_interval);
         let mut last_rescan = Clock::now();
         let mut last_poll = Clock::now();
+        // An apply of inotify's names failed: those names are consumed, so the directory is
+        // listed again soon (a busy writer may leave no idle moment for the rescan), later after
+        // each failure in a row.
+        let mut relist: Option<Clock> = None;
+        let mut backoff = RELIST_FIRST;
         // Names that left latest/, to invalidate once more (see kernel_cache.rs).
         let mut again = Deferred::default();
         while !stop.load(Ordering::SeqCst) {
             let due_in = again.next_in(Clock::now()).unwrap_or(Duration::MAX);
+            let relisting = watch.is_some() && relist.is_some_and(|at| at <= Clock::now());
             // A panic while applying a change (malformed input reaching a library) must not
             // stop the mount from following the table: log it, keep the previous snapshot, go
             // on.
             let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &watch {
+                Some(_) if relisting => self.poll_once(&fs, SETTLE),
                 Some(w) => {
-                    match w.wait(poll_interval.min(Duration::from_millis(500)).min(due_in)) {
+                    let relist_in = relist.map_or(Duration::MAX, |at| {
+                        at.saturating_duration_since(Clock::now())
+                    });
+                    let timeout = poll_interval
+                        .min(Duration::from_millis(500))
+                        .min(due_in)
+                        .min(relist_in);
+                    match w.wait(timeout) {
                         Ok(Some(ev)) if !ev.rescan => self.apply(&fs, ev.changed, ev.removed),
                         Ok(Some(_)) => self.poll_once(&fs, SETTLE),
                         Ok(None) if last_rescan.elapsed() >= RESCAN => {
@@ -248,6 +265,15 @@ impl Follower {
                     "internal error while applying a timeline change".into(),
                 ))
             });
+            if relisting && result.is_ok() {
+                relist = None;
+                backoff = RELIST_FIRST;
+            } else if relisting {
+                backoff = (backoff * 2).min(RESCAN);
+                relist = Some(Clock::now() + backoff);
+            } else if result.is_err() && watch.is_some() && relist.is_none() {
+                relist = Some(Clock::now() + backoff);
+            }
             match result {
                 Ok(Some(inv)) => {
                     log::debug!(

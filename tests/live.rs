@@ -456,3 +456,199 @@ fn a_failed_archive_listing_keeps_the_previous_snapshot() {
         );
     }
 }
+
+/// Names of directory `dir` read with `getdents64` into a buffer of `buf` bytes per call (a
+/// small one makes a listing take many calls, with a switch of `latest/` between them).
+fn getdents_names(dir: &Path, buf: usize) -> std::io::Result<Vec<String>> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid C string; the descriptor is closed below.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut b = vec![0u8; buf];
+    let res = loop {
+        // SAFETY: the buffer is `buf` bytes long and `fd` is open.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, b.as_mut_ptr(), b.len()) };
+        if n < 0 {
+            break Err(std::io::Error::last_os_error());
+        }
+        if n == 0 {
+            break Ok(());
+        }
+        let mut at = 0usize;
+        while at < n as usize {
+            // struct linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, name (NUL-ended).
+            let reclen = u16::from_ne_bytes([b[at + 16], b[at + 17]]) as usize;
+            let name = &b[at + 19..at + reclen];
+            let end = name.iter().position(|c| *c == 0).unwrap_or(name.len());
+            let name = String::from_utf8_lossy(&name[..end]).to_string();
+            if name != "." && name != ".." {
+                out.push(name);
+            }
+            at += reclen;
+        }
+    };
+    // SAFETY: `fd` is open.
+    unsafe { libc::close(fd) };
+    res.map(|()| out)
+}
+
+/// The partition the writer of the test below fills in its round `round`.
+fn round_partition(round: usize) -> String {
+    format!("p=r{round}")
+}
+
+/// Every listing of a `latest/` directory shows one snapshot, each name once, while commits
+/// change that directory under readers that share the kernel's cached listing: a listing read
+/// in many calls never continues in a listing of another snapshot (where its offsets mean other
+/// names). The writer moves to a new partition every few commits, to keep listings short and
+/// switches many.
+#[test]
+fn listings_of_latest_never_mix_snapshots_while_a_writer_commits() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+    use std::sync::Arc;
+    if !common::fuse_available() {
+        return;
+    }
+    const PER_PARTITION: usize = 24;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, _) = cow_table(dir.path());
+    let mut order: Vec<Vec<String>> = vec![Vec::new()];
+    let p0 = w.partition_path(&["r0"]).unwrap();
+    assert_eq!(p0, round_partition(0));
+    let mut t = w.begin(Action::Commit).unwrap();
+    order[0].push(t.insert(&p0, &rows(1, 2)).unwrap());
+    t.complete().unwrap();
+    let m = common::MountGuard::mount(w.root(), &[]);
+    let latest = m.path().join("latest");
+    let (stop, round) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let readers: Vec<_> = (0..4)
+        .map(|r| {
+            let (latest, stop, round) = (latest.clone(), stop.clone(), round.clone());
+            std::thread::spawn(move || {
+                let mut listings = Vec::new();
+                while !stop.load(Relaxed) {
+                    let k = round.load(Relaxed);
+                    let d = latest.join(round_partition(k));
+                    let names = if r % 2 == 0 {
+                        // One entry per call.
+                        getdents_names(&d, 160)
+                    } else {
+                        std::fs::read_dir(&d).and_then(|d| {
+                            d.map(|e| e.map(|e| e.file_name().to_string_lossy().to_string()))
+                                .collect()
+                        })
+                    };
+                    match names {
+                        Ok(n) => listings.push((k, n)),
+                        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}"),
+                    }
+                }
+                listings
+            })
+        })
+        .collect();
+    let began = Instant::now();
+    let mut seed = 2;
+    while began.elapsed() < Duration::from_secs(8) {
+        let mut k = order.len() - 1;
+        if order[k].len() == PER_PARTITION {
+            order.push(Vec::new());
+            k += 1;
+        }
+        let p = w.partition_path(&[&format!("r{k}")]).unwrap();
+        let mut t = w.begin(Action::Commit).unwrap();
+        order[k].push(t.insert(&p, &rows(seed, 2)).unwrap());
+        t.complete().unwrap();
+        round.store(k, Relaxed);
+        seed += 1;
+    }
+    stop.store(true, Relaxed);
+    let (mut checked, mut bad) = (0, Vec::new());
+    for r in readers {
+        for (k, names) in r.join().unwrap() {
+            checked += 1;
+            // Inserts only: a snapshot shows the partition's first j file groups, one file each.
+            let rank = |n: &String| {
+                let id = n.split('_').next().unwrap_or("");
+                order[k].iter().position(|o| o == id).unwrap_or(usize::MAX)
+            };
+            let mut ranks: Vec<usize> = names.iter().map(rank).collect();
+            ranks.sort_unstable();
+            if ranks.iter().enumerate().any(|(i, r)| *r != i) {
+                bad.push(format!("{}: ranks {ranks:?}", round_partition(k)));
+            }
+        }
+    }
+    let commits: usize = order.iter().map(Vec::len).sum();
+    eprintln!(
+        "{commits} commits, {checked} listings, {} of no snapshot",
+        bad.len()
+    );
+    let warnings: Vec<String> = m
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .take(10)
+        .map(str::to_string)
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "listings of no snapshot: {:?}\ndaemon warnings: {warnings:#?}",
+        &bad[..bad.len().min(5)]
+    );
+}
+
+/// A change inotify named that fails to apply (here: the archive cannot be listed, so whether
+/// instants were archived is unknown) is not lost with the event: the timeline is listed again
+/// soon, and once the archive reads again the commit shows, with no further event naming it.
+#[test]
+fn a_change_that_failed_to_apply_is_listed_again_soon() {
+    if !common::fuse_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, a) = cow_table(dir.path());
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.insert(&a, &rows(1, 2)).unwrap();
+    let c1 = t.complete().unwrap();
+    let m = common::MountGuard::mount(w.root(), &[]);
+    let latest = m.path().join("latest");
+    assert_eq!(
+        common::xattr(&latest, "user.hudi.instant"),
+        Some(c1.clone())
+    );
+    assert!(m.log_text().contains("with inotify"), "{}", m.log_text());
+
+    // The archive becomes unlistable (a file where its directory belongs), then a commit comes.
+    let history = w.root().join(".hoodie/timeline/history");
+    if history.is_dir() {
+        std::fs::remove_dir_all(&history).unwrap();
+    }
+    std::fs::write(&history, b"not a directory").unwrap();
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.insert(&a, &rows(2, 2)).unwrap();
+    let c2 = t.complete().unwrap();
+    wait_for("the failed apply to be logged", || {
+        m.log_text().contains("refresh failed")
+    });
+    // The commit's files were all renamed in before `complete` returned, so their events are
+    // queued; the follower may take them in more than one batch: let it fail on each.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(common::xattr(&latest, "user.hudi.instant"), Some(c1));
+
+    // The archive reads again: nothing names the commit any more, yet latest/ moves to it well
+    // before the idle rescan (30 s).
+    std::fs::remove_file(&history).unwrap();
+    std::fs::create_dir(&history).unwrap();
+    let took = wait_for("latest to show the commit that failed to apply", || {
+        common::xattr(&latest, "user.hudi.instant").as_deref() == Some(c2.as_str())
+    });
+    eprintln!("latest showed the commit {took:?} after the archive read again");
+}

@@ -11,11 +11,17 @@
 //!   attributes and cached listing dropped. A lookup answered just before a switch may reach the
 //!   kernel just after that invalidation, so the names that left are invalidated once more a
 //!   little later (the caller's [`Deferred`] queue).
-//! - **Cached listings** (`FOPEN_CACHE_DIR`). A handle opened before a switch holds the old
-//!   listing and could fill the kernel's cache with it after the switch dropped the cache. So an
-//!   open may reuse the cache only while no switch is being applied to the directory and every
-//!   open handle on it is current; a handle that outlived a switch has the cache dropped again
-//!   when it is released, before it stops counting as open.
+//! - **Cached listings** (`FOPEN_CACHE_DIR`). The kernel keeps one cached listing per directory,
+//!   shared by every handle opened with that flag, and positions in it are the offsets the
+//!   daemon handed out. A handle whose cached stream changes under it continues in the new one
+//!   at its offset: if the two listings differ, it shows some names twice and misses others. So
+//!   every handle that may use the cache must have the same listing:
+//!   - a handle opened before a switch holds the old listing: while it is open, nobody else
+//!     opens with the flag (they read from the daemon), and when it is released the cache it
+//!     may have filled is dropped, before it stops counting as open;
+//!   - an opener with an old listing never uses the cache;
+//!   - an open may reuse what the cache holds only while no switch is being applied to the
+//!     directory (before that, the cache may hold the old listing); otherwise it drops it.
 //!
 //! This module holds the bookkeeping; `fs.rs` decides what the names are and `live.rs` and
 //! `fuse.rs` send the invalidations.
@@ -23,6 +29,17 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// How the kernel may cache the listing of an opened directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirCache {
+    /// Not at all: read it from the daemon every time.
+    Off,
+    /// Cache what this handle reads, dropping what was cached before.
+    Fill,
+    /// Reuse the cached listing (and cache what is read).
+    Reuse,
+}
 
 /// What one directory of `latest/` has handed to the kernel and who has it open.
 struct DirState<T> {
@@ -32,7 +49,7 @@ struct DirState<T> {
     subdirs: BTreeSet<Arc<str>>,
     /// The generation of the snapshot whose switch last changed this directory.
     content_gen: u64,
-    /// Generations of the open handles that may fill the kernel's listing cache.
+    /// Generations of the open handles that may use the kernel's listing cache.
     open: Vec<u64>,
     /// A switch is being applied: its invalidations are not all sent yet.
     switching: bool,
@@ -93,16 +110,22 @@ impl<T: Clone> KernelCache<T> {
         }
     }
 
-    /// A handle on `dir` opens with the listing of snapshot `generation`: whether it may read
-    /// the kernel's cached listing (else the kernel drops the cache and the handle refills it).
-    pub fn open(&self, dir: u32, generation: u64) -> bool {
+    /// A handle on `dir` opens with the listing of snapshot `generation`: how it may use the
+    /// kernel's cached listing. A handle given [`DirCache::Off`] does not count as open here.
+    pub fn open(&self, dir: u32, generation: u64) -> DirCache {
         let mut dirs = self.lock();
         let d = dirs.entry(dir).or_default();
-        let keep = !d.switching
-            && generation >= d.content_gen
-            && d.open.iter().all(|g| *g >= d.content_gen);
+        let content = d.content_gen;
+        if generation < content || d.open.iter().any(|g| *g < content) {
+            // Another listing may be in the cache or go into it: stay out of it.
+            return DirCache::Off;
+        }
         d.open.push(generation);
-        keep
+        if d.switching {
+            DirCache::Fill
+        } else {
+            DirCache::Reuse
+        }
     }
 
     /// Whether a handle of snapshot `generation` on `dir` outlived a switch that changed the
@@ -114,7 +137,8 @@ impl<T: Clone> KernelCache<T> {
             .is_some_and(|d| generation < d.content_gen)
     }
 
-    /// A handle of snapshot `generation` on `dir` was released.
+    /// A handle of snapshot `generation` on `dir` that was not given [`DirCache::Off`] was
+    /// released.
     pub fn released(&self, dir: u32, generation: u64) {
         let mut dirs = self.lock();
         if let Some(d) = dirs.get_mut(&dir) {
@@ -206,27 +230,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_handle_that_outlived_a_switch_keeps_everyone_off_the_cache_until_released() {
+    fn only_handles_with_the_same_listing_share_the_cache() {
         let k: KernelCache<u32> = KernelCache::default();
-        assert!(k.open(7, 1), "nothing happened yet: the cache is good");
+        assert_eq!(k.open(7, 1), DirCache::Reuse, "nothing happened yet");
         k.released(7, 1);
         // A handle opens at generation 1; generation 2 changes the directory.
-        assert!(k.open(7, 1));
+        assert_eq!(k.open(7, 1), DirCache::Reuse);
         let _ = k.begin_switch(7, 2);
-        assert!(!k.open(7, 2), "the switch's invalidations are not sent yet");
-        k.released(7, 2);
-        k.switched(7);
-        assert!(!k.open(7, 2), "the old handle is still open");
-        k.released(7, 2);
-        assert!(
-            !k.open(7, 1),
-            "an opener with the old listing never reads the cache"
+        assert_eq!(
+            k.open(7, 2),
+            DirCache::Off,
+            "the old handle may fill the cache with its listing"
         );
-        k.released(7, 1);
+        k.switched(7);
+        assert_eq!(k.open(7, 2), DirCache::Off, "the old handle is still open");
+        assert_eq!(k.open(7, 1), DirCache::Off, "an old listing never uses it");
         assert!(k.outlived_a_switch(7, 1));
         k.released(7, 1);
-        assert!(k.open(7, 2), "every open handle is current again");
+        assert_eq!(
+            k.open(7, 2),
+            DirCache::Reuse,
+            "every handle is current again"
+        );
         assert!(!k.outlived_a_switch(7, 2));
+        // A switch under way with only current handles: the cache is dropped, then refilled.
+        let _ = k.begin_switch(7, 3);
+        assert_eq!(
+            k.open(7, 3),
+            DirCache::Off,
+            "the generation-2 handle is stale"
+        );
+        k.released(7, 2);
+        assert_eq!(
+            k.open(7, 3),
+            DirCache::Fill,
+            "the switch's invalidations are not sent yet"
+        );
+        k.switched(7);
+        assert_eq!(k.open(7, 3), DirCache::Reuse);
     }
 
     #[test]

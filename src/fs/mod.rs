@@ -50,9 +50,9 @@ use lru::LruCache;
 pub use inode::{
     ino_fields, ino_of_fields, Node, AS_OF_INO, INCREMENTAL_INO, ROOT_INO, TIMELINE_INO,
 };
-pub use kernel_cache::{Deferred, AGAIN};
+pub use kernel_cache::{Deferred, DirCache, AGAIN};
 pub use merged::{default_cache_dir, MergeSettings, DEFAULT_CACHE_BYTES, DEFAULT_MEMORY_CAP};
-pub use ops::{DirCache, DirListing, InoMap, OpenedDir, StaleDir};
+pub use ops::{DirListing, InoMap, OpenedDir, StaleDir};
 pub use served::Served;
 pub use switch::{Invalidations, KernelNotifier};
 
@@ -147,6 +147,8 @@ enum OpenHandle {
 struct OpenDir {
     entries: Arc<Vec<DirEntry>>,
     latest: Option<(u32, u64)>,
+    /// The handle may read and fill the kernel's cached listing (`kernel_cache.rs`).
+    cached: bool,
 }
 
 /// A timeline file as rendered: its name, length and mtime in the storage.

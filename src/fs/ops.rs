@@ -12,6 +12,7 @@ use hudifs_core::listing::{partition_dir, DataFile};
 use hudifs_core::viewkey::{self, ViewKey};
 
 use super::inode::{Node, AS_OF_INO, MERGED_AS_OF_INO};
+use super::kernel_cache::DirCache;
 use super::merged::{Materialised, MergedNode, MergedSlice};
 use super::views::{ResolvedPartition, ViewState};
 use super::{
@@ -24,17 +25,6 @@ const MAX_NAME: usize = 255;
 
 /// An opened file's handle, whether its pages may be kept, and its backing file.
 type OpenedParts = (OpenHandle, bool, Option<Arc<dyn hudifs_storage::OpenFile>>);
-
-/// How the kernel may cache the listing of an opened directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DirCache {
-    /// Not at all: read it from the daemon every time.
-    Off,
-    /// Cache what this handle reads, dropping what was cached before.
-    Fill,
-    /// Reuse the cached listing (and cache what is read).
-    Reuse,
-}
 
 /// How a lake renumbers the inodes of one of its tables (`lake/inode.rs`).
 pub type InoMap = Arc<dyn Fn(u64) -> u64 + Send + Sync>;
@@ -439,12 +429,7 @@ impl HudiFs {
         let entries = Arc::new(self.readdir_entries(ino)?);
         let (cache, latest) = match Node::from_ino(ino) {
             Some(Node::ViewDir { view: 0, dir }) => {
-                let cache = if self.kernel.open(dir, generation) {
-                    DirCache::Reuse
-                } else {
-                    DirCache::Fill
-                };
-                (cache, Some((dir, generation)))
+                (self.kernel.open(dir, generation), Some((dir, generation)))
             }
             Some(Node::ViewDir { view, .. }) if self.view(view).is_ok_and(|v| v.is_final) => {
                 (DirCache::Reuse, None)
@@ -452,7 +437,14 @@ impl HudiFs {
             _ => (DirCache::Off, None),
         };
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        lock(&self.open_dirs).insert(fh, OpenDir { entries, latest });
+        lock(&self.open_dirs).insert(
+            fh,
+            OpenDir {
+                entries,
+                latest,
+                cached: cache != DirCache::Off,
+            },
+        );
         Ok(OpenedDir { fh, cache })
     }
 
@@ -481,7 +473,8 @@ impl HudiFs {
     /// may have filled the kernel's cached listing with the old snapshot: the caller drops that
     /// (invalidates the inode) and then calls [`HudiFs::stale_dir_dropped`].
     pub fn releasedir(&self, fh: u64) -> Option<StaleDir> {
-        let (dir, generation) = lock(&self.open_dirs).remove(&fh)?.latest?;
+        let d = lock(&self.open_dirs).remove(&fh)?;
+        let (dir, generation) = d.latest.filter(|_| d.cached)?;
         if self.kernel.outlived_a_switch(dir, generation) {
             return Some(StaleDir {
                 ino: Node::ViewDir { view: 0, dir }.ino(),

@@ -138,20 +138,12 @@ pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-/// Daemon bugs this test found, reported and not fixed yet (see the `repro` tests below, which
-/// are ignored until then). `torture_short` prints them but fails only on other kinds;
-/// `scripts/torture` counts them unless `TORTURE_ALLOW=known`. Empty this list once fixed.
-///
-/// - `open-file-enoent`: a file opened through `latest/` fails to read (ENOENT) once `latest/`
-///   moved on: the kernel's GETATTR during the read is answered from the current snapshot, which
-///   no longer has the file (SEMANTICS.md §6.6).
-/// - `as-of-served-after-clean`: `as_of/<T>` cached as final keeps being listed after a clean
-///   retained only newer commits, with files the cleaner deleted (SEMANTICS.md §5.3).
-/// - `latest-mixes-snapshots`: rarely (about once in a 2-minute run), `latest/` shows a timeline
-///   state that never existed — a compaction that completed after a write, without the write
-///   (named by `user.hudi.instant` as the write before). The daemon lists the timeline
-///   directory while the writer renames completed instant files into it, and one readdir can
-///   miss an earlier rename and see a later one (ext4 htree order); the next poll repairs it.
+/// Daemon bugs this test found, reported and not fixed yet. `torture_short` prints them but
+/// fails only on other kinds; `scripts/torture` counts them unless `TORTURE_ALLOW=known`. Empty
+/// this list once fixed. None is open: the ones it found (files of `latest/` failing to read once
+/// it moved on, `as_of/` served after a clean, `latest/` showing a timeline state that never
+/// existed, and listings of `latest/` mixing two snapshots through the kernel's shared cached
+/// listing) are fixed, each with a test of its own.
 const KNOWN_DAEMON_BUGS: &[&str] = &[];
 
 /// Violations not excused by `allow` (`known` stands for [`KNOWN_DAEMON_BUGS`]).
