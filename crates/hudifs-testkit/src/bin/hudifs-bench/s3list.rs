@@ -54,7 +54,7 @@ pub fn bench_s3_list(
     for &lat in latencies_ms {
         proxy.set_latency(Duration::from_millis(lat));
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        let (mut n_view, mut n_slices, mut mount_requests) = (0, 0, 0);
+        let (mut n_view, mut n_slices, mut mount_requests) = (0, 0, String::new());
         for rep in 0..c.reps {
             let order = if rep % 2 == 0 {
                 [true, false]
@@ -68,7 +68,10 @@ pub fn bench_s3_list(
                     let mnt = Mount::new(&hudifs, Path::new(url), &c.mnt, &args)?;
                     let (_, n) = find_files(&mnt.latest())?;
                     a.push(t.elapsed().as_secs_f64());
-                    mount_requests = proxy.counts().requests;
+                    mount_requests = proxy.counts().summary();
+                    if std::env::var_os("HUDIFS_BENCH_REQUEST_LINES").is_some() {
+                        eprintln!("{}", proxy.counts().lines.join("\n"));
+                    }
                     n_view = n;
                 } else {
                     let out = Command::new(python)
