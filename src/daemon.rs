@@ -139,14 +139,15 @@ pub fn mount(args: &MountArgs) -> Result<()> {
     }
 }
 
-/// The storage of `args.table` when it is a table (opened and checked: the mount reuses it, on
-/// a store a client and two requests fewer), `None` when it is a lake (not a table, but tables
-/// below it within `--lake-depth`); an error when it is neither, or a table that cannot be read.
-fn table_or_lake(args: &MountArgs) -> Result<Option<Arc<dyn Storage>>> {
+/// The storage and configuration of `args.table` when it is a table (opened, checked and read:
+/// the mount reuses them, on a store a client and three requests fewer), `None` when it is a lake
+/// (not a table, but tables below it within `--lake-depth`); an error when it is neither, or a
+/// table that cannot be read.
+fn table_or_lake(args: &MountArgs) -> Result<Option<Table>> {
     let not_a_table = match open_store(args)
-        .and_then(|s| Ok(hudifs_core::table::TableConfig::load(&*s).map(|_| s)?))
+        .and_then(|s| Ok(hudifs_core::table::TableConfig::load(&*s).map(|cfg| (s, cfg))?))
     {
-        Ok(s) => return Ok(Some(s)),
+        Ok(t) => return Ok(Some(t)),
         Err(e @ Error::Table(hudifs_core::error::Error::NotATable(_))) => e,
         Err(e) => return Err(e),
     };
@@ -156,6 +157,9 @@ fn table_or_lake(args: &MountArgs) -> Result<Option<Arc<dyn Storage>>> {
         _ => Err(not_a_table),
     }
 }
+
+/// A table's storage and configuration, as read to tell it from a lake.
+type Table = (Arc<dyn Storage>, hudifs_core::table::TableConfig);
 
 /// What a daemon serves: one table, or a lake of them.
 enum Serving {
@@ -219,12 +223,16 @@ fn block_signals() -> libc::sigset_t {
 }
 
 /// Mount and serve until unmounted or signalled.
-fn run_foreground(args: &MountArgs, table: Option<Arc<dyn Storage>>) -> Result<()> {
+fn run_foreground(args: &MountArgs, table: Option<Table>) -> Result<()> {
     // Signals are handled by one thread; every thread started from here inherits the mask.
     let sigset = block_signals();
     let poll = Duration::from_millis(args.poll_interval.max(10));
-    let serving = if let Some(store) = table {
-        Serving::Table(Arc::new(HudiFs::with_store(store, fs_options(args)?)?))
+    let serving = if let Some((store, cfg)) = table {
+        Serving::Table(Arc::new(HudiFs::with_config(
+            store,
+            cfg,
+            fs_options(args)?,
+        )?))
     } else {
         let options = LakeOptions {
             depth: args.lake_depth,

@@ -351,6 +351,16 @@ fn a_store_mount_follows_hudifs_writer_on_the_store() {
     args.extend(["--poll-interval".to_string(), "200".to_string()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let m = common::MountGuard::mount(std::path::Path::new(url), &args);
+    // The table's configuration costs one GET in the launcher (which checks the table before
+    // touching the mount point) and one in the daemon: the check's GET serves the load.
+    let props: Vec<String> = proxy
+        .counts()
+        .lines
+        .into_iter()
+        .filter(|l| l.contains("hoodie.properties"))
+        .collect();
+    assert_eq!(props.len(), 2, "{props:?}");
+    assert!(props.iter().all(|l| l.starts_with("GET ")), "{props:?}");
     let latest = m.path().join("latest");
     let mut instants = std::collections::BTreeSet::new();
     let mut walks = 0;

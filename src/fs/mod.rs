@@ -42,6 +42,7 @@ use std::time::{Duration, SystemTime};
 use hudifs_core::error::{Error, Result};
 use hudifs_core::rules::InstantInterner;
 use hudifs_core::snapshot::{Snapshot, Touched};
+use hudifs_core::table::TableConfig;
 use hudifs_core::timefmt::TimelineZone;
 use hudifs_merge::MergeCache;
 use hudifs_storage::{LocalStore, OpenFile, Storage, TablePath};
@@ -203,7 +204,17 @@ impl HudiFs {
 
     /// Open the table in `store`.
     pub fn with_store(store: Arc<dyn Storage>, opts: FsOptions) -> Result<HudiFs> {
-        let snap = Snapshot::open(store.clone())?;
+        let cfg = TableConfig::load(&*store)?;
+        HudiFs::with_config(store, cfg, opts)
+    }
+
+    /// Open the table in `store`, whose configuration `cfg` was read already.
+    pub fn with_config(
+        store: Arc<dyn Storage>,
+        cfg: TableConfig,
+        opts: FsOptions,
+    ) -> Result<HudiFs> {
+        let snap = Snapshot::open_with_config(store.clone(), cfg)?;
         let root = store
             .stat(&TablePath::root())
             .map_err(|e| Error::io(store.describe(&TablePath::root()), e))?;

@@ -49,7 +49,13 @@ impl Snapshot {
     /// Read the table in `store`. The timeline is read before the partitions, so every data
     /// file a completed instant names is already there when a partition is listed.
     pub fn open(store: Arc<dyn Storage>) -> Result<Snapshot> {
-        let cfg = Arc::new(TableConfig::load(&*store)?);
+        let cfg = TableConfig::load(&*store)?;
+        Snapshot::open_with_config(store, cfg)
+    }
+
+    /// [`Snapshot::open`] with the table's configuration already read from `store`.
+    pub fn open_with_config(store: Arc<dyn Storage>, cfg: TableConfig) -> Result<Snapshot> {
+        let cfg = Arc::new(cfg);
         let timeline = Arc::new(Timeline::load(&*store, &cfg)?);
         let meta = InstantMetadata::new(store.clone(), cfg.timeline_dir.clone());
         let ctx = Arc::new(Context::new(cfg.clone(), timeline, &meta));

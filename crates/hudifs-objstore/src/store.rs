@@ -37,6 +37,9 @@ pub struct ObjectStorage {
     /// What the last listing of each directory said about its objects (size, ETag): an open
     /// pins its GETs to it instead of asking with a HEAD (docs/SEMANTICS.md §9).
     listed: Mutex<HashMap<String, HashMap<String, Listed>>>,
+    /// The table's `hoodie.properties` as [`ObjectStorage::check`] fetched it, for the first
+    /// read of it (which loads the table's configuration right after): one request, not two.
+    checked: Mutex<Option<(ObjPath, Bytes)>>,
 }
 
 /// An object as a listing showed it.
@@ -215,6 +218,7 @@ impl ObjectStorage {
             reads: Reads::default(),
             counters: Arc::default(),
             listed: Mutex::default(),
+            checked: Mutex::default(),
         })
     }
 
@@ -304,11 +308,27 @@ impl ObjectStorage {
     }
 
     /// One request to see that the store answers and the table is there: a clear message
-    /// naming what to check (endpoint, credentials, bucket) when not.
+    /// naming what to check (endpoint, credentials, bucket) when not. The request is a GET of
+    /// `hoodie.properties`, whose bytes then serve the first read of it.
     pub fn check(&self) -> io::Result<()> {
         let key = ObjPath::from(self.url.key(".hoodie/hoodie.properties"));
-        match self.head(&key) {
-            Ok(_) => Ok(()),
+        Counters::add(&self.counters.get);
+        let got = self.block(async {
+            let r = self.store.get(&key).await?;
+            let meta = r.meta.clone();
+            // The store answered; a body cut off on the way is left for the read to fetch again.
+            Ok::<_, object_store::Error>((meta, r.bytes().await.ok()))
+        });
+        match got {
+            Ok((meta, bytes)) => {
+                if meta.version.is_some() {
+                    self.reads.versioned.store(true, Ordering::Relaxed);
+                }
+                if let Some(bytes) = bytes.filter(|b| b.len() as u64 == meta.size) {
+                    *self.checked.lock().unwrap_or_else(|e| e.into_inner()) = Some((key, bytes));
+                }
+                Ok(())
+            }
             Err(object_store::Error::NotFound { .. }) => Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 format!(
@@ -444,6 +464,14 @@ impl Storage for ObjectStorage {
 
     fn read(&self, path: &TablePath) -> io::Result<Vec<u8>> {
         let key = self.obj(path);
+        {
+            let mut checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
+            if checked.as_ref().is_some_and(|(k, _)| *k == key) {
+                if let Some((_, bytes)) = checked.take() {
+                    return Ok(bytes.to_vec());
+                }
+            }
+        }
         let what = self.describe(path);
         for _ in 0..=BODY_RETRIES {
             Counters::add(&self.counters.get);

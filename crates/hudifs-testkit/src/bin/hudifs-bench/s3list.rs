@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use hudifs_testkit::s3::{store_args, upload, FaultProxy, Moto, KEYS};
 use serde::Deserialize;
 
-use crate::record::{append, Record, Side};
+use crate::record::{append, median, Record, Side};
 use crate::sys::{find_files, hudifs_bin, Mount};
 use crate::{Common, Res};
 
@@ -55,6 +55,7 @@ pub fn bench_s3_list(
         proxy.set_latency(Duration::from_millis(lat));
         let (mut a, mut b) = (Vec::new(), Vec::new());
         let (mut n_view, mut n_slices, mut mount_requests) = (0, 0, String::new());
+        let mut mount_live = Vec::new();
         for rep in 0..c.reps {
             let order = if rep % 2 == 0 {
                 [true, false]
@@ -66,8 +67,10 @@ pub fn bench_s3_list(
                     proxy.reset_counts();
                     let t = Instant::now();
                     let mnt = Mount::new(&hudifs, Path::new(url), &c.mnt, &args)?;
+                    let live = t.elapsed().as_secs_f64();
                     let (_, n) = find_files(&mnt.latest())?;
                     a.push(t.elapsed().as_secs_f64());
+                    mount_live.push(live);
                     mount_requests = proxy.counts().summary();
                     if std::env::var_os("HUDIFS_BENCH_REQUEST_LINES").is_some() {
                         eprintln!("{}", proxy.counts().lines.join("\n"));
@@ -100,6 +103,11 @@ pub fn bench_s3_list(
                  latest/ lists {n_view} files, hudi-rs returns {n_slices} file slices"
             ),
             format!("hudifs requests from mount to the end of the first find: {mount_requests}"),
+            format!(
+                "hudifs mount live (command returned) after {:.3} s of the {:.3} s (medians)",
+                median(&mount_live),
+                median(&a)
+            ),
             "hudifs side: wall time of `hudifs mount s3://…` (spawn, store check, load, mount \
              live) + `find latest -type f`; hudi-rs side: in-process time of build() + \
              get_file_slices() with aws_endpoint_url/aws_allow_http/keys/region"
