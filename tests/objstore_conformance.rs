@@ -10,7 +10,7 @@ use common::{check_fixture, Answer, Ask};
 use hudifs_core::snapshot::Snapshot;
 use hudifs_core::viewkey::{self, ViewKey};
 use hudifs_objstore::{ObjectStorage, StoreUrl};
-use hudifs_storage::{StorageWrite, TablePath};
+use hudifs_storage::{Kind, Storage, StorageWrite, TablePath};
 
 fn answer(table: &Snapshot, ask: &Ask) -> Answer {
     let zone = hudifs::cli::zone(None, table.cfg.timeline_zone.as_ref()).unwrap();
@@ -64,6 +64,7 @@ fn every_fixture_uploaded_to_an_object_store() {
             store.put(&TablePath::new(&rel).unwrap(), &bytes).unwrap();
             objects += 1;
         }
+        same_discovery_both_ways(&fx.name, &store);
         let table = Snapshot::open(Arc::new(store)).unwrap();
         let (n, p) = check_fixture(&fx.name, &fx.expected, |ask| answer(&table, ask));
         total += n;
@@ -75,4 +76,83 @@ fn every_fixture_uploaded_to_an_object_store() {
         problems.len()
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// What a discovery found: partitions, and each one's listing as (name, is a file, size).
+type Discovered = (Vec<String>, Vec<(String, Vec<(String, bool, u64)>)>);
+
+fn discovered(store: &ObjectStorage, max_tree_requests: usize) -> Discovered {
+    let (parts, listed) =
+        hudifs_core::listing::discover_partitions_within(store, max_tree_requests).unwrap();
+    let mut listed: Vec<_> = listed
+        .into_iter()
+        .map(|(p, entries)| {
+            let mut e: Vec<_> = entries
+                .into_iter()
+                .map(|e| (e.name, e.meta.kind == Kind::File, e.meta.size))
+                .collect();
+            e.sort();
+            (p, e)
+        })
+        .collect();
+    listed.sort();
+    (parts, listed)
+}
+
+/// What differs between two discoveries, briefly.
+fn difference(a: &Discovered, b: &Discovered) -> String {
+    if a.0 != b.0 {
+        return format!("partitions {:?} vs {:?}", a.0, b.0);
+    }
+    for ((p, x), (_, y)) in a.1.iter().zip(&b.1) {
+        if x != y {
+            let only_a: Vec<_> = x.iter().filter(|e| !y.contains(e)).take(3).collect();
+            let only_b: Vec<_> = y.iter().filter(|e| !x.contains(e)).take(3).collect();
+            return format!(
+                "partition {p:?}: only in the first {only_a:?}, only in the second {only_b:?}"
+            );
+        }
+    }
+    format!("{} vs {} listings", a.1.len(), b.1.len())
+}
+
+/// Discovery from one listing of the whole tree finds what a walk directory by directory finds.
+fn same_discovery_both_ways(name: &str, store: &ObjectStorage) {
+    let by_tree = discovered(store, 5);
+    let by_dir = discovered(store, 0);
+    assert!(
+        by_tree == by_dir,
+        "{name}: {}",
+        difference(&by_tree, &by_dir)
+    );
+}
+
+/// The tree is listed whole only within the request budget (1,000 keys a page), skips `.hoodie/`
+/// (and nothing else: names sorting just before and after it are kept), and a discovery falls
+/// back to directory listings beyond it.
+#[test]
+fn a_tree_larger_than_the_budget_is_listed_by_directory() {
+    let store = ObjectStorage::in_memory(StoreUrl::parse("s3://bucket/big/t").unwrap()).unwrap();
+    let put = |p: &str| store.put(&TablePath::new(p).unwrap(), b"x").unwrap();
+    put(".hoodie/hoodie.properties");
+    put(".hoodie/timeline/20240101000000000.commit");
+    put("-early/x");
+    put(".hoodie_partition_metadata");
+    put("p=1/.hoodie_partition_metadata");
+    for i in 0..1000 {
+        put(&format!("p=1/f{i:04}_0-1-1_20240101000000000.parquet"));
+    }
+    let root = TablePath::root();
+    assert!(Storage::list_tree(&store, &root, ".hoodie", 1).is_none());
+    let tree = Storage::list_tree(&store, &root, ".hoodie", 2).expect("within 2 pages");
+    let names: Vec<&str> = tree.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(names.len(), 1003, "{:?}", &names[..5]);
+    assert!(names.contains(&"-early/x") && names.contains(&".hoodie_partition_metadata"));
+    assert!(!names.iter().any(|n| n.starts_with(".hoodie/")));
+    // The default budget (5 pages) takes the tree; a budget of 1 page falls back; same answer.
+    let (parts, listed) = discovered(&store, 5);
+    assert_eq!(parts, ["", "p=1"]);
+    assert_eq!(listed[1].1.len(), 1001);
+    let (by_tree, by_dir) = ((parts, listed), discovered(&store, 1));
+    assert!(by_tree == by_dir, "{}", difference(&by_tree, &by_dir));
 }

@@ -149,7 +149,7 @@ fn check_same_as_fresh(live: &HudiFs, url: &str, endpoint: &str, step: &str) {
 }
 
 #[test]
-fn store_listings_cost_one_list_per_partition_once_and_a_commit_relists_what_it_touched() {
+fn a_small_store_table_is_listed_whole_once_and_a_commit_relists_what_it_touched() {
     let moto = common::moto();
     let proxy = FaultProxy::start(moto.addr, 1);
     let url = "s3://lake/counted/t";
@@ -163,14 +163,17 @@ fn store_listings_cost_one_list_per_partition_once_and_a_commit_relists_what_it_
     let mounted = proxy.counts();
     assert_eq!(walk_latest(&fs), 3);
     let cold = proxy.counts();
+    // A small table's tree is listed whole, in two LISTs without a delimiter (the keys before
+    // .hoodie/, then those after it), not one LIST per directory.
     let lists = listed(&cold);
     for p in &parts {
         assert_eq!(
             lists.get(&format!("{prefix}{p}/")),
-            Some(&1),
-            "partition {p} listed once from mount to first walk: {lists:?}"
+            None,
+            "partition {p} listed on its own from mount to first walk: {lists:?}"
         );
     }
+    assert_eq!(lists.get(prefix), Some(&2), "{lists:?}");
     assert_eq!(
         cold.requests,
         mounted.requests,
@@ -261,7 +264,8 @@ fn store_listings_cost_one_list_per_partition_once_and_a_commit_relists_what_it_
     w.clean(&update, &[(parts[2].clone(), victim)]).unwrap();
     relisted("clean in c", &[&parts[2]], &fs);
 
-    // An instant whose metadata cannot be read: every partition is listed again.
+    // An instant whose metadata cannot be read: every partition is listed again (this small
+    // table's whole tree, in two LISTs).
     let tl = w.timeline_dir().clone();
     let name = "20990101000000000_20990101000000001.commit";
     w.store()
@@ -275,12 +279,18 @@ fn store_listings_cost_one_list_per_partition_once_and_a_commit_relists_what_it_
     let lists = listed(&c);
     for p in &all {
         assert_eq!(
-            lists.get(&format!("{prefix}{p}/")).copied().unwrap_or(0),
-            1,
-            "unreadable metadata: every partition listed again once: {:?}",
+            lists.get(&format!("{prefix}{p}/")),
+            None,
+            "unreadable metadata: partition {p} listed on its own: {:?}",
             c.lines
         );
     }
+    assert_eq!(
+        lists.get(prefix),
+        Some(&2),
+        "unreadable metadata: the tree listed again once: {:?}",
+        c.lines
+    );
     eprintln!(
         "store counts: unreadable commit, poll + walk: {}",
         c.summary()

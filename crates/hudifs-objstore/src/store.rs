@@ -58,6 +58,9 @@ impl std::fmt::Debug for ObjectStorage {
     }
 }
 
+/// Keys a LIST page holds (S3, GCS and Azure alike).
+const PAGE: usize = 1000;
+
 fn retry_config() -> RetryConfig {
     RetryConfig {
         backoff: BackoffConfig {
@@ -428,6 +431,84 @@ impl Storage for ObjectStorage {
         // A store has no empty directories (a table uploaded from a disk loses them, e.g. the
         // empty .hoodie/timeline of a new 1.x table): a prefix without keys lists as empty.
         Ok(out)
+    }
+
+    fn list_tree(&self, dir: &TablePath, skip: &str, max: usize) -> Option<Vec<(String, Meta)>> {
+        use futures::StreamExt;
+        // Keys sort byte-wise: those below `skip/` lie between `skip/` and `skip0` ('0' follows
+        // '/'), so the tree is the keys before `skip/` (rarely any: a first page stops at
+        // `skip/`), then the keys after `skip0`.
+        let key = self.url.key(dir.as_str());
+        let base = if key.is_empty() {
+            String::new()
+        } else {
+            format!("{key}/")
+        };
+        let prefix = (!key.is_empty()).then(|| ObjPath::from(key.as_str()));
+        let (skip_from, skip_to) = (format!("{base}{skip}/"), format!("{base}{skip}0"));
+        let limit = max.saturating_mul(PAGE);
+        let got = self.block(async {
+            let mut out: Vec<object_store::ObjectMeta> = Vec::new();
+            let mut before = self.store.list(prefix.as_ref());
+            while let Some(o) = before.next().await {
+                let o = o?;
+                if o.location.as_ref() >= skip_from.as_str() {
+                    break;
+                }
+                out.push(o);
+            }
+            let mut after = self
+                .store
+                .list_with_offset(prefix.as_ref(), &ObjPath::from(skip_to.as_str()));
+            while let Some(o) = after.next().await {
+                out.push(o?);
+                if out.len() > limit {
+                    return Ok(None);
+                }
+            }
+            Ok::<_, object_store::Error>(Some(out))
+        });
+        let objects = match got {
+            Ok(Some(o)) => o,
+            Ok(None) => {
+                log::debug!("{}: more than {limit} keys: listed by directory", self.url);
+                return None;
+            }
+            Err(e) => {
+                log::debug!(
+                    "{}: tree listing failed ({e}): listed by directory",
+                    self.url
+                );
+                return None;
+            }
+        };
+        for _ in 0..1 + objects.len() / PAGE {
+            Counters::add(&self.counters.list);
+        }
+        // Each directory's ETags, as its own listing would have recorded them.
+        let mut by_dir: HashMap<String, HashMap<String, Listed>> = HashMap::new();
+        let mut out = Vec::with_capacity(objects.len());
+        for o in &objects {
+            let Some(rel) = o.location.as_ref().strip_prefix(base.as_str()) else {
+                continue;
+            };
+            if let (Some(etag), Some((d, name))) = (&o.e_tag, o.location.as_ref().rsplit_once('/'))
+            {
+                by_dir.entry(d.to_string()).or_default().insert(
+                    name.to_string(),
+                    Listed {
+                        size: o.size,
+                        etag: etag.as_str().into(),
+                    },
+                );
+            }
+            out.push((rel.to_string(), Self::meta_of(o)));
+        }
+        self.listed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(by_dir);
+        Some(out)
     }
 
     fn stat(&self, path: &TablePath) -> io::Result<Meta> {

@@ -261,6 +261,11 @@ impl<S: Storage + ?Sized> Storage for FaultyStore<S> {
         enter(&self.state, Op::List, dir.as_str())?;
         self.inner.list_names(dir)
     }
+    fn list_tree(&self, dir: &TablePath, skip: &str, max: usize) -> Option<Vec<(String, Meta)>> {
+        // A fault makes the caller list directory by directory, as a failed tree listing does.
+        enter(&self.state, Op::List, dir.as_str()).ok()?;
+        self.inner.list_tree(dir, skip, max)
+    }
     fn stat(&self, path: &TablePath) -> io::Result<Meta> {
         enter(&self.state, Op::Stat, path.as_str())?;
         self.inner.stat(path)

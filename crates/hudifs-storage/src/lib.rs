@@ -120,6 +120,21 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
             .collect())
     }
 
+    /// Every file below `dir` at any depth, by path relative to `dir` (`/`-separated), except
+    /// those below its sub-directory `skip`, where listing the whole tree costs at most
+    /// `max_requests` requests. An object store lists keys without a delimiter, 1000 a page:
+    /// for a small table far fewer requests than one LIST per directory. `None` where the
+    /// storage cannot, the tree is larger, or the listing failed: the caller lists directory by
+    /// directory instead.
+    fn list_tree(
+        &self,
+        _dir: &TablePath,
+        _skip: &str,
+        _max_requests: usize,
+    ) -> Option<Vec<(String, Meta)>> {
+        None
+    }
+
     /// What the storage says about `path` (not following symbolic links).
     fn stat(&self, path: &TablePath) -> io::Result<Meta>;
 

@@ -45,6 +45,9 @@ impl Storage for Scoped {
     fn list_names(&self, dir: &TablePath) -> io::Result<Vec<(String, Kind)>> {
         self.inner.list_names(&self.at(dir))
     }
+    fn list_tree(&self, dir: &TablePath, skip: &str, max: usize) -> Option<Vec<(String, Meta)>> {
+        self.inner.list_tree(&self.at(dir), skip, max)
+    }
     fn stat(&self, path: &TablePath) -> io::Result<Meta> {
         self.inner.stat(&self.at(path))
     }

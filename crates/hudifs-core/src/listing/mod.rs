@@ -11,8 +11,8 @@ pub use names::{
     DataName, LogName, PARTITION_METAFILE,
 };
 pub use walk::{
-    discover_partitions, discover_partitions_listed, is_partition_dir, list_partition,
-    partition_dir, partition_files, Prelisted,
+    discover_partitions, discover_partitions_listed, discover_partitions_within, is_partition_dir,
+    list_partition, partition_dir, partition_files, Prelisted,
 };
 
 #[cfg(test)]

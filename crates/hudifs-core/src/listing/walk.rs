@@ -34,10 +34,19 @@ pub type Prelisted = HashMap<String, Vec<Entry>>;
 /// Every partition of the table, sorted, and on an object store the discovery's listings of
 /// them ([`Prelisted`]; empty elsewhere, where a walk lists names only).
 pub fn discover_partitions_listed(store: &dyn Storage) -> Result<(Vec<String>, Prelisted)> {
+    discover_partitions_within(store, MAX_TREE_REQUESTS)
+}
+
+/// [`discover_partitions_listed`], listing an object store's whole tree at once only where that
+/// costs at most `max_tree_requests` requests (0: never).
+pub fn discover_partitions_within(
+    store: &dyn Storage,
+    max_tree_requests: usize,
+) -> Result<(Vec<String>, Prelisted)> {
     let mut out = Vec::new();
     let mut listed = Prelisted::new();
     if store.is_object_store() {
-        walk_levels(store, &mut out, &mut listed)?;
+        walk_levels(store, max_tree_requests, &mut out, &mut listed)?;
     } else {
         walk(store, &TablePath::root(), 0, &mut out)?;
     }
@@ -48,10 +57,72 @@ pub fn discover_partitions_listed(store: &dyn Storage) -> Result<(Vec<String>, P
 /// How many LISTs a discovery on an object store has in flight at once.
 const PARALLEL_LISTS: usize = 16;
 
-/// Discovery on an object store, level by level, the directories of a level listed side by
-/// side (a LIST is mostly waiting for the store): the same partitions and listings as
-/// [`walk`], in a few round trips instead of one per directory.
-fn walk_levels(store: &dyn Storage, out: &mut Vec<String>, listed: &mut Prelisted) -> Result<()> {
+/// The most requests a listing of the table's whole tree (outside `.hoodie/`) may cost for
+/// discovery to take it instead of one LIST per directory: 5 pages, 5,000 files.
+const MAX_TREE_REQUESTS: usize = 5;
+
+/// What a listing says of a directory on an object store (a key prefix).
+fn dir_meta() -> hudifs_storage::Meta {
+    hudifs_storage::Meta {
+        kind: Kind::Dir,
+        size: 0,
+        mtime: None,
+        mode: 0o755,
+        version: None,
+    }
+}
+
+/// The listings of every directory of a tree of files (paths relative to its root), as
+/// directory listings would give them.
+fn tree_listings(files: Vec<(String, hudifs_storage::Meta)>) -> HashMap<String, Vec<Entry>> {
+    let mut dirs: HashMap<String, Vec<Entry>> = HashMap::new();
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for (path, meta) in files {
+        let (dir, name) = path.rsplit_once('/').unwrap_or(("", path.as_str()));
+        dirs.entry(dir.to_string()).or_default().push(Entry {
+            name: name.to_string(),
+            meta,
+        });
+        // Each ancestor lists the next one down, once.
+        let mut child = dir;
+        while !child.is_empty() && seen.insert(child.to_string()) {
+            let (parent, name) = child.rsplit_once('/').unwrap_or(("", child));
+            dirs.entry(parent.to_string()).or_default().push(Entry {
+                name: name.to_string(),
+                meta: dir_meta(),
+            });
+            child = parent;
+        }
+    }
+    dirs
+}
+
+/// Discovery on an object store. A small table's whole tree is listed at once (a few pages
+/// instead of a LIST per directory); otherwise level by level, the directories of a level
+/// listed side by side (a LIST is mostly waiting for the store). Either way the same
+/// partitions and listings as [`walk`].
+fn walk_levels(
+    store: &dyn Storage,
+    max_tree_requests: usize,
+    out: &mut Vec<String>,
+    listed: &mut Prelisted,
+) -> Result<()> {
+    let tree = (max_tree_requests > 0)
+        .then(|| store.list_tree(&TablePath::root(), crate::table::HOODIE, max_tree_requests))
+        .flatten()
+        .map(|files| {
+            let mut dirs = tree_listings(files);
+            // The root lists `.hoodie/` too, as its own listing would (the tree left it out).
+            dirs.entry(String::new()).or_default().push(Entry {
+                name: crate::table::HOODIE.to_string(),
+                meta: dir_meta(),
+            });
+            dirs
+        });
+    let list = |dir: &TablePath| match &tree {
+        Some(t) => Ok(t.get(dir.as_str()).cloned().unwrap_or_default()),
+        None => store.list(dir),
+    };
     let mut level = vec![TablePath::root()];
     let mut depth = 0;
     while !level.is_empty() {
@@ -59,11 +130,12 @@ fn walk_levels(store: &dyn Storage, out: &mut Vec<String>, listed: &mut Preliste
         let results: Vec<std::sync::Mutex<Option<std::io::Result<Vec<Entry>>>>> =
             level.iter().map(|_| std::sync::Mutex::new(None)).collect();
         std::thread::scope(|s| {
-            for _ in 0..PARALLEL_LISTS.min(level.len()) {
+            let lists = if tree.is_some() { 1 } else { PARALLEL_LISTS };
+            for _ in 0..lists.min(level.len()) {
                 s.spawn(|| loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(dir) = level.get(i) else { break };
-                    let r = store.list(dir);
+                    let r = list(dir);
                     *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
                 });
             }
