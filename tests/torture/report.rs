@@ -143,7 +143,7 @@ pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 /// this list once fixed. None is open: the ones it found (files of `latest/` failing to read once
 /// it moved on, `as_of/` served after a clean, `latest/` showing a timeline state that never
 /// existed, and listings of `latest/` mixing two snapshots through the kernel's shared cached
-/// listing) are fixed, each with a test of its own.
+/// listing) are fixed.
 const KNOWN_DAEMON_BUGS: &[&str] = &[];
 
 /// Violations not excused by `allow` (`known` stands for [`KNOWN_DAEMON_BUGS`]).

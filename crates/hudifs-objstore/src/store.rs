@@ -482,7 +482,9 @@ impl Storage for ObjectStorage {
                 return None;
             }
         };
-        for _ in 0..1 + objects.len() / PAGE {
+        // The client pages on its own: count the two listings' first pages and one per 1,000
+        // keys more (the keys before `skip/`, usually none, may have cost a page of their own).
+        for _ in 0..2 + objects.len() / PAGE {
             Counters::add(&self.counters.list);
         }
         // Each directory's ETags, as its own listing would have recorded them.
