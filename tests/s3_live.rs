@@ -431,9 +431,18 @@ fn a_store_mount_follows_hudifs_writer_on_the_store() {
         "a warm find of latest/ ({} files) made requests: {other:?}",
         files.len()
     );
-    // timeline/: each file is asked about once; listing it again costs nothing.
+    // timeline/: each file is read once (a GET; size and time come from the timeline's last
+    // listing, no HEAD); listing it again costs nothing.
     let timeline = m.path().join("timeline");
+    proxy.reset_counts();
     let rendered = common::walk_files(&timeline).unwrap();
+    let first = proxy.counts();
+    assert_eq!(
+        first.head,
+        0,
+        "timeline/ asked with HEADs: {}",
+        first.summary()
+    );
     proxy.reset_counts();
     assert_eq!(common::walk_files(&timeline).unwrap(), rendered);
     let again = proxy.counts();

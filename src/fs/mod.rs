@@ -163,9 +163,6 @@ pub struct HudiFs {
     partitions: PartitionCache,
     views: Mutex<LruCache<u32, Arc<ViewState>>>,
     rendered: Mutex<LruCache<RenderKey, Arc<Vec<u8>>>>,
-    /// On an object store: what a HEAD said of each timeline file rendered (see
-    /// `render_timeline_file`).
-    timeline_meta: Mutex<LruCache<String, hudifs_storage::Meta>>,
     /// One allocation per instant shown, shared by every resolved partition.
     interner: InstantInterner,
     inodes: InodeTable,
@@ -238,9 +235,6 @@ impl HudiFs {
                 NonZeroUsize::new(VIEW_CACHE).unwrap_or(NonZeroUsize::MIN),
             )),
             rendered: Mutex::new(LruCache::new(
-                NonZeroUsize::new(RENDER_CACHE).unwrap_or(NonZeroUsize::MIN),
-            )),
-            timeline_meta: Mutex::new(LruCache::new(
                 NonZeroUsize::new(RENDER_CACHE).unwrap_or(NonZeroUsize::MIN),
             )),
             interner: InstantInterner::default(),

@@ -1,9 +1,9 @@
 //! `timeline/`: every instant file of the active timeline as a read-only file of pretty JSON
 //! (0.x JSON and 1.x Avro metadata alike), rendered on first use and cached while the file's
 //! size and modification time stay the same (SEMANTICS.md §2.5). On an object store, where
-//! asking costs a request per file and a PUT replaces a file whole, what the store said of a
-//! file is kept as long as its name stays on the timeline: the timeline is followed by its
-//! names there too (§9), so a listing of `timeline/` costs no request once each file was read.
+//! asking costs a request per file, size and time come from the timeline's last listing (the
+//! follower lists it at every poll, §9), so a listing of `timeline/` costs no request once each
+//! file was read.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -31,12 +31,7 @@ impl HudiFs {
         let path = dir
             .child(name)
             .map_err(|e| Error::NotFound(e.to_string()))?;
-        let known = self
-            .store
-            .is_object_store()
-            .then(|| lock(&self.timeline_meta).get(name).cloned())
-            .flatten();
-        let md = match known {
+        let md = match self.store.known_meta(&path) {
             Some(md) => md,
             None => self
                 .store
@@ -63,9 +58,6 @@ impl HudiFs {
         out.push(b'\n');
         let out = Arc::new(out);
         lock(&self.rendered).put(key, out.clone());
-        if self.store.is_object_store() {
-            lock(&self.timeline_meta).put(name.to_string(), md.clone());
-        }
         Ok((out, md.mtime))
     }
 }

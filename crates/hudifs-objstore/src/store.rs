@@ -47,6 +47,18 @@ pub struct ObjectStorage {
 struct Listed {
     size: u64,
     etag: Box<str>,
+    modified: std::time::SystemTime,
+}
+
+impl Listed {
+    /// What a listing says of `o`, if it gives an ETag (every store hudifs reaches does).
+    fn of(o: &object_store::ObjectMeta) -> Option<Listed> {
+        Some(Listed {
+            size: o.size,
+            etag: o.e_tag.as_deref()?.into(),
+            modified: o.last_modified.into(),
+        })
+    }
 }
 
 impl std::fmt::Debug for ObjectStorage {
@@ -289,15 +301,10 @@ impl ObjectStorage {
     }
 
     /// What the last listing of `key`'s directory said about it, if it has an ETag.
-    fn listed(&self, key: &ObjPath) -> Option<Pinned> {
+    fn listed(&self, key: &ObjPath) -> Option<Listed> {
         let (dir, name) = key.as_ref().rsplit_once('/').unwrap_or(("", key.as_ref()));
         let listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
-        let l = listed.get(dir)?.get(name)?;
-        Some(Pinned {
-            size: l.size,
-            etag: Some(l.etag.to_string()),
-            version: None,
-        })
+        listed.get(dir)?.get(name).cloned()
     }
 
     /// A store in memory (object_store's, which keeps ETags and honours If-Match): tests of
@@ -409,14 +416,8 @@ impl Storage for ObjectStorage {
                     name: name.to_string(),
                     meta: Self::meta_of(o),
                 });
-                if let Some(etag) = &o.e_tag {
-                    listed.insert(
-                        name.to_string(),
-                        Listed {
-                            size: o.size,
-                            etag: etag.as_str().into(),
-                        },
-                    );
+                if let Some(l) = Listed::of(o) {
+                    listed.insert(name.to_string(), l);
                 }
             }
         }
@@ -494,15 +495,13 @@ impl Storage for ObjectStorage {
             let Some(rel) = o.location.as_ref().strip_prefix(base.as_str()) else {
                 continue;
             };
-            if let (Some(etag), Some((d, name))) = (&o.e_tag, o.location.as_ref().rsplit_once('/'))
+            if let (Some(l), Some((d, name))) =
+                (Listed::of(o), o.location.as_ref().rsplit_once('/'))
             {
-                by_dir.entry(d.to_string()).or_default().insert(
-                    name.to_string(),
-                    Listed {
-                        size: o.size,
-                        etag: etag.as_str().into(),
-                    },
-                );
+                by_dir
+                    .entry(d.to_string())
+                    .or_default()
+                    .insert(name.to_string(), l);
             }
             out.push((rel.to_string(), Self::meta_of(o)));
         }
@@ -608,6 +607,18 @@ impl Storage for ObjectStorage {
         None
     }
 
+    /// What the directory's last listing said of the file, as a HEAD would say it.
+    fn known_meta(&self, path: &TablePath) -> Option<Meta> {
+        let l = self.listed(&self.obj(path))?;
+        Some(Meta {
+            kind: Kind::File,
+            size: l.size,
+            mtime: Some(l.modified),
+            mode: 0o644,
+            version: Some(l.etag.into()),
+        })
+    }
+
     /// Opens with what the directory's last listing said (size, ETag), without a request: a
     /// file replaced since then reads as ESTALE, one deleted since then as EIO. On a versioned
     /// bucket (a listing has no versions), and for a file no listing showed, a HEAD.
@@ -619,7 +630,11 @@ impl Storage for ObjectStorage {
             self.listed(&key)
         };
         let m = match listed {
-            Some(m) => m,
+            Some(l) => Pinned {
+                size: l.size,
+                etag: Some(l.etag.into()),
+                version: None,
+            },
             None => {
                 let m = self
                     .head(&key)

@@ -261,6 +261,9 @@ impl<S: Storage + ?Sized> Storage for FaultyStore<S> {
         enter(&self.state, Op::List, dir.as_str())?;
         self.inner.list_names(dir)
     }
+    fn known_meta(&self, path: &TablePath) -> Option<Meta> {
+        self.inner.known_meta(path)
+    }
     fn list_tree(&self, dir: &TablePath, skip: &str, max: usize) -> Option<Vec<(String, Meta)>> {
         // A fault makes the caller list directory by directory, as a failed tree listing does.
         enter(&self.state, Op::List, dir.as_str()).ok()?;

@@ -135,6 +135,14 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// What the storage already knows of file `path` without asking: on an object store, what
+    /// the last listing of its directory said (size, time, ETag). `None`: [`Storage::stat`]
+    /// must ask. For callers that may trust a listing (e.g. of the timeline, which is listed at
+    /// every poll); `stat` itself always asks.
+    fn known_meta(&self, _path: &TablePath) -> Option<Meta> {
+        None
+    }
+
     /// What the storage says about `path` (not following symbolic links).
     fn stat(&self, path: &TablePath) -> io::Result<Meta>;
 

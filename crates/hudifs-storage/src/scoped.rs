@@ -48,6 +48,9 @@ impl Storage for Scoped {
     fn list_tree(&self, dir: &TablePath, skip: &str, max: usize) -> Option<Vec<(String, Meta)>> {
         self.inner.list_tree(&self.at(dir), skip, max)
     }
+    fn known_meta(&self, path: &TablePath) -> Option<Meta> {
+        self.inner.known_meta(&self.at(path))
+    }
     fn stat(&self, path: &TablePath) -> io::Result<Meta> {
         self.inner.stat(&self.at(path))
     }
