@@ -55,6 +55,8 @@ pub struct Follower {
     stamp: Option<PollStamp>,
     /// Timeline names that are not instant files, so that they are reported once.
     ignored: BTreeSet<String>,
+    /// The last poll left files too young to read for a later one.
+    deferred: bool,
 }
 
 impl Follower {
@@ -72,6 +74,7 @@ impl Follower {
     /// directory times; a stat of a prefix would cost two requests) an idle poll is one LIST,
     /// and new files are read at once (a PUT appears whole).
     pub fn poll_once(&mut self, fs: &HudiFs, settle: Duration) -> Result<Option<Invalidations>> {
+        self.deferred = false;
         let snap = fs.snapshot();
         let store = &*snap.store;
         let dir = snap.cfg.timeline_dir.clone();
@@ -144,6 +147,7 @@ impl Follower {
             );
         }
         let applied = self.apply(fs, changed, removed)?;
+        self.deferred = deferred;
         remember(&mut self.stamp, deferred, fs.snapshot().generation);
         Ok(applied)
     }
@@ -215,7 +219,9 @@ impl Follower {
         // An apply of inotify's names failed: those names are consumed, so the directory is
         // listed again soon (a busy writer may leave no idle moment for the rescan), later after
         // each failure in a row.
-        let mut relist: Option<Clock> = None;
+        // Also once at the start: a commit that completed between the mount's snapshot and the
+        // watch's start made no event the watch could see.
+        let mut relist: Option<Clock> = watch.as_ref().map(|_| Clock::now());
         let mut backoff = RELIST_FIRST;
         // Names that left latest/, to invalidate once more (see kernel_cache.rs).
         let mut again = Deferred::default();
@@ -265,7 +271,10 @@ impl Follower {
                     "internal error while applying a timeline change".into(),
                 ))
             });
-            if relisting && result.is_ok() {
+            if relisting && result.is_ok() && self.deferred {
+                // Files too young to read: their close-write events may be gone already.
+                relist = Some(Clock::now() + SETTLE);
+            } else if relisting && result.is_ok() {
                 relist = None;
                 backoff = RELIST_FIRST;
             } else if relisting {

@@ -624,7 +624,10 @@ fn a_change_that_failed_to_apply_is_listed_again_soon() {
         common::xattr(&latest, "user.hudi.instant"),
         Some(c1.clone())
     );
-    assert!(m.log_text().contains("with inotify"), "{}", m.log_text());
+    // The follower starts watching on its own thread, maybe after the mount is served.
+    wait_for("the follower to watch with inotify", || {
+        m.log_text().contains("with inotify")
+    });
 
     // The archive becomes unlistable (a file where its directory belongs), then a commit comes.
     let history = w.root().join(".hoodie/timeline/history");
@@ -651,4 +654,34 @@ fn a_change_that_failed_to_apply_is_listed_again_soon() {
         common::xattr(&latest, "user.hudi.instant").as_deref() == Some(c2.as_str())
     });
     eprintln!("latest showed the commit {took:?} after the archive read again");
+}
+
+/// A commit that completes after the mount read the timeline but before the follower's watch
+/// starts makes no inotify event: the follower lists the timeline once when it starts, so the
+/// commit shows at once, not at the idle rescan 30 s later.
+#[test]
+fn a_commit_before_the_watch_starts_is_not_missed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, a) = cow_table(dir.path());
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.insert(&a, &rows(1, 2)).unwrap();
+    t.complete().unwrap();
+    let fs = std::sync::Arc::new(HudiFs::new(w.root(), opts()).unwrap());
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.insert(&a, &rows(2, 2)).unwrap();
+    let c2 = t.complete().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let follower = {
+        let (fs, stop) = (fs.clone(), stop.clone());
+        std::thread::spawn(move || Follower::new().run(fs, None, Duration::from_secs(1), stop))
+    };
+    let start = Instant::now();
+    while fs.latest_instant().as_deref() != Some(c2.as_str())
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    follower.join().unwrap();
+    assert_eq!(fs.latest_instant().as_deref(), Some(c2.as_str()));
 }
