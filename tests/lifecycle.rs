@@ -218,10 +218,17 @@ fn umount_clears_the_mount_of_a_killed_daemon() {
         .arg(pid.to_string())
         .status()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(100));
-    let err = std::fs::read_dir(m.path())
-        .err()
-        .and_then(|e| e.raw_os_error());
+    // The kernel ends the connection when the dying process's /dev/fuse descriptor closes.
+    let t0 = Instant::now();
+    let err = loop {
+        let err = std::fs::read_dir(m.path())
+            .err()
+            .and_then(|e| e.raw_os_error());
+        if err == Some(libc::ENOTCONN) || t0.elapsed() > Duration::from_secs(10) {
+            break err;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert_eq!(
         err,
         Some(libc::ENOTCONN),
