@@ -381,15 +381,17 @@ pub fn bench_s3read(
         multi_bytes >> 20,
         t.elapsed().as_secs_f64()
     );
-    let mnt = Mount::new(
-        &hudifs,
-        Path::new(&format!("s3://{BUCKET}/multi")),
-        &c.mnt,
-        &mnt_args(&server),
-    )?;
-    let pid = mnt.pid;
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for _ in 0..c.reps.min(3) {
+        // A fresh daemon each time: memory an allocator kept from an earlier repetition would
+        // hide this one's growth.
+        let mnt = Mount::new(
+            &hudifs,
+            Path::new(&format!("s3://{BUCKET}/multi")),
+            &c.mnt,
+            &mnt_args(&server),
+        )?;
+        let pid = mnt.pid;
         let before = status_bytes(pid, "VmRSS:")?;
         let done = Arc::new(AtomicBool::new(false));
         let d2 = done.clone();
@@ -430,7 +432,8 @@ pub fn bench_s3read(
             "RSS growth / budget",
             None,
             vec![format!(
-                "8 files of {} MiB, each read whole by its own thread; RSS sampled every 10 ms",
+                "8 files of {} MiB, each read whole by its own thread, by a freshly mounted \
+                 daemon each time; RSS sampled every 10 ms",
                 multi_bytes >> 20
             )],
         ),
