@@ -26,7 +26,9 @@ use object_store::ObjectStore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::record::{append, Record, Side};
-use crate::sys::{hudifs_bin, mib_per_s, read_file, status_bytes, Mount};
+use crate::sys::{
+    cpu_seconds, hudifs_bin, machine_cpu_seconds, mib_per_s, read_file, status_bytes, Mount,
+};
 use crate::{Common, Res};
 
 const BUCKET: &str = "lake";
@@ -285,12 +287,17 @@ pub fn bench_s3read(
         )?;
         let view = mnt.latest().join(file);
         let (mut a, mut b) = (Vec::new(), Vec::new());
+        // What each side costs in CPU: the machine's (all processes) and the daemon's, per GiB,
+        // and how busy the machine was: a side near 100 % is bound by the CPU, not the store.
+        let mut cpu: [Vec<(f64, f64, f64)>; 2] = [Vec::new(), Vec::new()];
         for rep in 0..c.reps {
             for through_mount in if rep % 2 == 0 {
                 [true, false]
             } else {
                 [false, true]
             } {
+                let (busy0, idle0) = machine_cpu_seconds();
+                let daemon0 = cpu_seconds(mnt.pid);
                 if through_mount {
                     let log = |e: String| format!("{e}; daemon log: {}", mnt.guard.log_text());
                     forget_pages(&view).map_err(log)?;
@@ -302,8 +309,33 @@ pub fn bench_s3read(
                 } else {
                     b.push(raw_seq(&rt, &store, &key, size, best.1)?);
                 }
+                let (busy1, idle1) = machine_cpu_seconds();
+                let gib = size as f64 / (1u64 << 30) as f64;
+                cpu[usize::from(!through_mount)].push((
+                    (busy1 - busy0) / gib,
+                    (cpu_seconds(mnt.pid) - daemon0) / gib,
+                    (busy1 - busy0) / (busy1 - busy0 + idle1 - idle0),
+                ));
             }
         }
+        let [on_mount, on_raw] = cpu.map(|v| {
+            let med = |f: fn(&(f64, f64, f64)) -> f64| {
+                let mut x: Vec<f64> = v.iter().map(f).collect();
+                x.sort_by(f64::total_cmp);
+                x.get(x.len() / 2).copied().unwrap_or(f64::NAN)
+            };
+            (med(|t| t.0), med(|t| t.1), med(|t| t.2))
+        });
+        let cpu_note = format!(
+            "CPU per GiB (medians): mount {:.2} s on the machine, {:.2} s of it the daemon's, \
+             machine {:.0} % busy; raw GETs {:.2} s, machine {:.0} % busy",
+            on_mount.0,
+            on_mount.1,
+            on_mount.2 * 100.0,
+            on_raw.0,
+            on_raw.2 * 100.0
+        );
+        println!("  {cpu_note}");
         append(
             &c.out,
             &Record::new(
@@ -318,11 +350,14 @@ pub fn bench_s3read(
                 Side::new("raw GETs", "MiB/s", b),
                 "mount throughput / raw ranged-GET throughput",
                 Some((">=", 0.9)),
-                vec![format!(
-                    "raw: 8 MiB ranged GETs, {} in flight (the best of 1, 4, 8, 16); mount: \
-                     1 MiB read() calls, kernel pages dropped before each read",
-                    best.1
-                )],
+                vec![
+                    format!(
+                        "raw: 8 MiB ranged GETs, {} in flight (the best of 1, 4, 8, 16); mount: \
+                         1 MiB read() calls, kernel pages dropped before each read",
+                        best.1
+                    ),
+                    cpu_note,
+                ],
             ),
         )?;
         // A Parquet reader's pattern.

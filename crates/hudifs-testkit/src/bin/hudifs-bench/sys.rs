@@ -96,6 +96,26 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     (ticks(14) + ticks(15)) / hz
 }
 
+/// CPU time of the whole machine so far, in seconds: (busy, idle), from `/proc/stat` (busy:
+/// user, nice, system, irq, softirq, steal; idle: idle, iowait).
+#[cfg(feature = "s3bench")]
+pub fn machine_cpu_seconds() -> (f64, f64) {
+    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<f64> = s
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    let at = |i: usize| f.get(i).copied().unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
+    (busy / hz, (at(3) + at(4)) / hz)
+}
+
 /// Run `find PATH -type f`; returns (seconds, lines).
 pub fn find_files(path: &Path) -> Res<(f64, usize)> {
     let t = Instant::now();
