@@ -272,8 +272,10 @@ impl Follower {
                 ))
             });
             if relisting && result.is_ok() && self.deferred {
-                // Files too young to read: their close-write events may be gone already.
-                relist = Some(Clock::now() + SETTLE);
+                // Files too young to read: their close-write events may be gone already. A
+                // file that stays young (an mtime in the future) is listed ever less often.
+                relist = Some(Clock::now() + backoff);
+                backoff = (backoff * 2).min(RESCAN);
             } else if relisting && result.is_ok() {
                 relist = None;
                 backoff = RELIST_FIRST;
