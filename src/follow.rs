@@ -55,8 +55,6 @@ pub struct Follower {
     stamp: Option<PollStamp>,
     /// Timeline names that are not instant files, so that they are reported once.
     ignored: BTreeSet<String>,
-    /// The last poll left files too young to read for a later one.
-    deferred: bool,
 }
 
 impl Follower {
@@ -74,7 +72,6 @@ impl Follower {
     /// directory times; a stat of a prefix would cost two requests) an idle poll is one LIST,
     /// and new files are read at once (a PUT appears whole).
     pub fn poll_once(&mut self, fs: &HudiFs, settle: Duration) -> Result<Option<Invalidations>> {
-        self.deferred = false;
         let snap = fs.snapshot();
         let store = &*snap.store;
         let dir = snap.cfg.timeline_dir.clone();
@@ -147,7 +144,6 @@ impl Follower {
             );
         }
         let applied = self.apply(fs, changed, removed)?;
-        self.deferred = deferred;
         remember(&mut self.stamp, deferred, fs.snapshot().generation);
         Ok(applied)
     }
@@ -271,7 +267,9 @@ impl Follower {
                     "internal error while applying a timeline change".into(),
                 ))
             });
-            if relisting && result.is_ok() && self.deferred {
+            // (A watched timeline is local: its polls always leave a stamp.)
+            let deferred = self.stamp.as_ref().is_some_and(|st| st.deferred);
+            if relisting && result.is_ok() && deferred {
                 // Files too young to read: their close-write events may be gone already. A
                 // file that stays young (an mtime in the future) is listed ever less often.
                 relist = Some(Clock::now() + backoff);
