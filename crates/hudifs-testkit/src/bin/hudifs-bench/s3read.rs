@@ -25,7 +25,7 @@ use object_store::path::Path as ObjPath;
 use object_store::ObjectStore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::record::{append, Record, Side};
+use crate::record::{append, median, Record, Side};
 use crate::sys::{
     cpu_seconds, hudifs_bin, machine_cpu_seconds, mib_per_s, read_file, status_bytes, Mount,
 };
@@ -319,11 +319,7 @@ pub fn bench_s3read(
             }
         }
         let [on_mount, on_raw] = cpu.map(|v| {
-            let med = |f: fn(&(f64, f64, f64)) -> f64| {
-                let mut x: Vec<f64> = v.iter().map(f).collect();
-                x.sort_by(f64::total_cmp);
-                x.get(x.len() / 2).copied().unwrap_or(f64::NAN)
-            };
+            let med = |f: fn(&(f64, f64, f64)) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
             (med(|t| t.0), med(|t| t.1), med(|t| t.2))
         });
         let cpu_note = format!(

@@ -77,6 +77,12 @@ pub fn status_bytes(pid: u32, field: &str) -> Res<f64> {
     Ok(kib * 1024.0)
 }
 
+/// The unit of /proc's CPU times.
+fn ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
+}
+
 /// utime + stime of a process (all threads), in seconds.
 pub fn cpu_seconds(pid: u32) -> f64 {
     let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -91,8 +97,7 @@ pub fn cpu_seconds(pid: u32) -> f64 {
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let hz = ticks_per_second();
     (ticks(14) + ticks(15)) / hz
 }
 
@@ -110,8 +115,7 @@ pub fn machine_cpu_seconds() -> (f64, f64) {
         .map(|v| v.parse().unwrap_or(0.0))
         .collect();
     let at = |i: usize| f.get(i).copied().unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let hz = ticks_per_second();
     let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
     (busy / hz, (at(3) + at(4)) / hz)
 }
