@@ -81,8 +81,8 @@ pub struct LsArgs {
     #[arg(long, conflicts_with = "incremental")]
     pub read_optimized: bool,
     /// The names merged/ shows: one per file slice, with the table files merged into it
-    /// (nothing is merged).
-    #[arg(long, conflicts_with_all = ["incremental", "read_optimized"])]
+    /// (nothing is merged). With --incremental, the names merged/incremental/ shows.
+    #[arg(long, conflicts_with = "read_optimized")]
     pub merged: bool,
     /// Time zone of naive times (default: the table's hoodie.table.timeline.timezone, else UTC).
     #[arg(long, value_name = "TZ")]
@@ -155,7 +155,12 @@ pub fn run_ls(args: &LsArgs, out: &mut dyn Write) -> Result<()> {
 /// `hudifs ls --merged`: the slices of a view as `merged/` names them, each with its inputs.
 fn print_merged(key: &ViewKey, view: &View, json: bool, out: &mut dyn Write) -> Result<()> {
     let w = |e: std::io::Error| Error::io("<stdout>", e);
-    let slices = hudifs_merge::slices_of_view(&view.files);
+    let slices = match key {
+        ViewKey::Incremental { .. } => {
+            hudifs_merge::slices_of_window(&view.files, &view.selected, &view.groups_written)
+        }
+        _ => hudifs_merge::slices_of_view(&view.files),
+    };
     let path = |partition: &str, name: &str| {
         if partition.is_empty() {
             name.to_string()
@@ -179,8 +184,16 @@ fn print_merged(key: &ViewKey, view: &View, json: bool, out: &mut dyn Write) -> 
                 })
             })
             .collect();
-        let v = json!({"view": if matches!(key, ViewKey::Latest) { "merged/latest" } else { "merged/as_of" },
-            "instant": view.instant, "files": files});
+        let v = match key {
+            ViewKey::Incremental { .. } => json!({"view": "merged/incremental",
+                "commit_times": view.selected, "effective_end": view.effective_end, "files": files}),
+            ViewKey::Latest => {
+                json!({"view": "merged/latest", "instant": view.instant, "files": files})
+            }
+            ViewKey::AsOf(_) => {
+                json!({"view": "merged/as_of", "instant": view.instant, "files": files})
+            }
+        };
         serde_json::to_writer_pretty(&mut *out, &v).map_err(|e| w(e.into()))?;
         writeln!(out).map_err(w)?;
     } else {

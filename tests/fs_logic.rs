@@ -230,7 +230,7 @@ fn merged_views_list_without_merging_and_merge_once_on_lookup() {
     };
     assert_eq!(
         names(&fs, walk(&fs, &["merged"]).unwrap()),
-        ["as_of", "latest"]
+        ["as_of", "incremental", "latest"]
     );
 
     // A compacted latest/: every slice is its base file, same names, same bytes.
@@ -311,4 +311,58 @@ fn merged_views_list_without_merging_and_merge_once_on_lookup() {
     let ino = walk(&fs, &path).unwrap();
     assert_eq!(fs.merges_run(), 0);
     assert_eq!(read_all(&fs, ino), bytes);
+}
+
+#[test]
+fn merged_windows_list_without_merging_and_filter_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let Some((fs, _root)) = open_merged_fs(tmp.path(), &cache) else {
+        return;
+    };
+    // The same windows as incremental/.
+    let windows = names(&fs, walk(&fs, &["merged", "incremental"]).unwrap());
+    assert_eq!(windows, names(&fs, walk(&fs, &["incremental"]).unwrap()));
+    assert!(windows.len() >= 2, "{windows:?}");
+    // Listing every window names files and merges nothing; every name is a merged file.
+    let mut files = Vec::new();
+    for w in &windows {
+        let root = walk(&fs, &["merged", "incremental", w]).unwrap();
+        let x: std::collections::HashMap<_, _> = fs.xattrs(root).unwrap().into_iter().collect();
+        assert_eq!(x["user.hudi.listing"], "merged");
+        let keep: Vec<String> = x["user.hudi.commit_times"]
+            .split(',')
+            .map(String::from)
+            .collect();
+        for p in names(&fs, root) {
+            let dir = walk(&fs, &["merged", "incremental", w, &p]).unwrap();
+            for e in fs.readdir_entries(dir).unwrap() {
+                assert!(e.name.ends_with(".merged.parquet"), "{}", e.name);
+                assert_eq!(e.entry.attr.size, 0, "not merged yet");
+                files.push((w.clone(), p.clone(), e.name.to_string(), keep.clone()));
+            }
+        }
+    }
+    assert!(!files.is_empty());
+    assert_eq!(fs.merges_run(), 0, "readdir merges nothing");
+    // A lookup merges; the file holds only records of the window's writes.
+    for (w, p, f, keep) in &files {
+        let ino = walk(&fs, &["merged", "incremental", w, p, f]).unwrap();
+        let copy = tmp.path().join("window.parquet");
+        std::fs::write(&copy, read_all(&fs, ino)).unwrap();
+        let reader =
+            parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&copy).unwrap())
+                .unwrap();
+        use parquet::file::reader::FileReader;
+        for row in reader.get_row_iter(None).unwrap() {
+            let row = row.unwrap();
+            let commit = row
+                .get_column_iter()
+                .find(|(n, _)| n.as_str() == "_hoodie_commit_time")
+                .map(|(_, v)| v.to_string().trim_matches('"').to_string())
+                .unwrap();
+            assert!(keep.contains(&commit), "{w} {f}: {commit} not in {keep:?}");
+        }
+    }
+    assert_eq!(fs.merges_run(), files.len() as u64);
 }

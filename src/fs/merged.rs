@@ -25,12 +25,13 @@ use std::time::SystemTime;
 
 use hudifs_core::error::{Error, Result};
 use hudifs_core::instant_time::InstantTime;
-use hudifs_core::rules::{PartitionChoice, VisibleFile};
+use hudifs_core::rules::{PartitionChoice, Plan, VisibleFile};
 use hudifs_core::snapshot::Snapshot;
 use hudifs_core::timeline::Layout;
+use hudifs_core::viewkey::ViewKey;
 use hudifs_merge::{
-    slices_of_view, snapshot_visibility, CacheOptions, Ensured, MergeCache, MergeConfig,
-    MergeError, MergeOptions, Refusal, Slice,
+    slices_of_view, slices_of_window, snapshot_visibility, window_visibility, CacheOptions,
+    Ensured, MergeCache, MergeConfig, MergeError, MergeOptions, Refusal, Slice,
 };
 
 use super::partitions::PartitionListing;
@@ -109,6 +110,9 @@ pub struct MergedSlice {
     pub newest: String,
     /// The view time blocks are admitted up to.
     t: String,
+    /// `merged/incremental/`: the window's effective end (blocks completed after it do not
+    /// count, on timelines with completion times); `None` for snapshot views.
+    window_end: Option<Option<String>>,
     /// The newest modification time of the inputs: the merged file's mtime.
     pub mtime: SystemTime,
     done: Mutex<Option<Done>>,
@@ -152,6 +156,9 @@ struct SliceKey {
     /// slice's newest instant (blocks up to it may count). Without it, `as_of/<T>` of a later
     /// T would reuse the merge of an earlier T and miss the blocks appended in between.
     admitted: Option<InstantTime>,
+    /// `merged/incremental/`: the instants whose records are kept and the window's effective
+    /// end; the same slice in a snapshot view or another window holds other rows.
+    window: Option<(Vec<InstantTime>, Option<InstantTime>)>,
 }
 
 /// Every merged slice the mount has handed out, by stable id (append-only: an id never changes
@@ -230,15 +237,19 @@ fn refusal(e: MergeError) -> Error {
 }
 
 impl HudiFs {
-    /// The merged partition of a partition's listing and the files a view at time `t` of
-    /// snapshot `snap` chose from it.
+    /// The merged partition of a partition's listing and the files the view planned as `plan`
+    /// against snapshot `snap` chose from it. An incremental plan (`merged/incremental/`)
+    /// filters each slice's rows to the window's writes (SEMANTICS.md §10.9).
     pub(super) fn merged_partition(
         &self,
         snap: &Snapshot,
-        t: &str,
+        plan: &Plan,
         listing: &PartitionListing,
         choice: &PartitionChoice,
     ) -> MergedPartition {
+        let t = plan.t.as_ref().map_or("", |t| t.as_str());
+        let window = matches!(plan.key, ViewKey::Incremental { .. })
+            .then(|| (plan.selected.clone(), plan.effective_end.clone()));
         let mut ids: HashMap<String, u64> = HashMap::new();
         let mut mtimes: HashMap<String, SystemTime> = HashMap::new();
         let mut files = Vec::with_capacity(choice.files.len());
@@ -268,7 +279,11 @@ impl HudiFs {
             })
             .flatten();
         let mut entries = Vec::new();
-        for vs in slices_of_view(&files) {
+        let slices = match &window {
+            Some((selected, _)) => slices_of_window(&files, selected, &plan.groups_written()),
+            None => slices_of_view(&files),
+        };
+        for vs in slices {
             let name: Arc<str> = Arc::from(vs.file_name());
             let id_of = |p: &str| ids.get(p).copied();
             if !vs.slice.needs_merge() {
@@ -311,6 +326,7 @@ impl HudiFs {
                 admitted: newest_write
                     .clone()
                     .filter(|w| w.as_str() > vs.newest_instant.as_str()),
+                window: window.clone(),
             };
             let id = self.merged.register(key, || MergedSlice {
                 partition: Arc::from(vs.slice.partition.as_str()),
@@ -319,6 +335,9 @@ impl HudiFs {
                 slice: vs.slice.clone(),
                 base,
                 t: t.to_string(),
+                window_end: window
+                    .as_ref()
+                    .map(|(_, end)| end.as_ref().map(|e| e.to_string())),
                 mtime,
                 done: Mutex::new(None),
                 refused: Mutex::new(None),
@@ -406,16 +425,22 @@ impl HudiFs {
         let snap = self.snapshot();
         let cfg = MergeConfig::from_properties(&snap.cfg.properties)
             .map_err(|e| refusal(e.in_slice(&ms.slice.id())))?;
-        let visible = snapshot_visibility(snap.timeline(), &ms.t);
         let opts = MergeOptions {
             memory_cap: self.opts.merge.memory_cap,
             ..MergeOptions::default()
         };
         let table = self.store.describe(&Default::default());
-        match cache
-            .ensure(&*self.store, &table, &cfg, &ms.slice, &visible, &opts)
-            .map_err(refusal)?
-        {
+        let ensured = match &ms.window_end {
+            None => {
+                let visible = snapshot_visibility(snap.timeline(), &ms.t);
+                cache.ensure(&*self.store, &table, &cfg, &ms.slice, &visible, &opts)
+            }
+            Some(end) => {
+                let visible = window_visibility(snap.timeline(), &ms.t, end.as_deref());
+                cache.ensure(&*self.store, &table, &cfg, &ms.slice, &visible, &opts)
+            }
+        };
+        match ensured.map_err(refusal)? {
             Ensured::Base => match ms.base {
                 Some(id) => Ok(Done::Base(id)),
                 None => Err(Error::Corrupt(format!(

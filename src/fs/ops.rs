@@ -11,7 +11,7 @@ use hudifs_core::error::{Error, Result};
 use hudifs_core::listing::{partition_dir, DataFile};
 use hudifs_core::viewkey::{self, ViewKey};
 
-use super::inode::{Node, AS_OF_INO, MERGED_AS_OF_INO};
+use super::inode::{Node, AS_OF_INO, MERGED_AS_OF_INO, MERGED_INCREMENTAL_INO};
 use super::kernel_cache::DirCache;
 use super::merged::{Materialised, MergedNode, MergedSlice};
 use super::views::{ResolvedPartition, ViewState};
@@ -145,7 +145,8 @@ impl HudiFs {
             | Node::IncrementalDir
             | Node::TimelineDir
             | Node::MergedDir
-            | Node::MergedAsOfDir => Ok(self.dir_entry(ino, TTL_FRESH)),
+            | Node::MergedAsOfDir
+            | Node::MergedIncrementalDir => Ok(self.dir_entry(ino, TTL_FRESH)),
             Node::MergedFile { view, slice } => {
                 let ms = self.merged_slice(slice)?;
                 let ttl = self.view(view).map(|v| v.ttl()).unwrap_or(TTL_FRESH);
@@ -194,13 +195,15 @@ impl HudiFs {
                 let snap = self.snapshot();
                 self.view_root(viewkey::parse_as_of(name, &self.zone(&snap))?, false)?
             }
-            Node::IncrementalDir => {
+            Node::IncrementalDir | Node::MergedIncrementalDir => {
+                let merged = matches!(Self::node(parent)?, Node::MergedIncrementalDir);
                 let snap = self.snapshot();
-                self.view_root(snap.parse_window(name, &self.zone(&snap))?, false)?
+                self.view_root(snap.parse_window(name, &self.zone(&snap))?, merged)?
             }
             Node::MergedDir => match name {
                 "latest" => self.view_root(ViewKey::Latest, true)?,
                 "as_of" => Node::MergedAsOfDir,
+                "incremental" => Node::MergedIncrementalDir,
                 _ => return Err(Error::NotFound(format!("merged/{name}"))),
             },
             Node::MergedAsOfDir => {
@@ -315,15 +318,17 @@ impl HudiFs {
             }
             Node::MergedDir => vec![
                 dir("as_of", Node::MergedAsOfDir, TTL_FRESH),
+                dir("incremental", Node::MergedIncrementalDir, TTL_FRESH),
                 dir("latest", self.view_root(ViewKey::Latest, true)?, TTL_FRESH),
             ],
-            Node::IncrementalDir => {
+            Node::IncrementalDir | Node::MergedIncrementalDir => {
+                let merged = matches!(Self::node(ino)?, Node::MergedIncrementalDir);
                 let names = snap.window_names();
                 let zone = self.zone(&snap);
                 let mut out = Vec::with_capacity(names.len());
                 for w in &names {
                     let key = viewkey::parse_window(w, &zone, None)?;
-                    out.push(dir(w, self.view_root(key, false)?, TTL_FRESH));
+                    out.push(dir(w, self.view_root(key, merged)?, TTL_FRESH));
                 }
                 out
             }
@@ -689,14 +694,19 @@ impl HudiFs {
         lock(&self.open_files).remove(&fh);
     }
 
-    /// Where the root of a view of `as_of/`, `incremental/` or `merged/as_of/` lies: the parent
+    /// Where the root of a view of `as_of/`, `incremental/`, `merged/as_of/` or
+    /// `merged/incremental/` lies: the parent
     /// directory and the name it has there.
     pub(super) fn history_name(key: &ViewKey, merged: bool) -> Option<(u64, String)> {
         match key {
             ViewKey::AsOf(t) if merged => Some((MERGED_AS_OF_INO, t.to_string())),
             ViewKey::AsOf(t) => Some((AS_OF_INO, t.to_string())),
             ViewKey::Incremental { start, end } => Some((
-                super::inode::INCREMENTAL_INO,
+                if merged {
+                    MERGED_INCREMENTAL_INO
+                } else {
+                    super::inode::INCREMENTAL_INO
+                },
                 viewkey::window_name(start.as_deref(), end.as_deref()),
             )),
             ViewKey::Latest => None,

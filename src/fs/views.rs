@@ -184,9 +184,10 @@ impl HudiFs {
             return Ok(m.clone());
         }
         let pv = self.part(v, i)?;
-        let t = v.plan.t.as_ref().map(|t| t.to_string()).unwrap_or_default();
         Ok(slot
-            .get_or_init(|| Arc::new(self.merged_partition(&v.snap, &t, &pv.listing, &pv.choice)))
+            .get_or_init(|| {
+                Arc::new(self.merged_partition(&v.snap, &v.plan, &pv.listing, &pv.choice))
+            })
             .clone())
     }
 
@@ -197,6 +198,17 @@ impl HudiFs {
             .ok()
     }
 
+    /// Whether partition `i` of a view shows any file. A merged view can show fewer slices than
+    /// the plain view has files (`merged/incremental/` drops the groups no write of the window
+    /// wrote to).
+    fn partition_shown(&self, v: &ViewState, i: usize) -> Result<bool> {
+        Ok(if v.merged {
+            !self.merged_part(v, i)?.entries.is_empty()
+        } else {
+            !self.part(v, i)?.choice.files.is_empty()
+        })
+    }
+
     /// Whether directory `path` of a view has any file at or below it.
     pub(super) fn dir_exists(&self, v: &ViewState, path: &str) -> Result<bool> {
         if path.is_empty() {
@@ -204,9 +216,10 @@ impl HudiFs {
         }
         for i in v.snap.partitions_under(path) {
             let p = &v.snap.partitions[i];
-            if (&**p == path || p.starts_with(&format!("{path}/")))
-                && !self.part(v, i)?.choice.files.is_empty()
-            {
+            if !(&**p == path || p.starts_with(&format!("{path}/"))) {
+                continue;
+            }
+            if self.partition_shown(v, i)? {
                 return Ok(true);
             }
         }
@@ -245,7 +258,7 @@ impl HudiFs {
             if subdirs.contains(first) {
                 continue;
             }
-            if !self.part(v, i)?.choice.files.is_empty() {
+            if self.partition_shown(v, i)? {
                 subdirs.insert(first.to_string());
             }
         }

@@ -47,7 +47,10 @@ impl HudiFs {
                             "user.hudi.window".into(),
                             format!("{}..{end}", start.as_deref().unwrap_or(EARLIEST)),
                         ));
-                        out.push(("user.hudi.listing".into(), "merge-ready".into()));
+                        // merged/incremental/ shows the rows of the window's writes, merged and
+                        // filtered: nothing is left for the reader to do.
+                        let listing = if v.merged { "merged" } else { "merge-ready" };
+                        out.push(("user.hudi.listing".into(), listing.into()));
                     }
                 }
             }

@@ -1,6 +1,9 @@
 """Compare merged slices with hudi-rs 0.5.0's read() of the same snapshot and with Spark's gold
 data. Input (JSON on stdin): {"table": root, "gold": dir or null, "views": [{"label", "as_of"
-(or null for latest), "dir", "refused", "model" (optional: the rows the view must hold, as
+(or null for latest), "window" (optional: [start, end], an incremental read of (start, end]
+instead of a snapshot), "oracle" (optional: {"dir", "keep"}: the rows of another view's
+files whose _hoodie_commit_time is in "keep", the answer the view must equal), "stringify"
+(optional: columns compared as strings with hudi-rs), "dir", "refused", "model" (optional: the rows the view must hold, as
 a list of {column: value}; compared on those columns)}]}. Output: one JSON object on stdout with per-view
 results; a view whose files cannot be read (a merged file the mount refuses) has "read_error"
 with the errno and message instead.
@@ -65,6 +68,17 @@ def read_dir(d):
     return [pq.read_table(f) for f in files]
 
 
+def stringified(tables, columns):
+    out = []
+    for t in tables:
+        for c in columns:
+            if c in t.column_names:
+                i = t.column_names.index(c)
+                t = t.set_column(i, c, t.column(c).cast(pa.string()))
+        out.append(t)
+    return out
+
+
 def compare(ours, theirs):
     ours_cols = set().union(*[set(t.column_names) for t in ours]) if ours else set()
     theirs_cols = set().union(*[set(t.column_names) for t in theirs]) if theirs else set()
@@ -108,20 +122,53 @@ def main():
                 }
         if table is not None and ours is not None:
             try:
-                if v["as_of"] is None:
+                if v.get("window") is not None:
+                    from hudi import HudiQueryType
+                    start, end = v["window"]
+                    batches = table.read(
+                        HudiReadOptions()
+                        .with_query_type(HudiQueryType.Incremental)
+                        .with_start_timestamp(start)
+                        .with_end_timestamp(end)
+                    )
+                elif v["as_of"] is None:
                     batches = table.read()
                 else:
                     batches = table.read(HudiReadOptions().with_as_of_timestamp(v["as_of"]))
                 theirs = [pa.Table.from_batches([b]) for b in batches]
-                r["hudi_rs"] = compare(ours, theirs)
+                cols = v.get("stringify") or []
+                r["hudi_rs"] = compare(stringified(ours, cols), stringified(theirs, cols))
             except Exception as e:  # noqa: BLE001
                 r["hudi_rs_error"] = repr(e)[:300]
+        if v.get("oracle") is not None and ours is not None:
+            try:
+                keep = pa.array(v["oracle"]["keep"], pa.string())
+                import pyarrow.compute as pc
+                want = []
+                skipped = 0
+                pattern = os.path.join(v["oracle"]["dir"], "**", "*.parquet")
+                for f in sorted(glob.glob(pattern, recursive=True)):
+                    try:
+                        t = pq.read_table(f)
+                    except OSError as e:
+                        # A slice merged/ refuses (a Lance base file) in a group the window
+                        # does not touch: the window's own files were all read.
+                        if getattr(e, "errno", None) == 95 or "errno 95" in str(e):
+                            skipped += 1
+                            continue
+                        raise
+                    col = t.column("_hoodie_commit_time").cast(pa.string())
+                    want.append(t.filter(pc.is_in(col, keep)))
+                r["oracle"] = compare(ours, want)
+                r["oracle"]["skipped"] = skipped
+            except Exception as e:  # noqa: BLE001
+                r["oracle_error"] = repr(e)[:300]
         if v.get("model") is not None and ours is not None:
             model = v["model"]
             cols = sorted(model[0].keys()) if model else ["id"]
             mine = [t.select([c for c in cols if c in t.column_names]) for t in ours]
             r["model"] = compare(mine, [pa.Table.from_pylist(model)] if model else [])
-        if v["as_of"] is None and req.get("gold") and ours is not None:
+        if v["as_of"] is None and v.get("window") is None and req.get("gold") and ours is not None:
             gold = read_dir(req["gold"])
             if gold:
                 r["spark"] = compare(ours, gold)

@@ -178,6 +178,7 @@ impl Snapshot {
         files.sort_by_key(|f| f.rel_path());
         Ok(View {
             files,
+            groups_written: plan.groups_written(),
             instant: plan.instant,
             selected: plan.selected,
             effective_end: plan.effective_end,

@@ -58,6 +58,10 @@ struct Claim {
     slice: String,
     inputs: Vec<Identity>,
     blocks: Vec<String>,
+    /// The row filter of an incremental view (absent for snapshot views, whose claims keep
+    /// the form they had before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_commits: Option<Vec<String>>,
     size: Option<u64>,
 }
 
@@ -237,7 +241,10 @@ impl MergeCache {
         if !slice.needs_merge() {
             return Ok(Ensured::Base);
         }
-        let id = format!("{table}\0{}", slice.id());
+        let id = match &slice.keep_commits {
+            None => format!("{table}\0{}", slice.id()),
+            Some(k) => format!("{table}\0{}\0{}", slice.id(), k.join(",")),
+        };
         let flight = {
             let mut f = self.flights.lock().unwrap_or_else(|e| e.into_inner());
             let e = f.entry(id.clone()).or_default();
@@ -276,6 +283,7 @@ impl MergeCache {
             slice: slice.id(),
             inputs: prepared.identities().to_vec(),
             blocks: prepared.block_instants().to_vec(),
+            keep_commits: slice.keep_commits.clone(),
             size: None,
         };
         let key = hash_hex(&serde_json::to_vec(&claim).unwrap_or_default());

@@ -26,7 +26,9 @@ use std::io::Write;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
+use arrow_array::{BooleanArray, RecordBatch};
 use arrow_schema::DataType;
+use arrow_schema::SchemaRef;
 use bytes::Bytes;
 use hudifs_storage::{OpenFile, Storage, TablePath};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -35,6 +37,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
+use parquet::schema::types::{ColumnPath, SchemaDescriptor};
 
 use crate::chunks::{Counting, StorageChunks};
 use crate::config::MergeConfig;
@@ -73,6 +76,10 @@ pub struct Slice {
     /// The log files the view shows for the slice (chosen at file level by the visibility
     /// rules), in any order.
     pub logs: Vec<InputFile>,
+    /// Incremental views (`merged/incremental/`): keep only the merged records whose
+    /// `_hoodie_commit_time` is one of these instants (sorted), the row filter of an incremental
+    /// query. `None` keeps every record (a snapshot view).
+    pub keep_commits: Option<Vec<String>>,
 }
 
 impl Slice {
@@ -86,9 +93,12 @@ impl Slice {
     }
 
     /// Whether the slice needs merging: a slice without log files is its base file, served
-    /// as it is (the caller serves the base file itself).
+    /// as it is (the caller serves the base file itself), unless its rows are filtered.
     /// A base file that is not Parquet always goes through the engine, which refuses it.
     pub fn needs_merge(&self) -> bool {
+        if self.keep_commits.is_some() {
+            return true;
+        }
         let parquet_base = self.base.as_ref().is_some_and(|b| {
             b.path
                 .name()
@@ -338,7 +348,7 @@ fn prepare_inner(
 
 impl Prepared {
     pub fn plan(&self) -> Plan {
-        if self.blocks.is_empty() && self.base.is_some() {
+        if self.blocks.is_empty() && self.base.is_some() && self.slice.keep_commits.is_none() {
             Plan::BaseUnchanged
         } else {
             Plan::Merge
@@ -362,8 +372,31 @@ impl Prepared {
     /// Write the merged file to `out`. On an error what was written is garbage: the caller
     /// must not serve it (the cache writes to a temporary file and drops it).
     pub fn write_to<W: Write + Send>(self, out: W) -> Result<MergeStats> {
+        let mut sink = ParquetSink {
+            out: Some(out),
+            writer: None,
+            bytes: 0,
+        };
+        let mut stats = self.run(&mut sink)?;
+        stats.bytes = sink.bytes;
+        Ok(stats)
+    }
+
+    /// The merged rows in memory, in the order the merged file holds them, with their schema
+    /// (what the change feed compares; the memory cap applies to the log records as for a
+    /// written merge).
+    pub fn batches(self) -> Result<(SchemaRef, Vec<RecordBatch>, MergeStats)> {
+        let mut sink = MemorySink::default();
+        let stats = self.run(&mut sink)?;
+        let schema = sink
+            .schema
+            .ok_or_else(|| MergeError::corrupt("the merge produced no schema"))?;
+        Ok((schema, sink.batches, stats))
+    }
+
+    fn run<S: Sink>(self, sink: &mut S) -> Result<MergeStats> {
         let id = self.slice.id();
-        let run = std::panic::AssertUnwindSafe(|| self.write_inner(out));
+        let run = std::panic::AssertUnwindSafe(|| self.merge_into(sink));
         match std::panic::catch_unwind(run) {
             Ok(r) => r.map_err(|e| e.in_slice(&id)),
             Err(_) => {
@@ -372,7 +405,7 @@ impl Prepared {
         }
     }
 
-    fn write_inner<W: Write + Send>(self, out: W) -> Result<MergeStats> {
+    fn merge_into<S: Sink>(self, sink: &mut S) -> Result<MergeStats> {
         let mut stats = MergeStats {
             blocks: self.blocks.len(),
             ..Default::default()
@@ -492,30 +525,7 @@ impl Prepared {
                 }
             }
         }
-        let mut props = WriterProperties::builder()
-            .set_created_by(CREATED_BY.to_string())
-            .set_writer_version(WriterVersion::PARQUET_1_0)
-            .set_compression(Compression::SNAPPY)
-            .set_max_row_group_size(self.opts.row_group_rows.max(1))
-            .set_statistics_enabled(EnabledStatistics::Chunk)
-            .set_key_value_metadata(Some(kv));
-        // Dictionary-encode the columns the base file's writer kept dictionary-encoded: for the
-        // others (unique keys, sequence numbers) building a dictionary only to give it up
-        // doubled the time of writing.
-        for (path, dict) in dictionary {
-            props = props.set_column_dictionary_enabled(path, dict);
-        }
-        let props = props.build();
-        let options = ArrowWriterOptions::new()
-            .with_properties(props)
-            .with_skip_arrow_metadata(true)
-            .with_parquet_schema(descr);
-        let counting = Counting { inner: out, n: 0 };
-        let mut writer = ArrowWriter::try_new_with_options(counting, schema.clone(), options)
-            .map_err(|e| MergeError::unsupported(format!("cannot write the output schema: {e}")))?;
-        let write_err = |e: parquet::errors::ParquetError| {
-            MergeError::corrupt(format!("writing the merged file: {e}"))
-        };
+        sink.start(&schema, descr, kv, dictionary, &self.opts)?;
 
         // 5. The base rows, merged.
         if let (Some(builder), Some((_, name))) = (base_reader, &self.base) {
@@ -534,33 +544,170 @@ impl Prepared {
                 let out = merger
                     .merge_base_batch(&batch, &schema)
                     .map_err(|e| e.prefixed(name))?;
-                if let Some(out) = out {
+                let out = out.map(|b| self.keep(b)).transpose()?;
+                if let Some(out) = out.filter(|b| b.num_rows() > 0) {
                     stats.rows += out.num_rows() as u64;
-                    writer.write(&out).map_err(write_err)?;
+                    sink.write(&out)?;
                 }
             }
         }
         // 6. Log records no base row used.
         for out in merger.remaining(&schema, self.opts.batch_rows.max(1))? {
+            let out = self.keep(out)?;
+            if out.num_rows() == 0 {
+                continue;
+            }
             stats.rows += out.num_rows() as u64;
-            writer.write(&out).map_err(write_err)?;
+            sink.write(&out)?;
         }
-        let counting = writer.into_inner().map_err(write_err)?;
-        stats.bytes = counting.n;
+        sink.finish()?;
+        Ok(stats)
+    }
+}
+
+impl Prepared {
+    /// The rows of `batch` the slice's row filter keeps (all without one): those whose
+    /// `_hoodie_commit_time` is one of the kept instants. A batch without the column keeps none
+    /// (incremental views are refused on tables without meta fields before they get here).
+    fn keep(&self, batch: RecordBatch) -> Result<RecordBatch> {
+        let Some(keep) = &self.slice.keep_commits else {
+            return Ok(batch);
+        };
+        let Ok(i) = batch.schema().index_of("_hoodie_commit_time") else {
+            return Ok(batch.slice(0, 0));
+        };
+        let col = arrow_cast::cast(batch.column(i), &DataType::Utf8).map_err(|e| {
+            MergeError::unsupported(format!("_hoodie_commit_time is not a string: {e}"))
+        })?;
+        let col = col.as_string::<i32>();
+        let mask: BooleanArray = col
+            .iter()
+            .map(|v| Some(v.is_some_and(|v| keep.binary_search_by(|k| k.as_str().cmp(v)).is_ok())))
+            .collect();
+        arrow_select::filter::filter_record_batch(&batch, &mask)
+            .map_err(|e| MergeError::corrupt(format!("filtering the merged rows: {e}")))
+    }
+}
+
+/// Where a merge's rows go: a Parquet file, or memory.
+trait Sink {
+    fn start(
+        &mut self,
+        schema: &SchemaRef,
+        descr: SchemaDescriptor,
+        kv: Vec<KeyValue>,
+        dictionary: Vec<(ColumnPath, bool)>,
+        opts: &MergeOptions,
+    ) -> Result<()>;
+    fn write(&mut self, batch: &RecordBatch) -> Result<()>;
+    fn finish(&mut self) -> Result<()>;
+}
+
+fn write_err(e: parquet::errors::ParquetError) -> MergeError {
+    MergeError::corrupt(format!("writing the merged file: {e}"))
+}
+
+/// The merged file, written with fixed properties (deterministic bytes).
+struct ParquetSink<W: Write + Send> {
+    out: Option<W>,
+    writer: Option<ArrowWriter<Counting<W>>>,
+    bytes: u64,
+}
+
+impl<W: Write + Send> Sink for ParquetSink<W> {
+    fn start(
+        &mut self,
+        schema: &SchemaRef,
+        descr: SchemaDescriptor,
+        kv: Vec<KeyValue>,
+        dictionary: Vec<(ColumnPath, bool)>,
+        opts: &MergeOptions,
+    ) -> Result<()> {
+        let mut props = WriterProperties::builder()
+            .set_created_by(CREATED_BY.to_string())
+            .set_writer_version(WriterVersion::PARQUET_1_0)
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_size(opts.row_group_rows.max(1))
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_key_value_metadata(Some(kv));
+        // Dictionary-encode the columns the base file's writer kept dictionary-encoded: for the
+        // others (unique keys, sequence numbers) building a dictionary only to give it up
+        // doubled the time of writing.
+        for (path, dict) in dictionary {
+            props = props.set_column_dictionary_enabled(path, dict);
+        }
+        let options = ArrowWriterOptions::new()
+            .with_properties(props.build())
+            .with_skip_arrow_metadata(true)
+            .with_parquet_schema(descr);
+        let out = self
+            .out
+            .take()
+            .ok_or_else(|| MergeError::corrupt("the merged file was started twice"))?;
+        let counting = Counting { inner: out, n: 0 };
+        self.writer = Some(
+            ArrowWriter::try_new_with_options(counting, schema.clone(), options).map_err(|e| {
+                MergeError::unsupported(format!("cannot write the output schema: {e}"))
+            })?,
+        );
+        Ok(())
+    }
+
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        match &mut self.writer {
+            Some(w) => w.write(batch).map_err(write_err),
+            None => Err(MergeError::corrupt("a merged batch before the schema")),
+        }
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        let w = self
+            .writer
+            .take()
+            .ok_or_else(|| MergeError::corrupt("the merged file was never started"))?;
+        let counting = w.into_inner().map_err(write_err)?;
+        self.bytes = counting.n;
         let mut inner = counting.inner;
         inner
             .flush()
-            .map_err(|e| MergeError::corrupt(format!("writing the merged file: {e}")))?;
-        Ok(stats)
+            .map_err(|e| MergeError::corrupt(format!("writing the merged file: {e}")))
+    }
+}
+
+/// The merged rows, kept in memory.
+#[derive(Default)]
+struct MemorySink {
+    schema: Option<SchemaRef>,
+    batches: Vec<RecordBatch>,
+}
+
+impl Sink for MemorySink {
+    fn start(
+        &mut self,
+        schema: &SchemaRef,
+        _: SchemaDescriptor,
+        _: Vec<KeyValue>,
+        _: Vec<(ColumnPath, bool)>,
+        _: &MergeOptions,
+    ) -> Result<()> {
+        self.schema = Some(schema.clone());
+        Ok(())
+    }
+
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.batches.push(batch.clone());
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        Ok(())
     }
 }
 
 /// Per column of the base file's first row group: whether all its data pages were
 /// dictionary-encoded (a column its writer had to fall back to plain encoding for is not worth
 /// a dictionary). Columns without page encoding statistics keep the default (dictionary on).
-fn dictionary_columns(
-    meta: &parquet::file::metadata::ParquetMetaData,
-) -> Vec<(parquet::schema::types::ColumnPath, bool)> {
+fn dictionary_columns(meta: &parquet::file::metadata::ParquetMetaData) -> Vec<(ColumnPath, bool)> {
     use parquet::basic::{Encoding, PageType};
     let Some(rg) = meta.row_groups().first() else {
         return Vec::new();

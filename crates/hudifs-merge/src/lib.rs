@@ -31,4 +31,6 @@ pub use engine::{
     MergeStats, Plan, Prepared, Slice, CREATED_BY,
 };
 pub use error::{MergeError, Refusal, Result};
-pub use view::{slices_of_view, snapshot_visibility, ViewSlice};
+pub use view::{
+    slices_of_view, slices_of_window, snapshot_visibility, window_visibility, ViewSlice,
+};

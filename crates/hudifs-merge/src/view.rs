@@ -1,7 +1,9 @@
 //! From a resolved view (hudifs-core's `Snapshot::resolve`) to the slices to merge, and the block
 //! visibility of a view: what the mount (and tests) need to drive the engine.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use hudifs_core::ids::FileGroupId;
 
 use hudifs_core::rules::VisibleFile;
 use hudifs_core::timeline::Timeline;
@@ -38,6 +40,7 @@ pub fn slices_of_view(files: &[VisibleFile]) -> Vec<ViewSlice> {
                 instant: f.slice.clone(),
                 base: None,
                 logs: Vec::new(),
+                keep_commits: None,
             },
             newest_instant: f.slice.clone(),
         });
@@ -61,6 +64,24 @@ pub fn slices_of_view(files: &[VisibleFile]) -> Vec<ViewSlice> {
     groups.into_values().collect()
 }
 
+/// The slices of an incremental window's files (`merged/incremental/`): [`slices_of_view`]
+/// of the groups the window's writes wrote records to (`written`: `Plan::groups_written`;
+/// a group only compacted, clustered or deleted from holds no record of the window), each
+/// keeping only the records of the window's writes (`selected`: their requested times).
+pub fn slices_of_window(
+    files: &[VisibleFile],
+    selected: &[impl AsRef<str>],
+    written: &BTreeSet<FileGroupId>,
+) -> Vec<ViewSlice> {
+    let keep: Vec<String> = selected.iter().map(|s| s.as_ref().to_string()).collect();
+    let mut slices = slices_of_view(files);
+    slices.retain(|vs| written.contains(&FileGroupId::new(&vs.slice.partition, &vs.slice.file_id)));
+    for vs in &mut slices {
+        vs.slice.keep_commits = Some(keep.clone());
+    }
+    slices
+}
+
 /// The block visibility of a snapshot view taken at `t`: a block counts when its instant is
 /// committed (a completed write on the active timeline, or older than the active timeline)
 /// and not after `t`.
@@ -69,4 +90,22 @@ pub fn snapshot_visibility<'a>(
     t: &'a str,
 ) -> impl Fn(&str) -> bool + Sync + 'a {
     move |instant: &str| instant <= t && timeline.is_committed(instant)
+}
+
+/// The block visibility of an incremental window (`merged/incremental/`, SEMANTICS §10.9): the
+/// state of the window's touched groups as of its effective end. A block counts when its
+/// instant is committed, not after `l` (the newest requested time the window selects) and, on
+/// a timeline with completion times, completed by `effective_end`: a write requested before
+/// `l` but completed after the window is not part of the state the window ends with.
+pub fn window_visibility<'a>(
+    timeline: &'a Timeline,
+    l: &'a str,
+    effective_end: Option<&'a str>,
+) -> impl Fn(&str) -> bool + Sync + 'a {
+    let by_completion = timeline.layout.has_completion_times();
+    move |instant: &str| {
+        instant <= l
+            && timeline.is_committed(instant)
+            && (!by_completion || effective_end.is_none_or(|e| timeline.completion(instant) <= e))
+    }
 }

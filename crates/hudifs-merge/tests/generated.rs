@@ -204,6 +204,7 @@ fn slice(base: Option<InputFile>, logs: Vec<InputFile>) -> Slice {
         instant: "001".into(),
         base,
         logs,
+        keep_commits: None,
     }
 }
 

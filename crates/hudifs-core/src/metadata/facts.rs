@@ -11,6 +11,14 @@ fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
+/// A count of a write stat: a number, or an Avro union's `{"long": n}` as decoded.
+fn num_field(v: &Value, key: &str) -> Option<u64> {
+    match v.get(key)? {
+        Value::Object(m) => m.values().next().and_then(Value::as_u64),
+        n => n.as_u64(),
+    }
+}
+
 /// One write stat of a commit: the file group it wrote and the file it wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteStat {
@@ -18,6 +26,9 @@ pub struct WriteStat {
     pub file_id: String,
     /// The file this instant wrote, relative to the table root (absent in inflight profiles).
     pub path: Option<String>,
+    /// Records it inserted and updated (`numInserts` + `numUpdateWrites`), where the stat says:
+    /// 0 for a write that only deleted (or copied) records of the group.
+    pub written: Option<u64>,
 }
 
 impl WriteStat {
@@ -72,10 +83,13 @@ impl CommitMetadata {
                         let Some(file_id) = str_field(s, "fileId") else {
                             continue;
                         };
+                        let inserts = num_field(s, "numInserts");
+                        let updates = num_field(s, "numUpdateWrites");
                         out.write_stats.push(WriteStat {
                             partition: partition.clone(),
                             file_id: file_id.to_string(),
                             path: str_field(s, "path").map(str::to_string),
+                            written: inserts.zip(updates).map(|(i, u)| i.saturating_add(u)),
                         });
                     }
                 }

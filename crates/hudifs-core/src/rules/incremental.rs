@@ -5,10 +5,11 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::{ArchivedFacts, Context, Plan};
+use super::{ArchivedFacts, Context, Plan, WindowWrite, WriteKind};
 use crate::error::{Error, Result};
 use crate::instant_time::{InstantTime, EARLIEST};
 use crate::metadata::{CommitMetadata, MetadataError};
+use crate::timeline::Action;
 use crate::timeline::InstantMetadata;
 
 /// Work out what the window `(start, end]` selects into `plan`.
@@ -47,13 +48,16 @@ pub(crate) fn plan_window(
     }
     let in_window =
         |x: &str| start.is_none_or(|s| x > s) && window_end.as_deref().is_none_or(|e| x <= e);
-    // (requested time, commit metadata) of every selected instant.
-    let mut selected: Vec<(InstantTime, Result<Arc<CommitMetadata>, MetadataError>)> = Vec::new();
+    // (requested time, commit metadata) of every selected instant, with the time that selects
+    // it and whether it can change records.
+    let mut selected: Vec<Selected> = Vec::new();
     if let Some(a) = archived {
         for (r, (completion, m)) in &a.writes {
             let x = if by_completion { completion } else { r };
             if in_window(x) && !tl.completed.contains_key(r) {
-                selected.push((r.clone(), m.clone().map(Arc::new)));
+                let m = m.clone().map(Arc::new);
+                let kind = write_kind(None, m.as_deref().ok());
+                selected.push((r.clone(), m, x.clone(), kind));
             }
         }
     }
@@ -63,7 +67,9 @@ pub(crate) fn plan_window(
         .take_while(|c| window_end.as_deref().is_none_or(|e| c.at.as_str() <= e))
     {
         if let Some(i) = tl.completed.get(&c.requested) {
-            selected.push((i.requested.clone(), meta.commit(i)));
+            let m = meta.commit(i);
+            let kind = write_kind(i.planned, m.as_deref().ok());
+            selected.push((i.requested.clone(), m, c.at.clone(), kind));
         }
     }
     selected.sort_by(|a, b| a.0.cmp(&b.0));
@@ -87,18 +93,55 @@ pub(crate) fn plan_window(
     }
     let mut touched = BTreeSet::new();
     let mut replaced = BTreeSet::new();
-    for (r, m) in &selected {
+    for (r, m, at, kind) in &selected {
         let m = m.as_ref().map_err(|e| {
             Error::Refused(format!(
                 "instant {r} in this window has unreadable metadata: {e}"
             ))
         })?;
-        touched.extend(m.write_stats.iter().map(|s| s.group()));
-        replaced.extend(m.replaced.iter().cloned());
+        let write = WindowWrite {
+            requested: r.clone(),
+            at: at.clone(),
+            kind: *kind,
+            touched: m.write_stats.iter().map(|s| s.group()).collect(),
+            written: m
+                .write_stats
+                .iter()
+                .filter(|s| s.written != Some(0))
+                .map(|s| s.group())
+                .collect(),
+            replaced: m.replaced.iter().cloned().collect(),
+        };
+        touched.extend(write.touched.iter().cloned());
+        replaced.extend(write.replaced.iter().cloned());
+        plan.writes.push(write);
     }
+    plan.writes
+        .sort_by(|a, b| (&a.at, &a.requested).cmp(&(&b.at, &b.requested)));
     plan.only = Some(touched.difference(&replaced).cloned().collect());
     plan.t = Some(l);
     Ok(())
+}
+
+/// A selected write: requested time, commit metadata, the time that selects it, and what it
+/// does to records.
+type Selected = (
+    InstantTime,
+    Result<Arc<CommitMetadata>, MetadataError>,
+    InstantTime,
+    WriteKind,
+);
+
+/// What a write does to records: by the action it was planned as (compaction, log compaction,
+/// clustering), else by its operation type (archived writes).
+fn write_kind(planned: Option<Action>, m: Option<&CommitMetadata>) -> WriteKind {
+    let op = m.and_then(|m| m.operation_type.as_deref());
+    match (planned, op) {
+        (Some(Action::Compaction), _) | (_, Some("COMPACT")) => WriteKind::Compaction,
+        (Some(Action::LogCompaction), _) | (_, Some("LOG_COMPACT")) => WriteKind::LogCompaction,
+        (Some(Action::Clustering), _) | (_, Some("CLUSTER")) => WriteKind::Clustering,
+        _ => WriteKind::Data,
+    }
 }
 
 /// The windows `incremental/` lists: one per completed write instant, from the previous one (or

@@ -21,7 +21,7 @@ pub use archived::ArchivedFacts;
 pub use context::{unreadable_metadata, Context};
 pub use incremental::incremental_windows;
 pub use model::model;
-pub use plan::{needs_archive, plan, wants_archive, Archived, Plan};
+pub use plan::{needs_archive, plan, wants_archive, Archived, Plan, WindowWrite, WriteKind};
 pub use resolve::{resolve_partition, Chosen, InstantInterner, PartitionChoice};
 
 use crate::instant_time::InstantTime;
@@ -54,6 +54,9 @@ pub struct View {
     pub selected: Vec<InstantTime>,
     /// Incremental views: the end of the window after the BLOCK cut.
     pub effective_end: Option<InstantTime>,
+    /// Incremental views: the groups the window's writes wrote records to
+    /// ([`Plan::groups_written`]).
+    pub groups_written: std::collections::BTreeSet<crate::ids::FileGroupId>,
 }
 
 impl View {

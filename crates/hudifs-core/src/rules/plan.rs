@@ -43,6 +43,69 @@ pub struct Plan {
     pub selected: Vec<InstantTime>,
     /// Incremental views: the end of the window after the BLOCK cut.
     pub effective_end: Option<InstantTime>,
+    /// Incremental views: the selected writes in the order they committed (by the time that
+    /// selects them), with the groups each touched (the change feed, `cdc/`).
+    pub writes: Vec<WindowWrite>,
+}
+
+/// What a write does to records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    /// Inserts, updates, deletes, overwrites: it changes records.
+    Data,
+    /// A compaction: rewrites a slice, records keep their commit times.
+    Compaction,
+    /// A log compaction: rewrites log blocks into one (the records it writes may carry its own
+    /// commit time), changing no record.
+    LogCompaction,
+    /// A clustering: rewrites file groups into others, records keep their commit times.
+    Clustering,
+}
+
+impl Plan {
+    /// Incremental views: the groups that can hold a record the window's row filter keeps,
+    /// following the writes in commit order: a data write or log compaction adds the groups it
+    /// wrote records to (inserts or updates; not those it only deleted from), a write that
+    /// replaces groups removes them, and a clustering that replaced such a group adds the groups
+    /// it wrote (the records moved there, commit times kept). Compactions change nothing. A
+    /// group outside holds no record of the window's writes.
+    pub fn groups_written(&self) -> BTreeSet<FileGroupId> {
+        let mut live: BTreeSet<FileGroupId> = BTreeSet::new();
+        for w in &self.writes {
+            match w.kind {
+                WriteKind::Data | WriteKind::LogCompaction => {
+                    live.extend(w.written.iter().cloned());
+                }
+                WriteKind::Clustering => {
+                    if w.replaced.iter().any(|g| live.contains(g)) {
+                        live.extend(w.touched.iter().cloned());
+                    }
+                }
+                WriteKind::Compaction => {}
+            }
+            for g in &w.replaced {
+                live.remove(g);
+            }
+        }
+        live
+    }
+}
+
+/// One write an incremental window selects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowWrite {
+    /// Its requested time: the `_hoodie_commit_time` of the records it wrote.
+    pub requested: InstantTime,
+    /// The time that selects it (requested on v6, completion on v8+).
+    pub at: InstantTime,
+    pub kind: WriteKind,
+    /// The file groups its write stats name.
+    pub touched: BTreeSet<FileGroupId>,
+    /// The touched groups it wrote records to (inserts or updates; a stat without counts
+    /// counts): not those it only deleted from or copied.
+    pub written: BTreeSet<FileGroupId>,
+    /// The file groups it replaced (insert overwrite; clustering).
+    pub replaced: BTreeSet<FileGroupId>,
 }
 
 impl Plan {
@@ -179,6 +242,7 @@ pub fn plan(
         instant: None,
         selected: Vec::new(),
         effective_end: None,
+        writes: Vec::new(),
     };
     // Read for log attribution only (`wants_archive`): used if it could be read.
     let helpful = match archived {
@@ -224,4 +288,75 @@ pub fn plan(
         p.archived_replaced = ctx.check_replaced_as_of(&t, p.archive.as_deref())?;
     }
     Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(f: &str) -> FileGroupId {
+        FileGroupId::new("p", f)
+    }
+
+    fn write(
+        kind: WriteKind,
+        written: &[&str],
+        touched: &[&str],
+        replaced: &[&str],
+    ) -> WindowWrite {
+        let set = |v: &[&str]| v.iter().map(|f| g(f)).collect::<BTreeSet<_>>();
+        WindowWrite {
+            requested: InstantTime::parse("20240101000000000").unwrap(),
+            at: InstantTime::parse("20240101000000000").unwrap(),
+            kind,
+            touched: set(touched).union(&set(written)).cloned().collect(),
+            written: set(written),
+            replaced: set(replaced),
+        }
+    }
+
+    fn groups(writes: Vec<WindowWrite>) -> Vec<String> {
+        let mut p = Plan {
+            key: ViewKey::Latest,
+            t: None,
+            read_optimized: false,
+            archived_replaced: HashSet::new(),
+            only: None,
+            archive: None,
+            instant: None,
+            selected: Vec::new(),
+            effective_end: None,
+            writes: Vec::new(),
+        };
+        p.writes = writes;
+        p.groups_written().into_iter().map(|g| g.file_id).collect()
+    }
+
+    #[test]
+    fn groups_a_window_can_hold_records_of() {
+        use WriteKind::*;
+        // A data write's groups; not those it only deleted from (touched, not written).
+        assert_eq!(groups(vec![write(Data, &["a"], &["b"], &[])]), ["a"]);
+        // A compaction or a clustering of groups the window did not write adds nothing.
+        assert!(groups(vec![write(Compaction, &["a"], &[], &[])]).is_empty());
+        assert!(groups(vec![write(Clustering, &["c"], &[], &["a"])]).is_empty());
+        // A clustering of a written group carries its records to the groups it wrote.
+        assert_eq!(
+            groups(vec![
+                write(Data, &["a"], &[], &[]),
+                write(Clustering, &["c", "d"], &[], &["a"]),
+            ]),
+            ["c", "d"]
+        );
+        // An insert overwrite replaces what the window wrote before it.
+        assert_eq!(
+            groups(vec![
+                write(Data, &["a"], &[], &[]),
+                write(Data, &["e"], &[], &["a"]),
+            ]),
+            ["e"]
+        );
+        // A log compaction's block carries its own commit time.
+        assert_eq!(groups(vec![write(LogCompaction, &["a"], &[], &[])]), ["a"]);
+    }
 }
