@@ -288,6 +288,13 @@ fn hadoop_snappy_decompress(data: &[u8], expected: usize) -> Result<Vec<u8>> {
             if n > block_end - out.len() {
                 return Err(bad(format!("chunk of {n} bytes overruns its block")));
             }
+            // No Snappy element expands more than 64 bytes from 3: a larger claim is forged,
+            // and is refused before the output is allocated.
+            if n > chunk_len.saturating_mul(22).saturating_add(64) {
+                return Err(bad(format!(
+                    "chunk of {chunk_len} bytes claims {n} bytes of output"
+                )));
+            }
             let at = out.len();
             out.resize(at + n, 0);
             decoder
@@ -809,6 +816,13 @@ mod tests {
         for cut in [0, 3, 4, 7, 8, 100, c.len() - 1] {
             assert!(Codec::Snappy.decompress(&c[..cut], data.len()).is_err());
         }
+        // A 2-byte chunk claiming 1 MiB of output is refused before allocating it.
+        let mut forged = Vec::new();
+        forged.extend_from_slice(&(1u32 << 20).to_be_bytes());
+        forged.extend_from_slice(&4u32.to_be_bytes());
+        forged.extend_from_slice(&[0x80, 0x80, 0x40, 0x00]);
+        let err = Codec::Snappy.decompress(&forged, 1 << 20).unwrap_err();
+        assert!(err.to_string().contains("claims"), "{err}");
     }
 
     #[test]

@@ -26,7 +26,8 @@ pub fn trailer(file: &[u8]) -> Result<Trailer> {
     Trailer::parse(&file[start..])
 }
 
-/// Every block from offset 0 to the trailer, in file order, decompressed with the file's codec.
+/// Every block from offset 0 to the trailer, in file order, decompressed with the file's codec
+/// (each up to the default [`crate::Limits::max_block`]).
 pub fn blocks(file: &[u8]) -> Result<Vec<RawBlock>> {
     let t = trailer(file)?;
     let codec = Codec::from_id(t.compression_codec)?;
@@ -40,7 +41,8 @@ pub fn blocks(file: &[u8]) -> Result<Vec<RawBlock>> {
                 end - pos
             )));
         }
-        let (header, payload) = decode_block(&file[pos..end], codec, end)?;
+        let (header, payload) =
+            decode_block(&file[pos..end], codec, crate::Limits::default().max_block)?;
         out.push(RawBlock {
             offset: pos as u64,
             header,

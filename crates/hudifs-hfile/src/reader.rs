@@ -110,19 +110,6 @@ impl<R: RangeRead> HFileReader<R> {
             )));
         }
         let section = read(&src, lo, section_len as usize)?;
-        // Each root entry takes at least 13 bytes: counts past that are corrupt.
-        let max_count = (section.len() / 13) as u64;
-        for (what, count) in [
-            ("data", trailer.data_index_count),
-            ("meta", trailer.meta_index_count),
-        ] {
-            if count > max_count {
-                return Err(HFileError::malformed(format!(
-                    "{what} index count {count} cannot fit in {} bytes",
-                    section.len()
-                )));
-            }
-        }
         let at = |pos: usize| lo + pos as u64;
         let mut pos = 0;
         let mut next_block = |expect: &[u8; 8], what: &str| -> Result<Vec<u8>> {
@@ -141,9 +128,12 @@ impl<R: RangeRead> HFileReader<R> {
         let root_payload = next_block(ROOT_INDEX, "root data index")?;
         let meta_payload = next_block(ROOT_INDEX, "meta index")?;
         let info_payload = next_block(FILE_INFO, "file info")?;
-        let root = parse_root_index(&root_payload, trailer.data_index_count as usize, true)
+        // The counts are not trusted for allocation: each entry parsed takes at least 13 bytes
+        // of its block, and the entries are collected as they are parsed.
+        let count = |c: u64| usize::try_from(c).unwrap_or(usize::MAX);
+        let root = parse_root_index(&root_payload, count(trailer.data_index_count), true)
             .map_err(|e| context(e, "root data index"))?;
-        let meta = parse_root_index(&meta_payload, trailer.meta_index_count as usize, false)
+        let meta = parse_root_index(&meta_payload, count(trailer.meta_index_count), false)
             .map_err(|e| context(e, "meta index"))?;
         let file_info = parse_file_info(&info_payload).map_err(|e| context(e, "file info"))?;
         if let Some(enc) = file_info.get(DATA_BLOCK_ENCODING) {
@@ -165,7 +155,7 @@ impl<R: RangeRead> HFileReader<R> {
             mvcc,
         };
         for e in root.iter().chain(&meta) {
-            check_entry(e, trailer_at, &limits)?;
+            check_entry(e, trailer_at)?;
         }
         Ok(HFileReader {
             src,
@@ -201,6 +191,11 @@ impl<R: RangeRead> HFileReader<R> {
 
     pub fn file_info_entries(&self) -> &BTreeMap<Vec<u8>, Vec<u8>> {
         &self.file_info
+    }
+
+    /// The names of the meta blocks.
+    pub fn meta_block_names(&self) -> impl Iterator<Item = &[u8]> {
+        self.meta.iter().map(|e| e.row.as_slice())
     }
 
     /// The payload of the meta block named `name` (e.g. Hudi's `bloomFilter`).
@@ -272,7 +267,7 @@ impl<R: RangeRead> HFileReader<R> {
             let next = parse_nonroot_index(&payload)
                 .map_err(|err| context(err, &format!("{what} at byte {}", e.offset)))?;
             for n in &next {
-                check_entry(n, self.size - TRAILER_LEN as u64, &self.limits)?;
+                check_entry(n, self.size - TRAILER_LEN as u64)?;
             }
             entries = std::borrow::Cow::Owned(next);
         }
@@ -301,7 +296,7 @@ impl<R: RangeRead> HFileReader<R> {
                     )));
                 }
                 for n in &got {
-                    check_entry(n, self.size - TRAILER_LEN as u64, &self.limits)?;
+                    check_entry(n, self.size - TRAILER_LEN as u64)?;
                 }
                 next.extend(got);
             }
@@ -312,6 +307,12 @@ impl<R: RangeRead> HFileReader<R> {
 
     /// Read the block an index entry points to, check its type, return its payload.
     fn read_block(&self, e: &IndexEntry, magic: &[u8; 8], what: &str) -> Result<Vec<u8>> {
+        if e.size > self.limits.max_block {
+            return Err(HFileError::TooLarge(format!(
+                "{what} at byte {} of {} bytes (limit {})",
+                e.offset, e.size, self.limits.max_block
+            )));
+        }
         let bytes = read(&self.src, e.offset, e.size)?;
         let (h, payload) = decode_block(&bytes, self.codec, self.limits.max_block)
             .map_err(|err| context(err, &format!("{what} at byte {}", e.offset)))?;
@@ -341,11 +342,12 @@ fn floor<'e>(entries: &'e [IndexEntry], key: &[u8]) -> Option<&'e IndexEntry> {
     n.checked_sub(1).map(|i| &entries[i])
 }
 
-fn check_entry(e: &IndexEntry, data_end: u64, limits: &Limits) -> Result<()> {
-    if e.size < HEADER_LEN || e.size > limits.max_block {
+/// An index entry must point at a block inside the data section (before the trailer).
+fn check_entry(e: &IndexEntry, data_end: u64) -> Result<()> {
+    if e.size < HEADER_LEN {
         return Err(HFileError::malformed(format!(
-            "index entry for byte {} has size {} (a block is {HEADER_LEN}..={} bytes)",
-            e.offset, e.size, limits.max_block
+            "index entry for byte {} has size {}, less than a block header",
+            e.offset, e.size
         )));
     }
     if e.offset

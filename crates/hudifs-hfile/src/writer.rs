@@ -8,7 +8,7 @@
 //! - every block compressed with the file's codec, checksum type NULL with 16 KiB per checksum
 //!   and the matching count of zero checksum bytes;
 //! - load-on-open: root data index (keys `[u16][row]`, lengths as Hadoop vlongs), an empty
-//!   meta index, file info (`hfile.LASTKEY`, `MAX_MEMSTORE_TS_KEY`, `hfile.AVG_KEY_LEN`,
+//!   meta index (or one listing the caller's meta blocks), file info (`hfile.LASTKEY`, `MAX_MEMSTORE_TS_KEY`, `hfile.AVG_KEY_LEN`,
 //!   `hfile.AVG_VALUE_LEN`, `hfile.CREATE_TIME_TS`, `KEY_VALUE_VERSION` = 1, and the caller's
 //!   entries such as Hudi's `schema`);
 //! - the 4096-byte trailer, version 3.0, comparator `HoodieHBaseKVComparator`.
@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use crate::error::{HFileError, Result};
 use crate::format::{
     put_hadoop_vlong, serialize_file_info, Codec, Header, Trailer, DATA, FILE_INFO, HEADER_LEN,
-    INTERMEDIATE_INDEX, LEAF_INDEX, ROOT_INDEX,
+    INTERMEDIATE_INDEX, LEAF_INDEX, META, ROOT_INDEX,
 };
 
 pub use crate::format::Codec as WriteCodec;
@@ -77,6 +77,7 @@ pub struct Writer {
     value_bytes: u64,
     uncompressed_total: u64,
     file_info: BTreeMap<Vec<u8>, Vec<u8>>,
+    meta_blocks: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 /// `[row length: u16][row]`, the key form of Hudi's index entries and `hfile.LASTKEY`.
@@ -109,12 +110,19 @@ impl Writer {
             value_bytes: 0,
             uncompressed_total: 0,
             file_info: BTreeMap::new(),
+            meta_blocks: BTreeMap::new(),
         })
     }
 
     /// Add a file info entry (e.g. `schema`); a later one of the same name replaces it.
     pub fn add_file_info(&mut self, name: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
         self.file_info.insert(name.into(), value.into());
+    }
+
+    /// Add a meta block (e.g. Hudi's `bloomFilter`): one block per name, written after the
+    /// data blocks and listed in the meta index by name.
+    pub fn add_meta_block(&mut self, name: impl Into<Vec<u8>>, payload: impl Into<Vec<u8>>) {
+        self.meta_blocks.insert(name.into(), payload.into());
     }
 
     /// Append a cell. Keys must come in ascending byte order (a repeated key stays in the
@@ -230,7 +238,7 @@ impl Writer {
                 let mut next = Vec::new();
                 for chunk in level.chunks(fanout) {
                     let payload = nonroot_index_payload(chunk);
-                    index_size += (HEADER_LEN + payload.len()) as u64;
+                    index_size += payload.len() as u64;
                     let (offset, size) = self.write_block(magic, &payload, prev)?;
                     prev = offset as i64;
                     next.push(Entry {
@@ -244,6 +252,17 @@ impl Writer {
             }
         }
 
+        let mut meta_index = Vec::new();
+        let mut meta_count = 0u64;
+        for (name, payload) in std::mem::take(&mut self.meta_blocks) {
+            let (offset, size) = self.write_block(META, &payload, -1)?;
+            meta_index.extend_from_slice(&offset.to_be_bytes());
+            meta_index.extend_from_slice(&(size as i32).to_be_bytes());
+            put_hadoop_vlong(&mut meta_index, name.len() as i64);
+            meta_index.extend_from_slice(&name);
+            meta_count += 1;
+        }
+
         let load_on_open = self.out.len() as u64;
         let mut root = Vec::new();
         for e in &level {
@@ -252,9 +271,9 @@ impl Writer {
             put_hadoop_vlong(&mut root, e.key.len() as i64);
             root.extend_from_slice(&e.key);
         }
-        index_size += (HEADER_LEN + root.len()) as u64;
+        index_size += root.len() as u64;
         self.write_block(ROOT_INDEX, &root, -1)?;
-        self.write_block(ROOT_INDEX, &[], -1)?;
+        self.write_block(ROOT_INDEX, &meta_index, -1)?;
 
         let n = self.entries.max(1);
         let mut info = std::mem::take(&mut self.file_info);
@@ -281,7 +300,7 @@ impl Writer {
             uncompressed_data_index_size: index_size,
             total_uncompressed_bytes: self.uncompressed_total,
             data_index_count: level.len() as u64,
-            meta_index_count: 0,
+            meta_index_count: meta_count,
             entry_count: self.entries,
             num_data_index_levels: levels,
             first_data_block_offset: first_data,
