@@ -1,6 +1,6 @@
 //! The reader: open (trailer, load-on-open section), point lookups, scans.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::error::{HFileError, Result};
 use crate::format::{
@@ -222,9 +222,12 @@ impl<R: RangeRead> HFileReader<R> {
         order.sort_by(|&a, &b| keys[a].as_ref().cmp(keys[b].as_ref()));
         let mut out = vec![None; keys.len()];
         let mut current: Option<(IndexEntry, Vec<u8>)> = None;
+        // Index blocks read for one key serve the next (keys in order share paths): each is
+        // read once per call, and one data block is held at a time.
+        let mut seen = HashMap::new();
         for i in order {
             let key = keys[i].as_ref();
-            let Some(block) = self.locate(key)? else {
+            let Some(block) = self.locate_with(key, &mut seen)? else {
                 continue;
             };
             if current.as_ref().map(|(e, _)| e) != Some(&block) {
@@ -252,26 +255,41 @@ impl<R: RangeRead> HFileReader<R> {
     /// The data block that may hold `key`: descend the index, taking at each level the last
     /// entry whose first row is not after the key.
     fn locate(&self, key: &[u8]) -> Result<Option<IndexEntry>> {
+        self.locate_with(key, &mut HashMap::new())
+    }
+
+    /// [`Self::locate`], keeping the index blocks read in `seen` (by offset) for the next key.
+    fn locate_with(
+        &self,
+        key: &[u8],
+        seen: &mut HashMap<u64, Vec<IndexEntry>>,
+    ) -> Result<Option<IndexEntry>> {
         let levels = self.index_levels();
-        let mut entries = std::borrow::Cow::Borrowed(self.root.as_slice());
+        // The index block whose entries the descent is at (`None`: the root).
+        let mut at: Option<u64> = None;
         for level in 1..levels {
-            let Some(e) = floor(&entries, key) else {
+            let entries = at.map_or(self.root.as_slice(), |o| seen[&o].as_slice());
+            let Some(e) = floor(entries, key).cloned() else {
                 return Ok(None);
             };
-            let (magic, what) = if level + 1 == levels {
-                (LEAF_INDEX, "leaf index block")
-            } else {
-                (INTERMEDIATE_INDEX, "intermediate index block")
-            };
-            let payload = self.read_block(e, magic, what)?;
-            let next = parse_nonroot_index(&payload)
-                .map_err(|err| context(err, &format!("{what} at byte {}", e.offset)))?;
-            for n in &next {
-                check_entry(n, self.size - TRAILER_LEN as u64)?;
+            if let std::collections::hash_map::Entry::Vacant(slot) = seen.entry(e.offset) {
+                let (magic, what) = if level + 1 == levels {
+                    (LEAF_INDEX, "leaf index block")
+                } else {
+                    (INTERMEDIATE_INDEX, "intermediate index block")
+                };
+                let payload = self.read_block(&e, magic, what)?;
+                let next = parse_nonroot_index(&payload)
+                    .map_err(|err| context(err, &format!("{what} at byte {}", e.offset)))?;
+                for n in &next {
+                    check_entry(n, self.size - TRAILER_LEN as u64)?;
+                }
+                slot.insert(next);
             }
-            entries = std::borrow::Cow::Owned(next);
+            at = Some(e.offset);
         }
-        Ok(floor(&entries, key).cloned())
+        let entries = at.map_or(self.root.as_slice(), |o| seen[&o].as_slice());
+        Ok(floor(entries, key).cloned())
     }
 
     /// Every data block, walking a multi-level index level by level.

@@ -507,3 +507,75 @@ proptest! {
         let _ = raw::blocks(&bytes);
     }
 }
+
+/// A byte source that records the ranges read.
+struct Counting {
+    bytes: Vec<u8>,
+    reads: std::sync::Mutex<Vec<(u64, usize)>>,
+}
+
+impl hudifs_hfile::RangeRead for Counting {
+    fn size(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+    fn read_at(&self, off: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        self.reads.lock().unwrap().push((off, len));
+        self.bytes.read_at(off, len)
+    }
+}
+
+/// Opening reads the trailer and the load-on-open section only; a lookup then reads one
+/// block per index level below the root and the one data block; get_many reads each data
+/// block it needs once.
+#[test]
+fn reads_only_the_ranges_a_lookup_needs() {
+    use hudifs_hfile::RangeRead;
+    let model = sample(2000, 30);
+    for fanout in [None, Some(4)] {
+        let bytes = writer::write(
+            &model,
+            Options {
+                block_size: 1024,
+                index_fanout: fanout,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let src = Counting {
+            bytes,
+            reads: Default::default(),
+        };
+        let r = HFileReader::open(&src).unwrap();
+        let opened = src.reads.lock().unwrap().clone();
+        assert_eq!(opened.len(), 2, "{opened:?}");
+        assert_eq!(opened[0], (src.size() - 4096, 4096));
+        let levels = r.index_levels() as usize;
+        assert_eq!(levels > 1, fanout.is_some());
+        let total: usize = src.bytes.len();
+        src.reads.lock().unwrap().clear();
+        let key = format!("key-{:06}", 1234 * 7).into_bytes();
+        assert_eq!(r.get(&key).unwrap().as_ref(), model.get(&key));
+        let reads = src.reads.lock().unwrap().clone();
+        assert_eq!(reads.len(), levels, "{reads:?}");
+        assert!(reads.iter().map(|r| r.1).sum::<usize>() < total / 20);
+
+        src.reads.lock().unwrap().clear();
+        let keys: Vec<Vec<u8>> = (0..5)
+            .map(|i| format!("key-{:06}", (100 + i) * 7).into_bytes())
+            .collect();
+        let got = r.get_many(&keys).unwrap();
+        assert!(got
+            .iter()
+            .zip(&keys)
+            .all(|(v, k)| v.as_ref() == model.get(k)));
+        let reads = src.reads.lock().unwrap().clone();
+        let data_reads: BTreeMap<(u64, usize), usize> =
+            reads.iter().fold(BTreeMap::new(), |mut m, r| {
+                *m.entry(*r).or_default() += 1;
+                m
+            });
+        // Five neighbouring keys sit in one or two data blocks.
+        assert!(reads.len() <= 2 * levels, "{reads:?}");
+        assert!(data_reads.len() <= 2 * levels, "{data_reads:?}");
+    }
+}
