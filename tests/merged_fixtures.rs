@@ -2,8 +2,9 @@
 //! fixture mounted, `merged/latest/` and `merged/as_of/<T>/` for every `as_of` time of its
 //! expected answers read with pyarrow, the rows compared as multisets with hudi-rs 0.5.0's
 //! `read()` of the same snapshot and, for `merged/latest/`, with Spark's gold data shipped in the
-//! fixture zip. Slices hudifs cannot merge (Lance base files, HFile log blocks) must fail with
-//! EOPNOTSUPP and a log line naming the reason.
+//! fixture zip. Slices hudifs cannot merge (Lance base files) must fail with EOPNOTSUPP and a
+//! log line naming the reason; HFile log blocks (`table_hfile_log_block`) are merged and
+//! compared like the rest.
 //!
 //! Python with pyarrow and `hudi==0.5.0`: `common::python`.
 
@@ -47,14 +48,11 @@ fn merged_slices_match_hudi_rs_and_spark() {
     }
     let report = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/merge-fixtures.txt");
     let _ = std::fs::write(&report, format!("{totals:#?}\n{}\n", notes.join("\n")));
-    // Refused: only the slices with Lance base files and HFile log blocks (EOPNOTSUPP, and the
-    // daemon said why).
+    // Refused: only the slices with Lance base files (EOPNOTSUPP, and the daemon said why).
     for n in &notes {
         if n.contains("refused") {
             assert!(
-                n.contains("errno 95")
-                    && ((n.contains("base file format") && n.contains("lance"))
-                        || n.contains("an HFile data block")),
+                n.contains("errno 95") && n.contains("base file format") && n.contains("lance"),
                 "unexpected refusal: {n}"
             );
         }

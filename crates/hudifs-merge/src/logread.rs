@@ -13,8 +13,14 @@
 //!   instant (committed and not after the view's time);
 //! - a block with `COMPACTED_BLOCK_TIMES` (log compaction) replaces the blocks of the instants
 //!   it lists, taking the place of the first of them, so later writes still override it;
-//! - HFile data blocks and CDC blocks that count are refused (unsupported), as are data blocks
-//!   of content versions below 3 and Kryo delete blocks.
+//! - CDC blocks that count are refused (unsupported), as are data blocks of content versions
+//!   below 3 and Kryo delete blocks.
+//!
+//! HFile data blocks (`HFILE_DATA_BLOCK`) hold an HFile v3 (read by `hudifs_hfile`, bounded as
+//! the Avro decoder is) whose keys are record keys and whose values are Avro records in the
+//! block header's schema, decoded like an Avro block's. Java Hudi's writer blanks a top-level
+//! string field named `key` (when the schema has one) to save space and its reader puts the
+//! HFile key back where it finds it empty; so does this one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -22,6 +28,7 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use bytes::Bytes;
 use hudifs_core::logblock::scan_log_blocks;
+use hudifs_hfile::{HFileError, HFileReader};
 
 use crate::avro::{decimal_from_be, AvroToArrow, Input, SchemaProblem, VALUE_SLACK};
 use crate::error::{MergeError, Result};
@@ -109,14 +116,9 @@ pub fn choose_blocks(
                     if !visible(&instant) {
                         continue;
                     }
-                    let what = match b.block_type {
-                        HFILE_DATA_BLOCK => Some("an HFile data block"),
-                        CDC_DATA_BLOCK => Some("a CDC block in a data log"),
-                        _ => None,
-                    };
-                    if let Some(what) = what {
+                    if b.block_type == CDC_DATA_BLOCK {
                         return Err(MergeError::unsupported(format!(
-                            "{}: {what} at byte {} (instant {instant})",
+                            "{}: a CDC block in a data log at byte {} (instant {instant})",
                             names[fi], b.offset
                         )));
                     }
@@ -204,24 +206,7 @@ pub fn decode_block(
             }
             let count = be_i32(content, 4).ok_or_else(|| at("no record count".into()))?;
             let count = usize::try_from(count).map_err(|_| at(format!("record count {count}")))?;
-            let text = block
-                .header
-                .get(&H_SCHEMA)
-                .ok_or_else(|| at("no schema in the block header".into()))?;
-            let decoder = match schemas.get(text) {
-                Some(d) => d.clone(),
-                None => {
-                    let d = Arc::new(AvroToArrow::new(text).map_err(|p| match p {
-                        SchemaProblem::Unsupported(s) => MergeError::unsupported(format!(
-                            "{name}: block at byte {}: {s}",
-                            block.offset
-                        )),
-                        SchemaProblem::Malformed(s) => at(s),
-                    })?);
-                    schemas.insert(text.clone(), d.clone());
-                    d
-                }
-            };
+            let decoder = writer_schema(block, name, schemas)?;
             // The records: i32 length then the bytes, each checked against what is left.
             let mut records = Vec::new();
             let mut pos = 8usize;
@@ -246,6 +231,33 @@ pub fn decode_block(
             let batch = decoder
                 .decode(records.into_iter(), content.len() + VALUE_SLACK)
                 .map_err(at)?;
+            Ok(BlockRecords::Data {
+                batch,
+                partial,
+                instant: block.instant.clone(),
+            })
+        }
+        HFILE_DATA_BLOCK => {
+            let decoder = writer_schema(block, name, schemas)?;
+            let cells = hfile_cells(content).map_err(|e| match e {
+                HFileError::Unsupported(s) => MergeError::unsupported(format!(
+                    "{name}: HFile data block at byte {} (instant {}): {s}",
+                    block.offset, block.instant
+                )),
+                HFileError::TooLarge(s) => MergeError::too_big(format!(
+                    "{name}: HFile data block at byte {} (instant {}): {s}",
+                    block.offset, block.instant
+                )),
+                other => at(other.to_string()),
+            })?;
+            let values: usize = cells.iter().map(|(_, v)| v.len()).sum();
+            let batch = decoder
+                .decode(
+                    cells.iter().map(|(_, v)| v.as_slice()),
+                    values.saturating_add(VALUE_SLACK),
+                )
+                .map_err(at)?;
+            let batch = restore_blanked_keys(batch, &cells).map_err(at)?;
             Ok(BlockRecords::Data {
                 batch,
                 partial,
@@ -286,6 +298,99 @@ pub fn decode_block(
         }
         other => Err(at(format!("block type {other} holds no records"))),
     }
+}
+
+/// The compiled writer schema of a data block's header, from `schemas` or compiled into it.
+fn writer_schema(
+    block: &Chosen,
+    name: &str,
+    schemas: &mut HashMap<String, Arc<AvroToArrow>>,
+) -> Result<Arc<AvroToArrow>> {
+    let text = block.header.get(&H_SCHEMA).ok_or_else(|| {
+        MergeError::corrupt(format!(
+            "{name}: block at byte {} (instant {}) does not decode: no schema in the block header",
+            block.offset, block.instant
+        ))
+    })?;
+    if let Some(d) = schemas.get(text) {
+        return Ok(d.clone());
+    }
+    let d = Arc::new(AvroToArrow::new(text).map_err(|p| match p {
+        SchemaProblem::Unsupported(s) => {
+            MergeError::unsupported(format!("{name}: block at byte {}: {s}", block.offset))
+        }
+        SchemaProblem::Malformed(s) => MergeError::corrupt(format!(
+            "{name}: block at byte {} (instant {}) does not decode: {s}",
+            block.offset, block.instant
+        )),
+    })?);
+    schemas.insert(text.clone(), d.clone());
+    Ok(d)
+}
+
+/// Most bytes of keys and values one HFile data block may hold once decompressed (the
+/// engine's memory cap is checked only after a block is decoded; this bounds what a small,
+/// highly compressed block can make it allocate first).
+const MAX_HFILE_BLOCK_CELLS: usize = 1 << 30;
+
+/// An HFile's (key, value) cells.
+type Cells = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The (key, value) cells of an HFile data block's content, in key order.
+fn hfile_cells(content: &[u8]) -> std::result::Result<Cells, HFileError> {
+    let reader = HFileReader::open(content)?;
+    let mut cells = Vec::new();
+    let mut total = 0usize;
+    for kv in reader.scan() {
+        let (k, v) = kv?;
+        total = total.saturating_add(k.len() + v.len());
+        if total > MAX_HFILE_BLOCK_CELLS {
+            return Err(HFileError::TooLarge(format!(
+                "its cells hold more than {MAX_HFILE_BLOCK_CELLS} bytes"
+            )));
+        }
+        cells.push((k, v));
+    }
+    Ok(cells)
+}
+
+/// Java Hudi's HFile blocks store a top-level field named `key` as an empty string (the HFile
+/// key holds it) and its reader restores it when it reads it empty
+/// (`HoodieAvroHFileReaderImplBase.deserialize`): put the HFile keys back the same way.
+fn restore_blanked_keys(
+    batch: RecordBatch,
+    cells: &[(Vec<u8>, Vec<u8>)],
+) -> Result<RecordBatch, String> {
+    use arrow_array::{Array, StringArray};
+    let schema = batch.schema();
+    let Some((i, field)) = schema.column_with_name("key") else {
+        return Ok(batch);
+    };
+    if field.data_type() != &arrow_schema::DataType::Utf8 {
+        return Ok(batch);
+    }
+    let Some(col) = batch.column(i).as_any().downcast_ref::<StringArray>() else {
+        return Ok(batch);
+    };
+    if !col.iter().any(|v| v == Some("")) {
+        return Ok(batch);
+    }
+    let mut restored = Vec::with_capacity(col.len());
+    for (row, v) in col.iter().enumerate() {
+        restored.push(match v {
+            Some("") => {
+                let key = &cells[row].0;
+                Some(
+                    std::str::from_utf8(key)
+                        .map_err(|_| format!("HFile key of record {row} is not UTF-8"))?,
+                )
+            }
+            other => other,
+        });
+    }
+    let mut columns = batch.columns().to_vec();
+    columns[i] = Arc::new(StringArray::from(restored));
+    RecordBatch::try_new(schema, columns).map_err(|e| e.to_string())
 }
 
 fn read_parquet_block(data: Bytes) -> Result<RecordBatch, String> {

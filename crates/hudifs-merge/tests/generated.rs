@@ -600,12 +600,12 @@ fn refusals() {
     let one = |name: &str, bytes: Vec<u8>| slice(Some(base.clone()), vec![t.put(name, &bytes)]);
     let cases: Vec<(&str, Slice, Refusal)> = vec![
         (
-            "HFile data block",
+            "HFile data block that is not an HFile",
             one(
                 "p/.f1_002.log.1_0-1-1",
                 blocks::raw(blocks::HFILE_DATA, &[(0, "002"), (2, SCHEMA)], b"HFILEBLK"),
             ),
-            Refusal::Unsupported,
+            Refusal::Corrupt,
         ),
         (
             "CDC block",
