@@ -84,6 +84,10 @@ pub struct LsArgs {
     /// (nothing is merged). With --incremental, the names merged/incremental/ shows.
     #[arg(long, conflicts_with = "read_optimized")]
     pub merged: bool,
+    /// The change feed of the window (T1, T2]: the files cdc/T1..T2/ shows, one per file group
+    /// (nothing is merged).
+    #[arg(long, value_name = "T1..T2", conflicts_with_all = ["as_of", "incremental", "merged", "read_optimized"])]
+    pub cdc: Option<String>,
     /// Time zone of naive times (default: the table's hoodie.table.timeline.timezone, else UTC).
     #[arg(long, value_name = "TZ")]
     pub timezone: Option<String>,
@@ -128,6 +132,10 @@ fn open(table: &Path, store: &crate::store::StoreArgs) -> Result<Snapshot> {
 pub fn run_ls(args: &LsArgs, out: &mut dyn Write) -> Result<()> {
     let table = open(&args.table, &args.store)?;
     let zone = zone(args.timezone.as_deref(), table.cfg.timeline_zone.as_ref())?;
+    if let Some(w) = &args.cdc {
+        let key = table.parse_window(w, &zone)?;
+        return print_cdc(&table, &key, args.json, out);
+    }
     let key = if let Some(ts) = &args.as_of {
         viewkey::parse_as_of(ts, &zone)?
     } else if let Some(w) = &args.incremental {
@@ -199,6 +207,60 @@ fn print_merged(key: &ViewKey, view: &View, json: bool, out: &mut dyn Write) -> 
     } else {
         for vs in &slices {
             writeln!(out, "{}", path(&vs.slice.partition, &vs.file_name())).map_err(w)?;
+        }
+    }
+    Ok(())
+}
+
+/// `hudifs ls --cdc`: the change feeds of a window as `cdc/` names them, each with its writes
+/// and inputs.
+fn print_cdc(table: &Snapshot, key: &ViewKey, json: bool, out: &mut dyn Write) -> Result<()> {
+    let w = |e: std::io::Error| Error::io("<stdout>", e);
+    let plan = table.plan(key, false)?;
+    hudifs_merge::cdc_check(table, &plan)?;
+    let mut groups = Vec::new();
+    for p in table.partitions.iter() {
+        let touched = plan.writes.iter().any(|w| {
+            w.kind == hudifs_core::rules::WriteKind::Data
+                && w.touched
+                    .iter()
+                    .chain(&w.replaced)
+                    .any(|g| g.partition == **p)
+        });
+        if touched {
+            let files = table.list_partition(p)?;
+            groups.extend(hudifs_merge::cdc_groups(table, &plan, p, &files)?);
+        }
+    }
+    let path = |g: &hudifs_merge::CdcGroup| {
+        if g.partition.is_empty() {
+            g.file_name()
+        } else {
+            format!("{}/{}", g.partition, g.file_name())
+        }
+    };
+    if json {
+        let files: Vec<_> = groups
+            .iter()
+            .map(|g| {
+                json!({
+                    "path": path(g),
+                    "partition": g.partition,
+                    "file_id": g.file_id,
+                    "writes": g.steps.iter().map(|s| s.instant.as_str()).collect::<Vec<_>>(),
+                    "inputs": g.inputs(),
+                })
+            })
+            .collect();
+        let v = json!({"view": "cdc", "commit_times": plan.selected,
+            "effective_end": plan.effective_end, "files": files});
+        serde_json::to_writer_pretty(&mut *out, &v).map_err(|e| w(e.into()))?;
+        writeln!(out).map_err(w)?;
+    } else {
+        let mut paths: Vec<String> = groups.iter().map(path).collect();
+        paths.sort();
+        for p in paths {
+            writeln!(out, "{p}").map_err(w)?;
         }
     }
     Ok(())

@@ -46,7 +46,14 @@ fn views_walk_read_and_describe_themselves() {
     };
     assert_eq!(
         names(&fs, ROOT),
-        ["latest", "as_of", "incremental", "timeline", "merged"]
+        [
+            "latest",
+            "as_of",
+            "incremental",
+            "timeline",
+            "merged",
+            "cdc"
+        ]
     );
     let as_of = walk(&fs, &["as_of"]).unwrap();
     assert_eq!(names(&fs, as_of), ["20240707001301554", C2, R3]);
@@ -365,4 +372,38 @@ fn merged_windows_list_without_merging_and_filter_rows() {
         }
     }
     assert_eq!(fs.merges_run(), files.len() as u64);
+}
+
+#[test]
+fn change_feeds_list_without_merging() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let Some((fs, _root)) = open_merged_fs(tmp.path(), &cache) else {
+        return;
+    };
+    let windows = names(&fs, walk(&fs, &["cdc"]).unwrap());
+    assert_eq!(windows, names(&fs, walk(&fs, &["incremental"]).unwrap()));
+    let mut files = Vec::new();
+    for w in &windows {
+        let root = walk(&fs, &["cdc", w]).unwrap();
+        let x: std::collections::HashMap<_, _> = fs.xattrs(root).unwrap().into_iter().collect();
+        assert_eq!(x["user.hudi.listing"], "cdc");
+        for p in names(&fs, root) {
+            let dir = walk(&fs, &["cdc", w, &p]).unwrap();
+            for e in fs.readdir_entries(dir).unwrap() {
+                assert!(e.name.ends_with(".cdc.parquet"), "{}", e.name);
+                files.push((w.clone(), p.clone(), e.name.to_string()));
+            }
+        }
+    }
+    assert!(!files.is_empty());
+    assert_eq!(fs.merges_run(), 0, "readdir merges nothing");
+    let (w, p, f) = &files[0];
+    let ino = walk(&fs, &["cdc", w, p, f]).unwrap();
+    assert_eq!(fs.merges_run(), 1, "a lookup computes the feed once");
+    let bytes = read_all(&fs, ino);
+    assert_eq!(&bytes[bytes.len() - 4..], b"PAR1");
+    let x: std::collections::HashMap<_, _> = fs.xattrs(ino).unwrap().into_iter().collect();
+    assert!(f.starts_with(&x["user.hudi.file_id"]));
+    assert!(!x["user.hudi.merged_from"].is_empty());
 }

@@ -6,7 +6,7 @@
 //!  63..62  kind   0 special, 1 directory in a view, 2 table file in a view, 3 merged file
 //!  61..36  view   interned view (as_of/<T>, incremental/<w>, latest, and the merged/ views)
 //!  35..0   item   kind 0: 1 root, 2 as_of/, 3 incremental/, 4 timeline/, 5 merged/,
-//!                 6 merged/as_of/, 7 merged/incremental/, or (view 1) a timeline file id; kind 1: interned directory
+//!                 6 merged/as_of/, 7 merged/incremental/, 8 cdc/, or (view 1) a timeline file id; kind 1: interned directory
 //!                 path; kind 2: file id in the registry of table files; kind 3: slice id in the
 //!                 registry of merged slices
 //! ```
@@ -29,6 +29,7 @@ pub const TIMELINE_INO: u64 = 4;
 pub const MERGED_INO: u64 = 5;
 pub const MERGED_AS_OF_INO: u64 = 6;
 pub const MERGED_INCREMENTAL_INO: u64 = 7;
+pub const CDC_INO: u64 = 8;
 
 /// The view id of `latest/` and of `merged/latest/` (interned first).
 pub const LATEST_VIEW: u32 = 0;
@@ -51,6 +52,7 @@ pub enum Node {
     MergedDir,
     MergedAsOfDir,
     MergedIncrementalDir,
+    CdcDir,
     /// One instant file of `timeline/`, by its interned name.
     TimelineFile {
         name: u32,
@@ -72,11 +74,13 @@ pub enum Node {
     },
 }
 
-/// A view as the mount shows it: a view key, as table files or as merged slices (`merged/`).
+/// A view as the mount shows it: a view key, as table files or as merged slices (`merged/`),
+/// or (an incremental key) as change feeds (`cdc/`, whose files are merged like slices).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ViewName {
     pub key: ViewKey,
     pub merged: bool,
+    pub cdc: bool,
 }
 
 impl Node {
@@ -92,6 +96,7 @@ impl Node {
             Node::MergedDir => MERGED_INO,
             Node::MergedAsOfDir => MERGED_AS_OF_INO,
             Node::MergedIncrementalDir => MERGED_INCREMENTAL_INO,
+            Node::CdcDir => CDC_INO,
             Node::TimelineFile { name } => pack(0, TIMELINE_FILES, name as u64),
             Node::ViewDir { view, dir } => pack(1, view as u64, dir as u64),
             Node::ViewFile { view, file } => pack(2, view as u64, file),
@@ -111,6 +116,7 @@ impl Node {
             (0, 0, 5) => Node::MergedDir,
             (0, 0, 6) => Node::MergedAsOfDir,
             (0, 0, 7) => Node::MergedIncrementalDir,
+            (0, 0, 8) => Node::CdcDir,
             (0, TIMELINE_FILES, n) => Node::TimelineFile {
                 name: u32::try_from(n).ok()?,
             },
@@ -220,10 +226,12 @@ impl InodeTable {
         t.views.id(&Arc::new(ViewName {
             key: ViewKey::Latest,
             merged: false,
+            cdc: false,
         }));
         t.views.id(&Arc::new(ViewName {
             key: ViewKey::Latest,
             merged: true,
+            cdc: false,
         }));
         t
     }
@@ -243,6 +251,7 @@ mod tests {
             Node::MergedDir,
             Node::MergedAsOfDir,
             Node::MergedIncrementalDir,
+            Node::CdcDir,
             Node::MergedFile { view: 1, slice: 0 },
             Node::MergedFile {
                 view: 7,
@@ -266,7 +275,7 @@ mod tests {
             assert_eq!(Node::from_ino(ino), Some(node), "{ino:#x}");
         }
         assert_eq!(Node::from_ino(0), None);
-        assert_eq!(Node::from_ino(8), None);
+        assert_eq!(Node::from_ino(9), None);
         assert_eq!(Node::from_ino(99), None);
         for ino in [1, 77, Node::ViewFile { view: 9, file: 12 }.ino(), u64::MAX] {
             let (k, v, i) = ino_fields(ino);
@@ -278,7 +287,13 @@ mod tests {
     #[test]
     fn interned_ids_are_stable() {
         let t = InodeTable::new();
-        let name = |key: ViewKey, merged: bool| Arc::new(ViewName { key, merged });
+        let name = |key: ViewKey, merged: bool| {
+            Arc::new(ViewName {
+                key,
+                merged,
+                cdc: false,
+            })
+        };
         let as_of = || {
             ViewKey::AsOf(
                 hudifs_core::instant_time::InstantTime::parse("20240101000000000").unwrap(),

@@ -25,13 +25,14 @@ use std::time::SystemTime;
 
 use hudifs_core::error::{Error, Result};
 use hudifs_core::instant_time::InstantTime;
+use hudifs_core::listing::DataFile;
 use hudifs_core::rules::{PartitionChoice, Plan, VisibleFile};
 use hudifs_core::snapshot::Snapshot;
 use hudifs_core::timeline::Layout;
 use hudifs_core::viewkey::ViewKey;
 use hudifs_merge::{
     slices_of_view, slices_of_window, snapshot_visibility, window_visibility, CacheOptions,
-    Ensured, MergeCache, MergeConfig, MergeError, MergeOptions, Refusal, Slice,
+    CdcGroup, Ensured, MergeCache, MergeConfig, MergeError, MergeOptions, Refusal, Slice,
 };
 
 use super::partitions::PartitionListing;
@@ -113,6 +114,8 @@ pub struct MergedSlice {
     /// `merged/incremental/`: the window's effective end (blocks completed after it do not
     /// count, on timelines with completion times); `None` for snapshot views.
     window_end: Option<Option<String>>,
+    /// `cdc/`: the change feed this file is (its `slice` then only names the group).
+    pub cdc: Option<CdcGroup>,
     /// The newest modification time of the inputs: the merged file's mtime.
     pub mtime: SystemTime,
     done: Mutex<Option<Done>>,
@@ -133,8 +136,11 @@ impl MergedSlice {
         }
     }
 
-    /// The table paths merged in: base first, then logs.
+    /// The table paths merged in: base first, then logs (of every state, for a change feed).
     pub fn inputs(&self) -> Vec<String> {
+        if let Some(g) = &self.cdc {
+            return g.inputs();
+        }
         self.slice
             .base
             .iter()
@@ -159,6 +165,8 @@ struct SliceKey {
     /// `merged/incremental/`: the instants whose records are kept and the window's effective
     /// end; the same slice in a snapshot view or another window holds other rows.
     window: Option<(Vec<InstantTime>, Option<InstantTime>)>,
+    /// `cdc/`: the states compared, each by its time and input files (registry ids).
+    cdc: Option<Vec<(String, String, Vec<u64>)>>,
 }
 
 /// Every merged slice the mount has handed out, by stable id (append-only: an id never changes
@@ -327,6 +335,7 @@ impl HudiFs {
                     .clone()
                     .filter(|w| w.as_str() > vs.newest_instant.as_str()),
                 window: window.clone(),
+                cdc: None,
             };
             let id = self.merged.register(key, || MergedSlice {
                 partition: Arc::from(vs.slice.partition.as_str()),
@@ -338,6 +347,7 @@ impl HudiFs {
                 window_end: window
                     .as_ref()
                     .map(|(_, end)| end.as_ref().map(|e| e.to_string())),
+                cdc: None,
                 mtime,
                 done: Mutex::new(None),
                 refused: Mutex::new(None),
@@ -348,6 +358,93 @@ impl HudiFs {
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         entries.dedup_by(|a, b| a.0 == b.0);
         MergedPartition { entries }
+    }
+
+    /// The change feeds of a partition of window `plan` (`cdc/`): one file per file group a data
+    /// write of the window touched, named and registered from the timeline and the listing
+    /// alone (nothing is merged).
+    pub(super) fn cdc_partition(
+        &self,
+        snap: &Snapshot,
+        plan: &Plan,
+        partition: &str,
+        listing: &PartitionListing,
+    ) -> Result<MergedPartition> {
+        let files: Vec<DataFile> = listing.files.iter().map(|f| (**f).clone()).collect();
+        let mut ids: HashMap<String, (u64, SystemTime)> = HashMap::new();
+        for (f, id) in listing.files.iter().zip(&listing.ids) {
+            ids.insert(f.rel_path(), (*id, f.mtime()));
+        }
+        let mut entries = Vec::new();
+        for group in hudifs_merge::cdc_groups(snap, plan, partition, &files)? {
+            let name: Arc<str> = Arc::from(group.file_name());
+            let mut mtime = SystemTime::UNIX_EPOCH;
+            let states: Vec<(String, String, Vec<u64>)> = group
+                .steps
+                .iter()
+                .flat_map(|s| {
+                    [("b", &s.before), ("a", &s.after)]
+                        .into_iter()
+                        .map(|(side, st)| {
+                            let t = st.as_ref().map(|st| st.t.clone()).unwrap_or_default();
+                            let inputs = st
+                                .iter()
+                                .flat_map(|st| st.slice.base.iter().chain(&st.slice.logs))
+                                .filter_map(|i| ids.get(i.path.as_str()))
+                                .map(|(id, m)| {
+                                    mtime = mtime.max(*m);
+                                    *id
+                                })
+                                .collect();
+                            (side.to_string(), t, inputs)
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            let newest = group
+                .steps
+                .last()
+                .map(|s| s.instant.clone())
+                .unwrap_or_default();
+            let key = SliceKey {
+                partition: Arc::from(partition),
+                name: name.clone(),
+                inputs: Vec::new(),
+                pending: Vec::new(),
+                admitted: None,
+                window: None,
+                cdc: Some(states),
+            };
+            let id = self.merged.register(key, || MergedSlice {
+                partition: Arc::from(partition),
+                name: name.clone(),
+                newest: newest.clone(),
+                slice: Slice {
+                    partition: partition.to_string(),
+                    file_id: group.file_id.clone(),
+                    instant: group
+                        .steps
+                        .first()
+                        .map(|s| s.instant.clone())
+                        .unwrap_or_default(),
+                    base: None,
+                    logs: Vec::new(),
+                    keep_commits: None,
+                },
+                base: None,
+                t: newest.clone(),
+                window_end: None,
+                cdc: Some(group.clone()),
+                mtime,
+                done: Mutex::new(None),
+                refused: Mutex::new(None),
+                logged: AtomicBool::new(false),
+            });
+            entries.push((name, MergedNode::Slice(id)));
+        }
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries.dedup_by(|a, b| a.0 == b.0);
+        Ok(MergedPartition { entries })
     }
 
     /// The merge cache, opened on first use (a mount that never shows `merged/` creates none).
@@ -430,12 +527,17 @@ impl HudiFs {
             ..MergeOptions::default()
         };
         let table = self.store.describe(&Default::default());
-        let ensured = match &ms.window_end {
-            None => {
+        let ensured = match (&ms.cdc, &ms.window_end) {
+            (Some(group), _) => {
+                let tl = snap.timeline();
+                let committed = |i: &str| tl.is_committed(i);
+                cache.ensure_cdc(&*self.store, &table, &cfg, group, &committed, &opts)
+            }
+            (None, None) => {
                 let visible = snapshot_visibility(snap.timeline(), &ms.t);
                 cache.ensure(&*self.store, &table, &cfg, &ms.slice, &visible, &opts)
             }
-            Some(end) => {
+            (None, Some(end)) => {
                 let visible = window_visibility(snap.timeline(), &ms.t, end.as_deref());
                 cache.ensure(&*self.store, &table, &cfg, &ms.slice, &visible, &opts)
             }

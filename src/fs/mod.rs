@@ -3,12 +3,14 @@
 //! kernel replies, so everything here is tested without a kernel.
 //!
 //! ```text
-//! /                       latest/  as_of/  incremental/  timeline/  merged/
+//! /                       latest/  as_of/  incremental/  timeline/  merged/  cdc/
 //! latest/                 the snapshot at the newest completed write (moves with the table)
 //! as_of/<T>/              the snapshot as of T; lists completed write instants and savepoints
 //! incremental/<t1>..<t2>/ merge-ready files of the writes in (t1, t2]
 //! timeline/<instant file> the instant's metadata as pretty JSON
 //! merged/latest/, merged/as_of/<T>/   the same snapshots, one merged Parquet file per slice
+//! merged/incremental/<t1>..<t2>/      the window's groups merged, filtered to its writes' records
+//! cdc/<t1>..<t2>/         the window's change records, one Parquet file per file group
 //! ```
 //!
 //! A view is planned against one table snapshot and its partitions are resolved only when a
@@ -17,8 +19,8 @@
 //! to the end even if the cleaner deletes it (`ops`). What the kernel may cache of `latest/` and
 //! what a switch invalidates is in `kernel_cache` and `switch`; `timeline/` files are rendered in
 //! `timeline_files`, extended attributes in `xattr`, inode numbers in `inode`, partition listings
-//! in `partitions`, the merged view's slices and their materialisation in `merged` (SEMANTICS.md
-//! §2, §6, §10). `served` is what the FUSE adapter calls: one table, or a lake of them
+//! in `partitions`, the merged views' slices and change feeds and their materialisation in
+//! `merged` (SEMANTICS.md §2, §6, §10). `served` is what the FUSE adapter calls: one table, or a lake of them
 //! (`crate::lake`).
 
 mod inode;

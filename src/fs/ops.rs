@@ -11,7 +11,7 @@ use hudifs_core::error::{Error, Result};
 use hudifs_core::listing::{partition_dir, DataFile};
 use hudifs_core::viewkey::{self, ViewKey};
 
-use super::inode::{Node, AS_OF_INO, MERGED_AS_OF_INO, MERGED_INCREMENTAL_INO};
+use super::inode::{Node, AS_OF_INO, CDC_INO, MERGED_AS_OF_INO, MERGED_INCREMENTAL_INO};
 use super::kernel_cache::DirCache;
 use super::merged::{Materialised, MergedNode, MergedSlice};
 use super::views::{ResolvedPartition, ViewState};
@@ -20,7 +20,14 @@ use super::{
     TTL_FRESH,
 };
 
-const ROOT_NAMES: [&str; 5] = ["latest", "as_of", "incremental", "timeline", "merged"];
+const ROOT_NAMES: [&str; 6] = [
+    "latest",
+    "as_of",
+    "incremental",
+    "timeline",
+    "merged",
+    "cdc",
+];
 const MAX_NAME: usize = 255;
 
 /// An opened file's handle, whether its pages may be kept, and its backing file.
@@ -127,6 +134,7 @@ impl HudiFs {
             "latest" => self.view_root(ViewKey::Latest, false),
             "as_of" => Ok(Node::AsOfDir),
             "merged" => Ok(Node::MergedDir),
+            "cdc" => Ok(Node::CdcDir),
             "incremental" => Ok(Node::IncrementalDir),
             "timeline" => Ok(Node::TimelineDir),
             _ => Err(Error::NotFound(name.to_string())),
@@ -146,7 +154,8 @@ impl HudiFs {
             | Node::TimelineDir
             | Node::MergedDir
             | Node::MergedAsOfDir
-            | Node::MergedIncrementalDir => Ok(self.dir_entry(ino, TTL_FRESH)),
+            | Node::MergedIncrementalDir
+            | Node::CdcDir => Ok(self.dir_entry(ino, TTL_FRESH)),
             Node::MergedFile { view, slice } => {
                 let ms = self.merged_slice(slice)?;
                 let ttl = self.view(view).map(|v| v.ttl()).unwrap_or(TTL_FRESH);
@@ -199,6 +208,10 @@ impl HudiFs {
                 let merged = matches!(Self::node(parent)?, Node::MergedIncrementalDir);
                 let snap = self.snapshot();
                 self.view_root(snap.parse_window(name, &self.zone(&snap))?, merged)?
+            }
+            Node::CdcDir => {
+                let snap = self.snapshot();
+                self.cdc_root(snap.parse_window(name, &self.zone(&snap))?)?
             }
             Node::MergedDir => match name {
                 "latest" => self.view_root(ViewKey::Latest, true)?,
@@ -321,14 +334,18 @@ impl HudiFs {
                 dir("incremental", Node::MergedIncrementalDir, TTL_FRESH),
                 dir("latest", self.view_root(ViewKey::Latest, true)?, TTL_FRESH),
             ],
-            Node::IncrementalDir | Node::MergedIncrementalDir => {
-                let merged = matches!(Self::node(ino)?, Node::MergedIncrementalDir);
+            Node::IncrementalDir | Node::MergedIncrementalDir | Node::CdcDir => {
+                let node = Self::node(ino)?;
                 let names = snap.window_names();
                 let zone = self.zone(&snap);
                 let mut out = Vec::with_capacity(names.len());
                 for w in &names {
                     let key = viewkey::parse_window(w, &zone, None)?;
-                    out.push(dir(w, self.view_root(key, merged)?, TTL_FRESH));
+                    let root = match node {
+                        Node::CdcDir => self.cdc_root(key)?,
+                        _ => self.view_root(key, node == Node::MergedIncrementalDir)?,
+                    };
+                    out.push(dir(w, root, TTL_FRESH));
                 }
                 out
             }
@@ -694,11 +711,14 @@ impl HudiFs {
         lock(&self.open_files).remove(&fh);
     }
 
-    /// Where the root of a view of `as_of/`, `incremental/`, `merged/as_of/` or
-    /// `merged/incremental/` lies: the parent
-    /// directory and the name it has there.
-    pub(super) fn history_name(key: &ViewKey, merged: bool) -> Option<(u64, String)> {
+    /// Where the root of a view of `as_of/`, `incremental/`, `merged/as_of/`,
+    /// `merged/incremental/` or `cdc/` lies: the parent directory and the name it has there.
+    pub(super) fn history_name(key: &ViewKey, merged: bool, cdc: bool) -> Option<(u64, String)> {
         match key {
+            ViewKey::Incremental { start, end } if cdc => Some((
+                CDC_INO,
+                viewkey::window_name(start.as_deref(), end.as_deref()),
+            )),
             ViewKey::AsOf(t) if merged => Some((MERGED_AS_OF_INO, t.to_string())),
             ViewKey::AsOf(t) => Some((AS_OF_INO, t.to_string())),
             ViewKey::Incremental { start, end } => Some((

@@ -116,7 +116,7 @@ impl HudiFs {
         // A clean that moved the retention bound refuses cached history: drop its names.
         if previous.ctx.retention_bound() != snap.ctx.retention_bound() {
             for (id, v) in self.cached_views() {
-                let Some(name) = HudiFs::history_name(&v.plan.key, v.merged) else {
+                let Some(name) = HudiFs::history_name(&v.plan.key, v.merged, v.cdc) else {
                     continue;
                 };
                 if snap.plan(&v.plan.key, self.opts.read_optimized).is_err() {

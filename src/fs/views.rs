@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hudifs_core::error::{Error, Result};
-use hudifs_core::rules::{PartitionChoice, Plan};
+use hudifs_core::rules::{PartitionChoice, Plan, WriteKind};
 use hudifs_core::snapshot::Snapshot;
 use hudifs_core::viewkey::ViewKey;
 
@@ -51,8 +51,10 @@ pub struct ViewState {
     /// Resolved partitions; a listing that failed (a store's fault) is not kept, so the next
     /// caller lists again.
     parts: Vec<OnceLock<Arc<ResolvedPartition>>>,
-    /// A `merged/` view: each partition's slices, built from `parts` on demand.
+    /// A `merged/` view (or a `cdc/` one): each partition's slices, built from `parts` on demand.
     pub merged: bool,
+    /// A `cdc/` view: each partition's change feeds, one per file group.
+    pub cdc: bool,
     merged_parts: Vec<OnceLock<Arc<MergedPartition>>>,
     pub is_final: bool,
 }
@@ -91,6 +93,9 @@ impl HudiFs {
         // change keeps its files, but a clean can still make it refused. A merged view is a
         // snapshot view whatever the mount's read-optimized option says.
         let plan = snap.plan(&name.key, self.opts.read_optimized && !name.merged)?;
+        if name.cdc {
+            hudifs_merge::cdc_check(&snap, &plan)?;
+        }
         if let Some(v) = cached.filter(|v| v.is_final) {
             return Ok(v);
         }
@@ -100,6 +105,7 @@ impl HudiFs {
                 .map(|_| OnceLock::new())
                 .collect(),
             merged: name.merged,
+            cdc: name.cdc,
             merged_parts: if name.merged {
                 (0..snap.partitions.len())
                     .map(|_| OnceLock::new())
@@ -154,12 +160,7 @@ impl HudiFs {
                 choice: PartitionChoice::default(),
             }
         } else {
-            let listing = self.partitions.listing(&v.snap, partition).map_err(|e| {
-                Error::io(
-                    self.store.describe(&Default::default()),
-                    std::io::Error::other(e.to_string()),
-                )
-            })?;
+            let listing = self.listing_of(v, partition)?;
             let choice = v
                 .snap
                 .resolve_partition(&v.plan, &listing.files, &self.interner);
@@ -167,6 +168,16 @@ impl HudiFs {
         };
         // Two callers racing keep the first answer (both listed the same snapshot).
         Ok(slot.get_or_init(|| Arc::new(resolved)).clone())
+    }
+
+    /// The listing of `partition` for view `v`'s snapshot (a store's fault is EIO).
+    fn listing_of(&self, v: &ViewState, partition: &Arc<str>) -> Result<Arc<PartitionListing>> {
+        self.partitions.listing(&v.snap, partition).map_err(|e| {
+            Error::io(
+                self.store.describe(&Default::default()),
+                std::io::Error::other(e.to_string()),
+            )
+        })
     }
 
     /// The merged partition `i` of a merged view if it was built (handed to the kernel).
@@ -183,12 +194,28 @@ impl HudiFs {
         if let Some(m) = slot.get() {
             return Ok(m.clone());
         }
-        let pv = self.part(v, i)?;
-        Ok(slot
-            .get_or_init(|| {
-                Arc::new(self.merged_partition(&v.snap, &v.plan, &pv.listing, &pv.choice))
-            })
-            .clone())
+        let built = if v.cdc {
+            // The groups of a change feed include those its writes replaced, which the plain
+            // window does not list: the partition is listed when a data write touched it.
+            let partition = &v.snap.partitions[i];
+            let touched = v.plan.writes.iter().any(|w| {
+                w.kind == WriteKind::Data
+                    && w.touched
+                        .iter()
+                        .chain(&w.replaced)
+                        .any(|g| g.partition == **partition)
+            });
+            if touched {
+                let listing = self.listing_of(v, partition)?;
+                self.cdc_partition(&v.snap, &v.plan, partition, &listing)?
+            } else {
+                MergedPartition::default()
+            }
+        } else {
+            let pv = self.part(v, i)?;
+            self.merged_partition(&v.snap, &v.plan, &pv.listing, &pv.choice)
+        };
+        Ok(slot.get_or_init(|| Arc::new(built)).clone())
     }
 
     pub(super) fn partition_index(&self, v: &ViewState, partition: &str) -> Option<usize> {
@@ -294,10 +321,27 @@ impl HudiFs {
 
     /// The root directory node of the view `key`, plain or merged.
     pub(super) fn view_root(&self, key: ViewKey, merged: bool) -> Result<Node> {
+        self.view_root_of(ViewName {
+            key,
+            merged,
+            cdc: false,
+        })
+    }
+
+    /// The root of the change feed of window `key` (`cdc/<w>/`).
+    pub(super) fn cdc_root(&self, key: ViewKey) -> Result<Node> {
+        self.view_root_of(ViewName {
+            key,
+            merged: true,
+            cdc: true,
+        })
+    }
+
+    fn view_root_of(&self, name: ViewName) -> Result<Node> {
         let view = self
             .inodes
             .views
-            .id(&Arc::new(ViewName { key, merged }))
+            .id(&Arc::new(name))
             .ok_or_else(|| Error::NotFound("too many distinct views".into()))?;
         Ok(Node::ViewDir { view, dir: 0 })
     }

@@ -49,7 +49,13 @@ impl HudiFs {
                         ));
                         // merged/incremental/ shows the rows of the window's writes, merged and
                         // filtered: nothing is left for the reader to do.
-                        let listing = if v.merged { "merged" } else { "merge-ready" };
+                        let listing = if v.cdc {
+                            "cdc"
+                        } else if v.merged {
+                            "merged"
+                        } else {
+                            "merge-ready"
+                        };
                         out.push(("user.hudi.listing".into(), listing.into()));
                     }
                 }

@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 
 use hudifs_storage::Storage;
 
+use crate::cdc::{prepare_cdc, CdcGroup, CDC_CREATED_BY};
 use crate::config::MergeConfig;
 use crate::engine::{prepare, BlockVisibility, Identity, MergeOptions, Plan, Slice, CREATED_BY};
 use crate::error::{MergeError, Result};
@@ -245,47 +246,84 @@ impl MergeCache {
             None => format!("{table}\0{}", slice.id()),
             Some(k) => format!("{table}\0{}\0{}", slice.id(), k.join(",")),
         };
+        self.in_flight(&id, || {
+            let prepared = prepare(storage, cfg, slice, visible, opts)?;
+            if prepared.plan() == Plan::BaseUnchanged {
+                return Ok(Ensured::Base);
+            }
+            let claim = Claim {
+                format: CREATED_BY.to_string(),
+                table: table.to_string(),
+                slice: slice.id(),
+                inputs: prepared.identities().to_vec(),
+                blocks: prepared.block_instants().to_vec(),
+                keep_commits: slice.keep_commits.clone(),
+                size: None,
+            };
+            self.materialise(claim, &format!("slice {}", slice.id()), |out| {
+                prepared.write_to(out).map(|s| s.bytes)
+            })
+        })
+    }
+
+    /// The change feed of `group` (`cdc/`): from the cache when an entry matches its inputs,
+    /// else computed now (once, however many ask at the same time). `committed` tells which
+    /// block instants are committed.
+    pub fn ensure_cdc(
+        &self,
+        storage: &dyn Storage,
+        table: &str,
+        cfg: &MergeConfig,
+        group: &CdcGroup,
+        committed: &(dyn Fn(&str) -> bool + Sync),
+        opts: &MergeOptions,
+    ) -> Result<Ensured> {
+        let id = format!("{table}\0{}", group.id());
+        self.in_flight(&id, || {
+            let prepared = prepare_cdc(storage, cfg, group, committed, opts)?;
+            let claim = Claim {
+                format: CDC_CREATED_BY.to_string(),
+                table: table.to_string(),
+                slice: group.id(),
+                inputs: prepared.identities().to_vec(),
+                blocks: prepared.block_instants().to_vec(),
+                keep_commits: Some(group.steps.iter().map(|s| s.instant.clone()).collect()),
+                size: None,
+            };
+            let what = format!("the change feed of {}", group.id());
+            self.materialise(claim, &what, |out| prepared.write_to(out))
+        })
+    }
+
+    /// Run `f` holding the lock of `id`: one merge per slice at a time.
+    fn in_flight(&self, id: &str, f: impl FnOnce() -> Result<Ensured>) -> Result<Ensured> {
         let flight = {
             let mut f = self.flights.lock().unwrap_or_else(|e| e.into_inner());
-            let e = f.entry(id.clone()).or_default();
+            let e = f.entry(id.to_string()).or_default();
             e.1 += 1;
             e.0.clone()
         };
         let guard = flight.lock().unwrap_or_else(|e| e.into_inner());
-        let result = self.ensure_locked(storage, table, cfg, slice, visible, opts);
+        let result = f();
         drop(guard);
         let mut f = self.flights.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = f.get_mut(&id) {
+        if let Some(e) = f.get_mut(id) {
             e.1 -= 1;
             if e.1 == 0 {
-                f.remove(&id);
+                f.remove(id);
             }
         }
         result
     }
 
-    fn ensure_locked(
+    /// The cached file of `claim`, or the one `write` produces now (into a temporary file,
+    /// renamed into place with its claim). `what` names it in the log.
+    fn materialise(
         &self,
-        storage: &dyn Storage,
-        table: &str,
-        cfg: &MergeConfig,
-        slice: &Slice,
-        visible: &dyn BlockVisibility,
-        opts: &MergeOptions,
+        mut claim: Claim,
+        what: &str,
+        write: impl FnOnce(BufWriter<&File>) -> Result<u64>,
     ) -> Result<Ensured> {
-        let prepared = prepare(storage, cfg, slice, visible, opts)?;
-        if prepared.plan() == Plan::BaseUnchanged {
-            return Ok(Ensured::Base);
-        }
-        let mut claim = Claim {
-            format: CREATED_BY.to_string(),
-            table: table.to_string(),
-            slice: slice.id(),
-            inputs: prepared.identities().to_vec(),
-            blocks: prepared.block_instants().to_vec(),
-            keep_commits: slice.keep_commits.clone(),
-            size: None,
-        };
         let key = hash_hex(&serde_json::to_vec(&claim).unwrap_or_default());
         if let Some(e) = self
             .failures
@@ -311,8 +349,8 @@ impl MergeCache {
             .open(&tmp)
             .map_err(|e| io("create", &tmp, e))?;
         self.merges.fetch_add(1, Ordering::Relaxed);
-        let written = prepared.write_to(BufWriter::new(&file));
-        let stats = match written {
+        let written = write(BufWriter::new(&file));
+        let bytes = match written {
             Ok(s) => s,
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
@@ -324,8 +362,8 @@ impl MergeCache {
                 return Err(e);
             }
         };
-        claim.size = Some(stats.bytes);
-        log::info!("merged slice {} ({} bytes)", slice.id(), stats.bytes);
+        claim.size = Some(bytes);
+        log::info!("merged {what} ({bytes} bytes)");
         let path = self.dir.join(format!("{key}.parquet"));
         let claim_path = self.dir.join(format!("{key}.json"));
         let claim_tmp = self
@@ -351,11 +389,11 @@ impl MergeCache {
         }
         drop(file);
         let opened = open_private(&path).map_err(|e| io("open", &path, e))?;
-        self.admit(&key, stats.bytes);
+        self.admit(&key, bytes);
         Ok(Ensured::Merged {
             file: opened,
             path,
-            size: stats.bytes,
+            size: bytes,
         })
     }
 

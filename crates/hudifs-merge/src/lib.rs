@@ -6,6 +6,8 @@
 //!   The key map it merges log records in lives in `merger`, the parquet adapters in `chunks`.
 //! - [`cache`]: the disk cache of merged files (LRU by bytes, private, checked before reuse,
 //!   one merge per slice at a time): [`MergeCache::ensure`] gives path and size.
+//! - [`cdc`]: the change feed of a file group over a window (`cdc/`), inferred from its merged
+//!   states before and after each write ([`prepare_cdc`], [`PreparedCdc::write_to`]).
 //! - [`config`]: the table configuration the merge depends on ([`MergeConfig`]).
 //! - [`MergeError`]: the typed refusals (`EOPNOTSUPP`, `EIO`, `EFBIG`).
 //!
@@ -14,6 +16,7 @@
 
 pub mod avro;
 pub mod cache;
+pub mod cdc;
 mod chunks;
 pub mod config;
 pub mod engine;
@@ -25,6 +28,7 @@ pub mod schema;
 pub mod view;
 
 pub use cache::{CacheOptions, Ensured, MergeCache};
+pub use cdc::{prepare_cdc, CdcGroup, CdcStep, GroupState, PreparedCdc};
 pub use config::{KeyGen, MergeConfig, MergeMode};
 pub use engine::{
     merge_slice, merged_file_name, prepare, BlockVisibility, Identity, InputFile, MergeOptions,
@@ -32,5 +36,6 @@ pub use engine::{
 };
 pub use error::{MergeError, Refusal, Result};
 pub use view::{
-    slices_of_view, slices_of_window, snapshot_visibility, window_visibility, ViewSlice,
+    cdc_check, cdc_groups, slices_of_view, slices_of_window, snapshot_visibility,
+    window_visibility, ViewSlice,
 };

@@ -5,10 +5,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use hudifs_core::ids::FileGroupId;
 
-use hudifs_core::rules::VisibleFile;
+use hudifs_core::error::Error;
+use hudifs_core::instant_time::InstantTime;
+use hudifs_core::listing::DataFile;
+use hudifs_core::rules::{InstantInterner, Plan, VisibleFile, WriteKind};
+use hudifs_core::snapshot::Snapshot;
 use hudifs_core::timeline::Timeline;
+use hudifs_core::viewkey::ViewKey;
 use hudifs_storage::TablePath;
 
+use crate::cdc::{CdcGroup, CdcStep, GroupState};
 use crate::engine::{InputFile, Slice};
 
 /// A slice of a view and the newest instant its files hold (for [`crate::merged_file_name`]).
@@ -108,4 +114,115 @@ pub fn window_visibility<'a>(
             && timeline.is_committed(instant)
             && (!by_completion || effective_end.is_none_or(|e| timeline.completion(instant) <= e))
     }
+}
+
+/// The change feeds of one partition of a window (`cdc/`, SEMANTICS §10.10): per file group its
+/// data writes touched or replaced, the group's state just before and just after each, as the
+/// snapshot views `as_of(W − 1 ms)` and `as_of(W)` choose them from `files` (the partition's
+/// listing). Writes that change no record (compactions, clusterings, log compactions) are no
+/// steps. Nothing is read but the timeline: planning and choosing files only. A state the
+/// timeline can no longer answer (cleaned history) refuses the window.
+pub fn cdc_groups(
+    snap: &Snapshot,
+    plan: &Plan,
+    partition: &str,
+    files: &[DataFile],
+) -> Result<Vec<CdcGroup>, Error> {
+    let interner = InstantInterner::default();
+    // The slices of this partition at time t, by file id.
+    let mut at: BTreeMap<String, BTreeMap<String, Slice>> = BTreeMap::new();
+    let mut slices_at = |t: &str| -> Result<BTreeMap<String, Slice>, Error> {
+        if let Some(s) = at.get(t) {
+            return Ok(s.clone());
+        }
+        let time = InstantTime::parse(t)
+            .ok_or_else(|| Error::Refused(format!("{t} is not an instant time")))?;
+        let p = snap.plan(&ViewKey::AsOf(time), false)?;
+        let choice = snap.resolve_partition(&p, files, &interner);
+        let visible: Vec<VisibleFile> = choice
+            .files
+            .iter()
+            .map(|c| VisibleFile {
+                file: files[c.index as usize].clone(),
+                writer: choice.writer(c).cloned(),
+                slice: choice.slice(c).to_string(),
+            })
+            .collect();
+        let by_group: BTreeMap<String, Slice> = slices_of_view(&visible)
+            .into_iter()
+            .map(|vs| (vs.slice.file_id.clone(), vs.slice))
+            .collect();
+        at.insert(t.to_string(), by_group.clone());
+        Ok(by_group)
+    };
+    let mut groups: BTreeMap<String, Vec<CdcStep>> = BTreeMap::new();
+    for w in plan.writes.iter().filter(|w| w.kind == WriteKind::Data) {
+        let ids: BTreeSet<&str> = w
+            .touched
+            .iter()
+            .chain(&w.replaced)
+            .filter(|g| g.partition == partition)
+            .map(|g| g.file_id.as_str())
+            .collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let t = w.requested.as_str();
+        let before_t = hudifs_core::timefmt::minus_one_ms(t).ok_or_else(|| {
+            Error::Refused(format!(
+                "{t}: no time just before it (not a 17-digit instant)"
+            ))
+        })?;
+        let before = slices_at(&before_t)?;
+        let after = slices_at(t)?;
+        for id in ids {
+            let state = |m: &BTreeMap<String, Slice>, t: &str| {
+                m.get(id).map(|s| GroupState {
+                    slice: s.clone(),
+                    t: t.to_string(),
+                })
+            };
+            let step = CdcStep {
+                instant: t.to_string(),
+                before: state(&before, &before_t),
+                after: state(&after, t),
+            };
+            if step.before.is_some() || step.after.is_some() {
+                groups.entry(id.to_string()).or_default().push(step);
+            }
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .map(|(file_id, steps)| CdcGroup {
+            partition: partition.to_string(),
+            file_id,
+            steps,
+        })
+        .collect())
+}
+
+/// Whether the change feed of a window can be answered: the state just before its oldest data
+/// write must still be there (a window reaching before the cleaner's retention is refused, as
+/// `as_of/` of that time is, SEMANTICS §10.10).
+pub fn cdc_check(snap: &Snapshot, plan: &Plan) -> Result<(), Error> {
+    let Some(first) = plan
+        .writes
+        .iter()
+        .filter(|w| w.kind == WriteKind::Data)
+        .map(|w| &w.requested)
+        .min()
+    else {
+        return Ok(());
+    };
+    let before = hudifs_core::timefmt::minus_one_ms(first)
+        .and_then(|t| InstantTime::parse(&t))
+        .ok_or_else(|| Error::Refused(format!("{first}: no time just before it")))?;
+    snap.plan(&ViewKey::AsOf(before), false)
+        .map(|_| ())
+        .map_err(|e| {
+            Error::Refused(format!(
+                "the change feed needs the table as it was just before {first}: {e}"
+            ))
+        })
 }

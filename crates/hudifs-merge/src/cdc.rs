@@ -1,0 +1,459 @@
+//! The change feed of one file group over an incremental window (`cdc/<t1>..<t2>/`, SEMANTICS
+//! §10.10): one change record per key per write of the window that changed it, in the shape of
+//! Hudi's CDC query (RFC-51), inferred from the group's merged states.
+//!
+//! For each data write W of the window that touched the group, the group's state just before W
+//! (the slice `as_of(W − 1 ms)` shows, its blocks up to then) and just after it (`as_of(W)`) are
+//! merged in memory ([`crate::Prepared::batches`]) and compared by record key:
+//! - a key only after, whose record carries W's commit time: `i` (after image);
+//! - a key in both whose after record carries W's commit time: `u` (before and after images),
+//!   even when the data is identical;
+//! - a key only before: `d` (before image).
+//!
+//! A key whose after record carries another commit time did not change at W (under event-time
+//! ordering a late record can lose). Writes that change no record (compactions, clusterings,
+//! log compactions) are not steps: the caller gives data writes only.
+//!
+//! Output columns: `op` (`i`, `u`, `d`), `ts_ms` (W's commit time), `_hoodie_record_key`,
+//! `_hoodie_partition_path`, and `before` / `after`: structs of the table's data columns (the
+//! meta columns left out; the newest state's types), null where there is no image. Rows: steps
+//! in commit order; in a step,
+//! inserts and updates in the after state's order, then deletes in the before state's order.
+//! The bytes are a pure function of the inputs, as for merged files.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+
+use arrow_array::builder::StringBuilder;
+use arrow_array::cast::AsArray;
+use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch, StructArray};
+use arrow_buffer::NullBuffer;
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
+use hudifs_storage::Storage;
+use parquet::arrow::arrow_writer::ArrowWriterOptions;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
+
+use crate::chunks::Counting;
+use crate::config::MergeConfig;
+use crate::engine::{prepare, Identity, MergeOptions, Prepared, Slice};
+use crate::error::{MergeError, Result};
+use crate::schema::{conform_batch, output_schema};
+
+/// The `created_by` of every change-feed file.
+pub const CDC_CREATED_BY: &str = "hudifs-cdc version 1";
+
+/// Hudi's meta columns: not part of the before/after images.
+const META: [&str; 5] = [
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+];
+
+/// One state of a group: the slice a snapshot view shows for it and the view's time (blocks
+/// up to it count).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupState {
+    pub slice: Slice,
+    pub t: String,
+}
+
+/// One write of the window that touched the group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CdcStep {
+    /// The write's requested time: the commit time of the records it wrote (`ts_ms`).
+    pub instant: String,
+    /// The group's state just before the write; `None` when the group did not exist.
+    pub before: Option<GroupState>,
+    /// Just after it; `None` when the write replaced the group (insert overwrite).
+    pub after: Option<GroupState>,
+}
+
+/// The change feed of one file group over a window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CdcGroup {
+    pub partition: String,
+    pub file_id: String,
+    /// In commit order; not empty.
+    pub steps: Vec<CdcStep>,
+}
+
+impl CdcGroup {
+    /// `<fileId>_<first write>_<last write>.cdc.parquet`.
+    pub fn file_name(&self) -> String {
+        let first = self.steps.first().map_or("", |s| s.instant.as_str());
+        let last = self.steps.last().map_or("", |s| s.instant.as_str());
+        format!("{}_{first}_{last}.cdc.parquet", self.file_id)
+    }
+
+    /// `partition/fileId@first..last`, as messages name it (after "the change feed of").
+    pub fn id(&self) -> String {
+        let first = self.steps.first().map_or("", |s| s.instant.as_str());
+        let last = self.steps.last().map_or("", |s| s.instant.as_str());
+        if self.partition.is_empty() {
+            format!("{}@{first}..{last}", self.file_id)
+        } else {
+            format!(
+                "{}/{}@{first}..{last} (change feed)",
+                self.partition, self.file_id
+            )
+        }
+    }
+
+    /// Every table file read, once each (base files first in each state).
+    pub fn inputs(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for s in &self.steps {
+            for st in s.before.iter().chain(&s.after) {
+                for f in st.slice.base.iter().chain(&st.slice.logs) {
+                    let p = f.path.as_str().to_string();
+                    if !out.contains(&p) {
+                        out.push(p);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A group's states read (log files read, blocks chosen, base files opened), ready to be
+/// compared and written.
+pub struct PreparedCdc {
+    group: CdcGroup,
+    /// Per step: before and after.
+    states: Vec<(Option<Prepared>, Option<Prepared>)>,
+    identities: Vec<Identity>,
+    blocks: Vec<String>,
+}
+
+/// Read the states of every step of `group`. `committed` tells whether a block's instant is
+/// committed (the caller's timeline); a block counts when it is and is not after its state's
+/// time.
+pub fn prepare_cdc(
+    storage: &dyn Storage,
+    cfg: &MergeConfig,
+    group: &CdcGroup,
+    committed: &(dyn Fn(&str) -> bool + Sync),
+    opts: &MergeOptions,
+) -> Result<PreparedCdc> {
+    let mut states = Vec::with_capacity(group.steps.len());
+    let mut identities = Vec::new();
+    let mut blocks = Vec::new();
+    let mut prep = |st: &Option<GroupState>| -> Result<Option<Prepared>> {
+        let Some(st) = st else {
+            blocks.push("-".to_string());
+            return Ok(None);
+        };
+        let t = st.t.as_str();
+        let visible = move |i: &str| i <= t && committed(i);
+        let mut slice = st.slice.clone();
+        slice.keep_commits = None;
+        let p = prepare(storage, cfg, &slice, &visible, opts)?;
+        identities.extend(p.identities().iter().cloned());
+        blocks.push(format!("{}:{}", st.t, p.block_instants().join(",")));
+        Ok(Some(p))
+    };
+    for s in &group.steps {
+        let before = prep(&s.before)?;
+        let after = prep(&s.after)?;
+        states.push((before, after));
+    }
+    Ok(PreparedCdc {
+        group: group.clone(),
+        states,
+        identities,
+        blocks,
+    })
+}
+
+/// One state merged in memory: its batches, and each record key's position.
+struct State {
+    batches: Vec<RecordBatch>,
+    keys: Vec<(String, (usize, usize))>,
+    by_key: HashMap<String, (usize, usize)>,
+}
+
+fn string_column(batch: &RecordBatch, name: &str) -> Result<Option<ArrayRef>> {
+    let Ok(i) = batch.schema().index_of(name) else {
+        return Ok(None);
+    };
+    arrow_cast::cast(batch.column(i), &DataType::Utf8)
+        .map(Some)
+        .map_err(|e| MergeError::unsupported(format!("{name} is not a string: {e}")))
+}
+
+fn state(p: Prepared) -> Result<(SchemaRef, State)> {
+    let (schema, batches, _) = p.batches()?;
+    let mut keys = Vec::new();
+    let mut by_key = HashMap::new();
+    for (b, batch) in batches.iter().enumerate() {
+        let Some(col) = string_column(batch, "_hoodie_record_key")? else {
+            return Err(MergeError::unsupported(
+                "no _hoodie_record_key: the change feed needs Hudi's meta fields",
+            ));
+        };
+        for (r, k) in col.as_string::<i32>().iter().enumerate() {
+            let k = k.unwrap_or_default().to_string();
+            by_key.entry(k.clone()).or_insert((b, r));
+            keys.push((k, (b, r)));
+        }
+    }
+    Ok((
+        schema,
+        State {
+            batches,
+            keys,
+            by_key,
+        },
+    ))
+}
+
+/// Where an image is: state index, batch, row.
+type At = (usize, usize, usize);
+
+/// One change record: the op, the step, and where its images are.
+struct Change {
+    op: &'static str,
+    ts: usize,
+    key: String,
+    partition: Option<String>,
+    before: Option<At>,
+    after: Option<At>,
+}
+
+impl PreparedCdc {
+    /// The inputs as read: what a cached result must match.
+    pub fn identities(&self) -> &[Identity] {
+        &self.identities
+    }
+
+    /// Per state, its time and the instants of the blocks that count.
+    pub fn block_instants(&self) -> &[String] {
+        &self.blocks
+    }
+
+    pub fn group(&self) -> &CdcGroup {
+        &self.group
+    }
+
+    /// Compare the states and write the change records to `out`; the bytes written.
+    pub fn write_to<W: Write + Send>(self, out: W) -> Result<u64> {
+        let id = self.group.id();
+        let run = std::panic::AssertUnwindSafe(|| self.write_inner(out));
+        match std::panic::catch_unwind(run) {
+            Ok(r) => r.map_err(|e| e.in_slice(&id)),
+            Err(_) => {
+                Err(MergeError::corrupt("the decoder gave up on malformed input").in_slice(&id))
+            }
+        }
+    }
+
+    fn write_inner<W: Write + Send>(self, out: W) -> Result<u64> {
+        let partition = self.group.partition.clone();
+        // Every state merged, in order; the schema of the images: all states' data columns,
+        // later ones extending and promoting earlier ones.
+        let mut states: Vec<State> = Vec::new();
+        let mut schemas: Vec<SchemaRef> = Vec::new();
+        let mut changes: Vec<Change> = Vec::new();
+        for (ts, (before, after)) in self.states.into_iter().enumerate() {
+            let instant = self.group.steps[ts].instant.clone();
+            let mut index = |p: Option<Prepared>| -> Result<Option<usize>> {
+                let Some(p) = p else { return Ok(None) };
+                let (s, st) = state(p)?;
+                schemas.push(s);
+                states.push(st);
+                Ok(Some(states.len() - 1))
+            };
+            let b = index(before)?;
+            let a = index(after)?;
+            let empty = HashMap::new();
+            let before_keys = b.map_or(&empty, |b| &states[b].by_key);
+            let mut seen = std::collections::HashSet::new();
+            if let Some(a) = a {
+                let st = &states[a];
+                for (k, (bi, r)) in &st.keys {
+                    // One record per key per write: of duplicate keys (a base file can hold
+                    // them), the first row, the one a log record updates.
+                    if seen.contains(k) {
+                        continue;
+                    }
+                    let batch = &st.batches[*bi];
+                    let commit = string_column(batch, "_hoodie_commit_time")?;
+                    let commit = commit
+                        .as_ref()
+                        .and_then(|c| c.as_string::<i32>().iter().nth(*r).flatten());
+                    let part = string_column(batch, "_hoodie_partition_path")?
+                        .and_then(|c| c.as_string::<i32>().value(*r).to_string().into());
+                    seen.insert(k.clone());
+                    if commit != Some(instant.as_str()) {
+                        continue;
+                    }
+                    let before = before_keys.get(k).map(|(x, y)| (b.unwrap_or(0), *x, *y));
+                    changes.push(Change {
+                        op: if before.is_some() { "u" } else { "i" },
+                        ts,
+                        key: k.clone(),
+                        partition: part,
+                        before,
+                        after: Some((a, *bi, *r)),
+                    });
+                }
+            }
+            if let Some(b) = b {
+                let st = &states[b];
+                for (k, (bi, r)) in &st.keys {
+                    if seen.contains(k) || st.by_key.get(k) != Some(&(*bi, *r)) {
+                        continue;
+                    }
+                    seen.insert(k.clone());
+                    let part = string_column(&st.batches[*bi], "_hoodie_partition_path")?
+                        .and_then(|c| c.as_string::<i32>().value(*r).to_string().into());
+                    changes.push(Change {
+                        op: "d",
+                        ts,
+                        key: k.clone(),
+                        partition: part,
+                        before: Some((b, *bi, *r)),
+                        after: None,
+                    });
+                }
+            }
+        }
+        // The images' schema: the newest state's columns and types, then the columns only
+        // older states have (a column whose type changed takes the newest type).
+        let full = schemas
+            .iter()
+            .rev()
+            .fold(None::<SchemaRef>, |acc, s| {
+                Some(match acc {
+                    None => s.clone(),
+                    Some(newer) => output_schema(Some(&newer), Some(s)),
+                })
+            })
+            .unwrap_or_else(|| Arc::new(Schema::empty()));
+        let data_fields: Vec<Field> = full
+            .fields()
+            .iter()
+            .filter(|f| !META.contains(&f.name().as_str()))
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        let data_schema = Arc::new(Schema::new(data_fields.clone()));
+        // Every state's batches conformed to the images' schema, then one all-null row.
+        let mut arrays: Vec<Vec<ArrayRef>> = vec![Vec::new(); data_fields.len()];
+        let mut offsets = Vec::with_capacity(states.len());
+        let mut n = 0usize;
+        for st in &states {
+            offsets.push(n);
+            for batch in &st.batches {
+                let (c, _) = conform_batch(batch, &data_schema).map_err(|e| {
+                    MergeError::unsupported(format!("states do not share a schema: {e}"))
+                })?;
+                for (i, col) in c.columns().iter().enumerate() {
+                    arrays[i].push(col.clone());
+                }
+                n += 1;
+            }
+        }
+        let null_batch = n;
+        for (i, f) in data_fields.iter().enumerate() {
+            arrays[i].push(new_null_array(f.data_type(), 1));
+        }
+        let image = |which: &dyn Fn(&Change) -> Option<At>| -> Result<ArrayRef> {
+            let idx: Vec<(usize, usize)> = changes
+                .iter()
+                .map(|c| match which(c) {
+                    Some((s, b, r)) => (offsets[s] + b, r),
+                    None => (null_batch, 0),
+                })
+                .collect();
+            let children = arrays
+                .iter()
+                .map(|col| {
+                    let refs: Vec<&dyn Array> = col.iter().map(|a| a.as_ref()).collect();
+                    arrow_select::interleave::interleave(&refs, &idx)
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| MergeError::corrupt(format!("assembling change images: {e}")))?;
+            let nulls = NullBuffer::from(
+                changes
+                    .iter()
+                    .map(|c| which(c).is_some())
+                    .collect::<Vec<_>>(),
+            );
+            let fields: Fields = data_fields.clone().into();
+            if fields.is_empty() {
+                return Ok(Arc::new(StructArray::new_empty_fields(
+                    changes.len(),
+                    Some(nulls),
+                )));
+            }
+            StructArray::try_new(fields, children, Some(nulls))
+                .map(|s| Arc::new(s) as ArrayRef)
+                .map_err(|e| MergeError::corrupt(format!("assembling change images: {e}")))
+        };
+        let before = image(&|c| c.before)?;
+        let after = image(&|c| c.after)?;
+        let strings = |f: &dyn Fn(&Change) -> Option<String>| -> ArrayRef {
+            let mut b = StringBuilder::new();
+            for c in &changes {
+                b.append_option(f(c));
+            }
+            Arc::new(b.finish())
+        };
+        let steps = &self.group.steps;
+        let columns = vec![
+            strings(&|c| Some(c.op.to_string())),
+            strings(&|c| Some(steps[c.ts].instant.clone())),
+            strings(&|c| Some(c.key.clone())),
+            strings(&|c| Some(c.partition.clone().unwrap_or_else(|| partition.clone()))),
+            before,
+            after,
+        ];
+        let struct_type = DataType::Struct(data_fields.clone().into());
+        let out_schema = Arc::new(Schema::new(vec![
+            Field::new("op", DataType::Utf8, false),
+            Field::new("ts_ms", DataType::Utf8, false),
+            Field::new("_hoodie_record_key", DataType::Utf8, false),
+            Field::new("_hoodie_partition_path", DataType::Utf8, false),
+            Field::new("before", struct_type.clone(), true),
+            Field::new("after", struct_type, true),
+        ]));
+        let batch = RecordBatch::try_new(out_schema.clone(), columns)
+            .map_err(|e| MergeError::corrupt(format!("assembling change records: {e}")))?;
+        let props = WriterProperties::builder()
+            .set_created_by(CDC_CREATED_BY.to_string())
+            .set_writer_version(WriterVersion::PARQUET_1_0)
+            .set_compression(Compression::SNAPPY)
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_key_value_metadata(Some(vec![KeyValue::new(
+                "hudifs.cdc.group".to_string(),
+                self.group.id(),
+            )]))
+            .build();
+        let options = ArrowWriterOptions::new()
+            .with_properties(props)
+            .with_skip_arrow_metadata(true);
+        let counting = Counting { inner: out, n: 0 };
+        let write_err = |e: parquet::errors::ParquetError| {
+            MergeError::corrupt(format!("writing the change feed: {e}"))
+        };
+        let mut w =
+            ArrowWriter::try_new_with_options(counting, out_schema, options).map_err(|e| {
+                MergeError::unsupported(format!("cannot write the change feed's schema: {e}"))
+            })?;
+        w.write(&batch).map_err(write_err)?;
+        let counting = w.into_inner().map_err(write_err)?;
+        let n = counting.n;
+        let mut inner = counting.inner;
+        inner
+            .flush()
+            .map_err(|e| MergeError::corrupt(format!("writing the change feed: {e}")))?;
+        Ok(n)
+    }
+}
