@@ -30,6 +30,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch, StructArray};
 use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
+use bytes::Bytes;
 use hudifs_storage::Storage;
 use parquet::arrow::arrow_writer::ArrowWriterOptions;
 use parquet::arrow::ArrowWriter;
@@ -37,10 +38,14 @@ use parquet::basic::Compression;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 
+use crate::avro::AvroToArrow;
 use crate::chunks::Counting;
 use crate::config::MergeConfig;
-use crate::engine::{prepare, Identity, MergeOptions, Prepared, Slice};
+use crate::engine::{
+    identity, prepare, read_counted, Identity, InputFile, MergeOptions, Prepared, Slice,
+};
 use crate::error::{MergeError, Result};
+use crate::logread::cdc_log_records;
 use crate::schema::{conform_batch, output_schema};
 
 /// The `created_by` of every change-feed file.
@@ -72,6 +77,10 @@ pub struct CdcStep {
     pub before: Option<GroupState>,
     /// Just after it; `None` when the write replaced the group (insert overwrite).
     pub after: Option<GroupState>,
+    /// The CDC log files the write wrote for the group (tables with CDC enabled: its write
+    /// stat's `cdcStats`): when readable, the change records come from them, their images
+    /// completed from the states where the supplemental logging mode leaves them out.
+    pub cdc_logs: Vec<InputFile>,
 }
 
 /// The change feed of one file group over a window.
@@ -109,12 +118,14 @@ impl CdcGroup {
     pub fn inputs(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for s in &self.steps {
-            for st in s.before.iter().chain(&s.after) {
-                for f in st.slice.base.iter().chain(&st.slice.logs) {
-                    let p = f.path.as_str().to_string();
-                    if !out.contains(&p) {
-                        out.push(p);
-                    }
+            let states = s.before.iter().chain(&s.after);
+            let files = states
+                .flat_map(|st| st.slice.base.iter().chain(&st.slice.logs))
+                .chain(&s.cdc_logs);
+            for f in files {
+                let p = f.path.as_str().to_string();
+                if !out.contains(&p) {
+                    out.push(p);
                 }
             }
         }
@@ -128,6 +139,8 @@ pub struct PreparedCdc {
     group: CdcGroup,
     /// Per step: before and after.
     states: Vec<(Option<Prepared>, Option<Prepared>)>,
+    /// Per step: the records of its CDC log files, when it has readable ones.
+    logged: Vec<Option<Vec<RecordBatch>>>,
     identities: Vec<Identity>,
     blocks: Vec<String>,
 }
@@ -164,19 +177,123 @@ pub fn prepare_cdc(
         let after = prep(&s.after)?;
         states.push((before, after));
     }
+    let mut logged = Vec::with_capacity(group.steps.len());
+    let mut schemas = HashMap::new();
+    let mut held = 0u64;
+    for s in &group.steps {
+        logged.push(read_cdc_logs(
+            storage,
+            &s.cdc_logs,
+            &mut schemas,
+            &mut identities,
+            &mut held,
+            opts,
+        )?);
+    }
     Ok(PreparedCdc {
         group: group.clone(),
         states,
+        logged,
         identities,
         blocks,
     })
 }
 
+/// The records of a step's CDC log files; `None` when it has none, or when one is gone (the
+/// cleaner removed it: the step's changes are inferred from the states instead).
+fn read_cdc_logs(
+    storage: &dyn Storage,
+    files: &[InputFile],
+    schemas: &mut HashMap<String, Arc<AvroToArrow>>,
+    identities: &mut Vec<Identity>,
+    held: &mut u64,
+    opts: &MergeOptions,
+) -> Result<Option<Vec<RecordBatch>>> {
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let mut out = Vec::new();
+    for f in files {
+        let name = storage.describe(&f.path);
+        let id = match identity(storage, f) {
+            Ok(id) => id,
+            Err(e) if matches!(storage.stat(&f.path), Err(ref x) if x.kind() == std::io::ErrorKind::NotFound) =>
+            {
+                log::info!("{name}: CDC log gone ({e}); changes inferred from the merged states");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let data = read_counted(storage, f, &name, &id, held, opts.memory_cap, "CDC logs")?;
+        identities.push(id);
+        out.extend(cdc_log_records(&Bytes::from(data), &name, schemas)?);
+    }
+    Ok(Some(out))
+}
+
 /// One state merged in memory: its batches, and each record key's position.
 struct State {
     batches: Vec<RecordBatch>,
-    keys: Vec<(String, (usize, usize))>,
-    by_key: HashMap<String, (usize, usize)>,
+    /// Per batch, `_hoodie_record_key` as strings (a state of log images may have none).
+    keys: Vec<Option<ArrayRef>>,
+    /// Per batch, `_hoodie_commit_time` and `_hoodie_partition_path` as strings (cast once).
+    commit: Vec<Option<ArrayRef>>,
+    partition: Vec<Option<ArrayRef>>,
+}
+
+impl State {
+    fn of(batches: Vec<RecordBatch>, keyed: bool) -> Result<State> {
+        let (mut keys, mut commit, mut partition) = (Vec::new(), Vec::new(), Vec::new());
+        for batch in &batches {
+            let key = string_column(batch, "_hoodie_record_key")?;
+            if keyed && key.is_none() {
+                return Err(MergeError::unsupported(
+                    "no _hoodie_record_key: the change feed needs Hudi's meta fields",
+                ));
+            }
+            keys.push(key);
+            commit.push(string_column(batch, "_hoodie_commit_time")?);
+            partition.push(string_column(batch, "_hoodie_partition_path")?);
+        }
+        Ok(State {
+            batches,
+            keys,
+            commit,
+            partition,
+        })
+    }
+
+    /// Every row's record key with its place (batch, row), in order.
+    fn rows(&self) -> impl Iterator<Item = (&str, (usize, usize))> + '_ {
+        self.keys.iter().enumerate().flat_map(|(b, k)| {
+            let a = k.as_ref().map(|k| k.as_string::<i32>());
+            (0..a.map_or(0, |a| a.len())).filter_map(move |r| {
+                let a = a?;
+                Some((if a.is_valid(r) { a.value(r) } else { "" }, (b, r)))
+            })
+        })
+    }
+
+    /// The first place of each record key (borrowing the key columns).
+    fn by_key(&self) -> HashMap<&str, (usize, usize)> {
+        let mut m = HashMap::new();
+        for (k, at) in self.rows() {
+            m.entry(k).or_insert(at);
+        }
+        m
+    }
+
+    /// The string at row `r` of batch `b` of one of the cast columns.
+    fn text(col: &[Option<ArrayRef>], b: usize, r: usize) -> Option<&str> {
+        let a = col.get(b)?.as_ref()?.as_string::<i32>();
+        (r < a.len() && a.is_valid(r)).then(|| a.value(r))
+    }
+}
+
+/// The string at row `r` of a string column.
+fn text_at(col: &ArrayRef, r: usize) -> Option<&str> {
+    let a = col.as_string::<i32>();
+    (r < a.len() && a.is_valid(r)).then(|| a.value(r))
 }
 
 fn string_column(batch: &RecordBatch, name: &str) -> Result<Option<ArrayRef>> {
@@ -190,28 +307,7 @@ fn string_column(batch: &RecordBatch, name: &str) -> Result<Option<ArrayRef>> {
 
 fn state(p: Prepared) -> Result<(SchemaRef, State)> {
     let (schema, batches, _) = p.batches()?;
-    let mut keys = Vec::new();
-    let mut by_key = HashMap::new();
-    for (b, batch) in batches.iter().enumerate() {
-        let Some(col) = string_column(batch, "_hoodie_record_key")? else {
-            return Err(MergeError::unsupported(
-                "no _hoodie_record_key: the change feed needs Hudi's meta fields",
-            ));
-        };
-        for (r, k) in col.as_string::<i32>().iter().enumerate() {
-            let k = k.unwrap_or_default().to_string();
-            by_key.entry(k.clone()).or_insert((b, r));
-            keys.push((k, (b, r)));
-        }
-    }
-    Ok((
-        schema,
-        State {
-            batches,
-            keys,
-            by_key,
-        },
-    ))
+    Ok((schema, State::of(batches, true)?))
 }
 
 /// Where an image is: state index, batch, row.
@@ -225,6 +321,194 @@ struct Change {
     partition: Option<String>,
     before: Option<At>,
     after: Option<At>,
+}
+
+/// The partition path of an image's row, where its state has the column.
+fn partition_at(states: &[State], at: Option<At>) -> Result<Option<String>> {
+    let Some((s, b, r)) = at else { return Ok(None) };
+    Ok(states
+        .get(s)
+        .and_then(|st| State::text(&st.partition, b, r))
+        .map(String::from))
+}
+
+/// The change records of step `ts` inferred from its states before (`b`) and after (`a`).
+fn infer(
+    states: &[State],
+    b: Option<usize>,
+    a: Option<usize>,
+    instant: &str,
+    ts: usize,
+    changes: &mut Vec<Change>,
+) -> Result<()> {
+    let before_keys = b.map(|b| states[b].by_key()).unwrap_or_default();
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    if let Some(a) = a {
+        let st = &states[a];
+        for (k, (bi, r)) in st.rows() {
+            // One record per key per write: of duplicate keys (a base file can hold them), the
+            // first row, the one a log record updates.
+            if !seen.insert(k) {
+                continue;
+            }
+            if State::text(&st.commit, bi, r) != Some(instant) {
+                continue;
+            }
+            let before = before_keys.get(k).map(|(x, y)| (b.unwrap_or(0), *x, *y));
+            let after = Some((a, bi, r));
+            changes.push(Change {
+                op: if before.is_some() { "u" } else { "i" },
+                ts,
+                key: k.to_string(),
+                partition: partition_at(states, after)?,
+                before,
+                after,
+            });
+        }
+    }
+    if let Some(b) = b {
+        for (k, at) in states[b].rows() {
+            if before_keys.get(k) != Some(&at) || !seen.insert(k) {
+                continue;
+            }
+            let before = Some((b, at.0, at.1));
+            changes.push(Change {
+                op: "d",
+                ts,
+                key: k.to_string(),
+                partition: partition_at(states, before)?,
+                before,
+                after: None,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// An image column of a CDC log's records (`before` / `after`) as a state of its own (its rows
+/// are the log's records; validity says where there is an image).
+fn image_state(batch: &RecordBatch, column: &str) -> Result<Option<(State, NullBuffer)>> {
+    let Some(col) = batch.column_by_name(column) else {
+        return Ok(None);
+    };
+    let Some(st) = col.as_struct_opt() else {
+        return Err(MergeError::unsupported(format!(
+            "the CDC log's {column} image is not a record"
+        )));
+    };
+    let valid = st
+        .nulls()
+        .cloned()
+        .unwrap_or_else(|| NullBuffer::new_valid(st.len()));
+    let fields: Vec<Field> = st
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    let images = RecordBatch::try_new(Arc::new(Schema::new(fields)), st.columns().to_vec())
+        .map_err(|e| MergeError::corrupt(format!("the CDC log's {column} images: {e}")))?;
+    Ok(Some((State::of(vec![images], false)?, valid)))
+}
+
+/// The change records of step `ts` from its CDC log records: the op and key of each, its
+/// images from the log where the supplemental logging mode keeps them (`before` in
+/// `data_before`, both in `data_before_after`), else from the states before (`b`) and after
+/// (`a`) the write.
+fn from_log(
+    states: &mut Vec<State>,
+    b: Option<usize>,
+    a: Option<usize>,
+    batches: &[RecordBatch],
+    ts: usize,
+    changes: &mut Vec<Change>,
+) -> Result<()> {
+    for batch in batches {
+        let op = string_column(batch, "op")?
+            .ok_or_else(|| MergeError::unsupported("a CDC log record without op"))?;
+        let logged_before = image_state(batch, "before")?;
+        let logged_after = image_state(batch, "after")?;
+        // The key: record_key (op_key_only, data_before), else the images' record key.
+        // The images' record keys, where the log keeps images (cast once).
+        let keys_of =
+            |which: &Option<(State, NullBuffer)>| -> Result<Option<(ArrayRef, NullBuffer)>> {
+                let Some((st, valid)) = which else {
+                    return Ok(None);
+                };
+                Ok(
+                    string_column(&st.batches[0], "_hoodie_record_key")?
+                        .map(|c| (c, valid.clone())),
+                )
+            };
+        let (keys_before, keys_after) = (keys_of(&logged_before)?, keys_of(&logged_after)?);
+        let image_key = |keys: &Option<(ArrayRef, NullBuffer)>, r: usize| {
+            keys.as_ref()
+                .filter(|(_, valid)| valid.is_valid(r))
+                .and_then(|(c, _)| text_at(c, r).map(String::from))
+        };
+        let record_key = string_column(batch, "record_key")?;
+        let mut place = |st: Option<(State, NullBuffer)>| {
+            st.map(|(s, valid)| {
+                states.push(s);
+                (states.len() - 1, valid)
+            })
+        };
+        let mut rows = Vec::with_capacity(batch.num_rows());
+        for r in 0..batch.num_rows() {
+            let key = match &record_key {
+                Some(c) => text_at(c, r).map(String::from),
+                None => image_key(&keys_after, r).or_else(|| image_key(&keys_before, r)),
+            };
+            let key = key
+                .ok_or_else(|| MergeError::unsupported("a CDC log record without a record key"))?;
+            let op = match text_at(&op, r) {
+                Some("i") => "i",
+                Some("u") => "u",
+                Some("d") => "d",
+                other => {
+                    return Err(MergeError::corrupt(format!(
+                        "a CDC log record of op {other:?}"
+                    )))
+                }
+            };
+            rows.push((op, key));
+        }
+        let lb = place(logged_before);
+        let la = place(logged_after);
+        let states: &[State] = states;
+        let maps: HashMap<usize, HashMap<&str, (usize, usize)>> = [b, a]
+            .into_iter()
+            .flatten()
+            .map(|s| (s, states[s].by_key()))
+            .collect();
+        for (r, (op, key)) in rows.into_iter().enumerate() {
+            let from_state = |s: Option<usize>| {
+                s.and_then(|s| maps.get(&s)?.get(key.as_str()).map(|(x, y)| (s, *x, *y)))
+            };
+            let before = match &lb {
+                Some((s, valid)) => valid.is_valid(r).then_some((*s, 0, r)),
+                None if op != "i" => from_state(b),
+                None => None,
+            };
+            let after = match &la {
+                Some((s, valid)) => valid.is_valid(r).then_some((*s, 0, r)),
+                None if op != "d" => from_state(a),
+                None => None,
+            };
+            let partition = match partition_at(states, after.or(before))? {
+                Some(p) => Some(p),
+                None => partition_at(states, from_state(a).or(from_state(b)))?,
+            };
+            changes.push(Change {
+                op,
+                ts,
+                key,
+                partition,
+                before,
+                after,
+            });
+        }
+    }
+    Ok(())
 }
 
 impl PreparedCdc {
@@ -261,7 +545,8 @@ impl PreparedCdc {
         let mut states: Vec<State> = Vec::new();
         let mut schemas: Vec<SchemaRef> = Vec::new();
         let mut changes: Vec<Change> = Vec::new();
-        for (ts, (before, after)) in self.states.into_iter().enumerate() {
+        for (ts, ((before, after), logged)) in self.states.into_iter().zip(self.logged).enumerate()
+        {
             let instant = self.group.steps[ts].instant.clone();
             let mut index = |p: Option<Prepared>| -> Result<Option<usize>> {
                 let Some(p) = p else { return Ok(None) };
@@ -272,57 +557,9 @@ impl PreparedCdc {
             };
             let b = index(before)?;
             let a = index(after)?;
-            let empty = HashMap::new();
-            let before_keys = b.map_or(&empty, |b| &states[b].by_key);
-            let mut seen = std::collections::HashSet::new();
-            if let Some(a) = a {
-                let st = &states[a];
-                for (k, (bi, r)) in &st.keys {
-                    // One record per key per write: of duplicate keys (a base file can hold
-                    // them), the first row, the one a log record updates.
-                    if seen.contains(k) {
-                        continue;
-                    }
-                    let batch = &st.batches[*bi];
-                    let commit = string_column(batch, "_hoodie_commit_time")?;
-                    let commit = commit
-                        .as_ref()
-                        .and_then(|c| c.as_string::<i32>().iter().nth(*r).flatten());
-                    let part = string_column(batch, "_hoodie_partition_path")?
-                        .and_then(|c| c.as_string::<i32>().value(*r).to_string().into());
-                    seen.insert(k.clone());
-                    if commit != Some(instant.as_str()) {
-                        continue;
-                    }
-                    let before = before_keys.get(k).map(|(x, y)| (b.unwrap_or(0), *x, *y));
-                    changes.push(Change {
-                        op: if before.is_some() { "u" } else { "i" },
-                        ts,
-                        key: k.clone(),
-                        partition: part,
-                        before,
-                        after: Some((a, *bi, *r)),
-                    });
-                }
-            }
-            if let Some(b) = b {
-                let st = &states[b];
-                for (k, (bi, r)) in &st.keys {
-                    if seen.contains(k) || st.by_key.get(k) != Some(&(*bi, *r)) {
-                        continue;
-                    }
-                    seen.insert(k.clone());
-                    let part = string_column(&st.batches[*bi], "_hoodie_partition_path")?
-                        .and_then(|c| c.as_string::<i32>().value(*r).to_string().into());
-                    changes.push(Change {
-                        op: "d",
-                        ts,
-                        key: k.clone(),
-                        partition: part,
-                        before: Some((b, *bi, *r)),
-                        after: None,
-                    });
-                }
+            match logged {
+                Some(batches) => from_log(&mut states, b, a, &batches, ts, &mut changes)?,
+                None => infer(&states, b, a, &instant, ts, &mut changes)?,
             }
         }
         // The images' schema: the newest state's columns and types, then the columns only

@@ -215,7 +215,7 @@ fn io_error(what: &str, name: &str, e: std::io::Error) -> MergeError {
     }
 }
 
-fn identity(storage: &dyn Storage, f: &InputFile) -> Result<Identity> {
+pub(crate) fn identity(storage: &dyn Storage, f: &InputFile) -> Result<Identity> {
     let name = storage.describe(&f.path);
     let meta = storage
         .stat(&f.path)
@@ -241,6 +241,36 @@ fn identity(storage: &dyn Storage, f: &InputFile) -> Result<Identity> {
         }),
         version: meta.version,
     })
+}
+
+/// Read input `f` whole (its identity `id` just taken), adding its size to `total`: more than
+/// `cap` is refused (EFBIG, naming `what` the files are), a file whose size changed is EIO.
+pub(crate) fn read_counted(
+    storage: &dyn Storage,
+    f: &InputFile,
+    name: &str,
+    id: &Identity,
+    total: &mut u64,
+    cap: u64,
+    what: &str,
+) -> Result<Vec<u8>> {
+    *total += id.size;
+    if *total > cap {
+        return Err(MergeError::too_big(format!(
+            "its {what} hold more than the memory cap of {cap} bytes"
+        )));
+    }
+    let data = storage
+        .read(&f.path)
+        .map_err(|e| io_error("read", name, e))?;
+    if data.len() as u64 != id.size {
+        return Err(MergeError::corrupt(format!(
+            "{name}: changed while being read ({} bytes, then {})",
+            id.size,
+            data.len()
+        )));
+    }
+    Ok(data)
 }
 
 /// Java's log-file order: instant in the name, version, write token.
@@ -309,23 +339,15 @@ fn prepare_inner(
     for f in logs {
         let name = storage.describe(&f.path);
         let id = identity(storage, f)?;
-        total += id.size;
-        if total > opts.memory_cap {
-            return Err(MergeError::too_big(format!(
-                "its log files hold more than the memory cap of {} bytes",
-                opts.memory_cap
-            )));
-        }
-        let data = storage
-            .read(&f.path)
-            .map_err(|e| io_error("read", &name, e))?;
-        if data.len() as u64 != id.size {
-            return Err(MergeError::corrupt(format!(
-                "{name}: changed while being read ({} bytes, then {})",
-                id.size,
-                data.len()
-            )));
-        }
+        let data = read_counted(
+            storage,
+            f,
+            &name,
+            &id,
+            &mut total,
+            opts.memory_cap,
+            "log files",
+        )?;
         identities.push(id);
         bytes.push(Bytes::from(data));
         names.push(name);

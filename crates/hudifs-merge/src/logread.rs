@@ -481,3 +481,37 @@ pub fn decode_delete_records(body: &[u8]) -> Result<(Vec<String>, Vec<OrdVal>), 
     }
     Ok((keys, ords))
 }
+
+/// The records of a CDC log file's CDC data blocks (`cdc/` on tables with CDC enabled): each
+/// block is laid out as an Avro data block, its records in the block header's CDC schema
+/// (`op`, `record_key`, `before`, `after`, `ts_ms`, by supplemental logging mode). Blocks of
+/// other types are ignored; a CDC block that does not decode is an error.
+pub fn cdc_log_records(
+    bytes: &Bytes,
+    name: &str,
+    schemas: &mut HashMap<String, Arc<AvroToArrow>>,
+) -> Result<Vec<RecordBatch>> {
+    let (blocks, problems) = scan_log_blocks(bytes);
+    for p in problems {
+        log::info!("{name}: {p} (a corrupt block; skipped)");
+    }
+    let mut out = Vec::new();
+    for b in blocks
+        .into_iter()
+        .filter(|b| b.block_type == CDC_DATA_BLOCK)
+    {
+        let start = b.content.as_ptr() as usize - bytes.as_ptr() as usize;
+        let chosen = Chosen {
+            file: 0,
+            offset: b.offset,
+            block_type: AVRO_DATA_BLOCK,
+            instant: b.header.get(&H_INSTANT_TIME).cloned().unwrap_or_default(),
+            content: start..start + b.content.len(),
+            header: b.header,
+        };
+        if let BlockRecords::Data { batch, .. } = decode_block(&chosen, bytes, name, schemas)? {
+            out.push(batch);
+        }
+    }
+    Ok(out)
+}

@@ -182,10 +182,23 @@ pub fn cdc_groups(
                     t: t.to_string(),
                 })
             };
+            let cdc_logs = w
+                .cdc_files
+                .get(&FileGroupId::new(partition, id))
+                .map(|files| {
+                    files
+                        .iter()
+                        .filter_map(|(p, size)| {
+                            Some(InputFile::new(TablePath::new(p).ok()?, Some(*size)))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
             let step = CdcStep {
                 instant: t.to_string(),
                 before: state(&before, &before_t),
                 after: state(&after, t),
+                cdc_logs,
             };
             if step.before.is_some() || step.after.is_some() {
                 groups.entry(id.to_string()).or_default().push(step);

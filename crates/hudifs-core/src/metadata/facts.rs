@@ -19,6 +19,31 @@ fn num_field(v: &Value, key: &str) -> Option<u64> {
     }
 }
 
+/// `cdcStats` of a write stat: a map of CDC log paths to sizes (an Avro union's `{"map": …}`
+/// as decoded, or a plain object); anything else is none.
+fn cdc_stats(v: &Value) -> Vec<(String, u64)> {
+    let m = match v.get("cdcStats") {
+        Some(Value::Object(m)) if m.len() == 1 && m.contains_key("map") => m.get("map"),
+        other => other,
+    };
+    let Some(Value::Object(m)) = m else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, u64)> = m
+        .iter()
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, n)| {
+            let size = match n {
+                Value::Object(u) => u.values().next().and_then(Value::as_u64),
+                n => n.as_u64(),
+            };
+            (k.clone(), size.unwrap_or(0))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// One write stat of a commit: the file group it wrote and the file it wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteStat {
@@ -29,6 +54,9 @@ pub struct WriteStat {
     /// Records it inserted and updated (`numInserts` + `numUpdateWrites`), where the stat says:
     /// 0 for a write that only deleted (or copied) records of the group.
     pub written: Option<u64>,
+    /// The CDC log files it wrote for the group (`cdcStats`: table-relative path and size), on
+    /// tables with `hoodie.table.cdc.enabled`.
+    pub cdc_files: Vec<(String, u64)>,
 }
 
 impl WriteStat {
@@ -90,6 +118,7 @@ impl CommitMetadata {
                             file_id: file_id.to_string(),
                             path: str_field(s, "path").map(str::to_string),
                             written: inserts.zip(updates).map(|(i, u)| i.saturating_add(u)),
+                            cdc_files: cdc_stats(s),
                         });
                     }
                 }

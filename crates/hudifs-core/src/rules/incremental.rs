@@ -2,7 +2,7 @@
 //! requested time on table version 6, with the BLOCK cut for hollow commits, by completion time
 //! on 8/9 — and the file groups they touched, listed merge-ready as of the newest one.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::{ArchivedFacts, Context, Plan, WindowWrite, WriteKind};
@@ -111,6 +111,16 @@ pub(crate) fn plan_window(
                 .map(|s| s.group())
                 .collect(),
             replaced: m.replaced.iter().cloned().collect(),
+            cdc_files: m
+                .write_stats
+                .iter()
+                .filter(|s| !s.cdc_files.is_empty())
+                .fold(BTreeMap::new(), |mut acc, s| {
+                    acc.entry(s.group())
+                        .or_insert_with(Vec::new)
+                        .extend(s.cdc_files.iter().cloned());
+                    acc
+                }),
         };
         touched.extend(write.touched.iter().cloned());
         replaced.extend(write.replaced.iter().cloned());

@@ -1,7 +1,7 @@
 //! Planning a view (SEMANTICS.md §2–§3): validate its time against the timeline and work out
 //! what it selects, before any data file is listed.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ops::Bound::{Included, Unbounded};
 use std::sync::Arc;
 
@@ -106,6 +106,8 @@ pub struct WindowWrite {
     pub written: BTreeSet<FileGroupId>,
     /// The file groups it replaced (insert overwrite; clustering).
     pub replaced: BTreeSet<FileGroupId>,
+    /// The CDC log files it wrote, by group (`cdcStats`, tables with CDC enabled): path, size.
+    pub cdc_files: BTreeMap<FileGroupId, Vec<(String, u64)>>,
 }
 
 impl Plan {
@@ -312,6 +314,7 @@ mod tests {
             touched: set(touched).union(&set(written)).cloned().collect(),
             written: set(written),
             replaced: set(replaced),
+            cdc_files: BTreeMap::new(),
         }
     }
 

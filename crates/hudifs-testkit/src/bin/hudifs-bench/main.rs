@@ -8,6 +8,7 @@
 mod find;
 mod freshness;
 mod gen;
+mod incremental;
 mod memory;
 mod merged;
 mod mount;
@@ -143,7 +144,9 @@ enum Cmd {
         update_pct: usize,
     },
     /// Figure 6: the merged view: first read of merged/latest/ vs hudi-rs read() + pyarrow
-    /// write, a cached second read vs the cache's files, and `ls -lR` over a warm cache.
+    /// write, a cached second read vs the cache's files, and `ls -lR` over a warm cache; then
+    /// the last write's window through merged/incremental/ (vs hudi-rs's incremental read) and
+    /// cdc/ (vs merged/as_of/ of the same groups).
     Merged {
         table: PathBuf,
         /// Python of the virtual environment with `hudi` and `pyarrow`.
@@ -265,7 +268,8 @@ fn main() -> std::process::ExitCode {
             script,
             work,
             c,
-        } => merged::bench_merged(table, python, script, work, c),
+        } => merged::bench_merged(table, python, script, work, c)
+            .and_then(|()| incremental::bench_incremental(table, python, script, work, c)),
         #[cfg(feature = "s3bench")]
         Cmd::S3read {
             table,

@@ -34,7 +34,7 @@ struct Count {
 }
 
 /// Every regular file below `dir`, sorted.
-fn files_below(dir: &Path) -> Res<Vec<PathBuf>> {
+pub(crate) fn files_below(dir: &Path) -> Res<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
@@ -54,7 +54,7 @@ fn files_below(dir: &Path) -> Res<Vec<PathBuf>> {
 
 /// Read every file in `files` to its end on `threads` threads at once, as DuckDB and pyarrow
 /// read a dataset; (seconds, bytes).
-fn read_parallel(files: &[PathBuf], threads: usize) -> Res<(f64, u64)> {
+pub(crate) fn read_parallel(files: &[PathBuf], threads: usize) -> Res<(f64, u64)> {
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
     let t = Instant::now();
     let (next, bytes) = (AtomicUsize::new(0), AtomicU64::new(0));
@@ -92,7 +92,7 @@ fn read_all(files: &[PathBuf]) -> Res<(f64, u64)> {
     Ok((t.elapsed().as_secs_f64(), bytes))
 }
 
-fn python_json<T: for<'de> Deserialize<'de>>(
+pub(crate) fn python_json<T: for<'de> Deserialize<'de>>(
     python: &Path,
     script: &Path,
     args: &[&OsStr],
