@@ -204,6 +204,9 @@ impl TableWriter {
                             op.delta_size,
                             op.num_updates + op.num_inserts,
                         )),
+                        // Compaction of a CDC-enabled table writes no CDC log file here (not
+                        // modelled).
+                        cdc_stats: None,
                     }
                 })
                 .collect();

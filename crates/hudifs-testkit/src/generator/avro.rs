@@ -292,7 +292,9 @@ fn sync_marker(seed: &str) -> [u8; 16] {
 // ---------------------------------------------------------------------------------------------
 // Hudi's timeline models.
 
-/// `HoodieWriteStat`, all fields Hudi 1.x declares except `cdcStats` and `runtimeStats`.
+/// `HoodieWriteStat`, all fields Hudi 1.x declares except `runtimeStats` (`cdcStats` is
+/// declared where Hudi's `HoodieCommitMetadata.avsc` has it: after `logFiles`, a nullable map of
+/// long).
 fn write_stat() -> Schema {
     let s = || Schema::String;
     let l = || Schema::Long;
@@ -320,6 +322,7 @@ fn write_stat() -> Schema {
             opt("logOffset", l()),
             opt("baseFile", s()),
             opt("logFiles", array(s())),
+            opt("cdcStats", map(l())),
             opt("prevBaseFile", s()),
             opt("minEventTime", l()),
             opt("maxEventTime", l()),

@@ -98,6 +98,7 @@ impl TableWriter {
             written: BTreeMap::new(),
             templates: BTreeMap::new(),
             template_count: 0,
+            cdc: BTreeMap::new(),
             spec,
         };
         let props = w.properties_text()?;
@@ -157,6 +158,13 @@ impl TableWriter {
             "hoodie.populate.meta.fields",
             s.populate_meta_fields.to_string(),
         ));
+        if let Some(mode) = s.cdc {
+            p.push(("hoodie.table.cdc.enabled", "true".into()));
+            p.push((
+                "hoodie.table.cdc.supplemental.logging.mode",
+                mode.property_value(s.version),
+            ));
+        }
         p.push(("hoodie.archivelog.folder", "archived".into()));
         if s.version >= 9 {
             p.push(("hoodie.table.ordering.fields", "ts".into()));

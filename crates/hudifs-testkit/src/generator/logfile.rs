@@ -22,6 +22,9 @@
 //! header's SCHEMA. The block version written by Hudi 0.14 and 1.x alike is 3 (both fixtures
 //! above carry 3), so that is what is written here.
 //!
+//! A CDC data block (`HoodieCDCDataBlock`, type 6) has the Avro data block's content layout and
+//! the header INSTANT_TIME and SCHEMA (the CDC schema of the table's logging mode).
+//!
 //! Simplifications: one block per file (each generator write starts a new log file, as Hudi
 //! does on storage without append); no delete blocks, no CRC/corrupt-block handling, no
 //! `RECORD_POSITIONS`/`BLOCK_IDENTIFIER` headers (optional in Hudi 1.x). Java keeps the header
@@ -31,6 +34,7 @@
 /// `HoodieLogBlock.HoodieLogBlockType` ordinals.
 const COMMAND_BLOCK: i32 = 0;
 const AVRO_DATA_BLOCK: i32 = 3;
+const CDC_DATA_BLOCK: i32 = 6;
 
 /// `HoodieLogBlock.HeaderMetadataType` ordinals.
 const INSTANT_TIME: i32 = 0;
@@ -86,6 +90,17 @@ fn block(block_type: i32, header: &[(i32, &str)], content: &[u8]) -> Vec<u8> {
 pub(crate) fn avro_data_block(instant: &str, schema: &str, records: &[Vec<u8>]) -> Vec<u8> {
     block(
         AVRO_DATA_BLOCK,
+        &[(INSTANT_TIME, instant), (SCHEMA, schema)],
+        &avro_block_content(records),
+    )
+}
+
+/// A CDC data block (`HoodieCDCDataBlock`, a subclass of the Avro data block with the same
+/// content layout) holding `records` (each Avro-encoded under the CDC `schema`), written by
+/// the instant `instant` (`HoodieCDCLogger`'s header: INSTANT_TIME and SCHEMA).
+pub(crate) fn cdc_data_block(instant: &str, schema: &str, records: &[Vec<u8>]) -> Vec<u8> {
+    block(
+        CDC_DATA_BLOCK,
         &[(INSTANT_TIME, instant), (SCHEMA, schema)],
         &avro_block_content(records),
     )
@@ -272,12 +287,51 @@ impl ReadBlock {
             .find(|(k, _)| *k == key)
             .map(|(_, v)| v.as_str())
     }
-    /// Records in an Avro data block's content.
+    /// Records in an Avro data block's content (Avro data blocks only; see
+    /// [`ReadBlock::cdc_record_count`] for CDC blocks).
     pub fn record_count(&self) -> Option<i32> {
         (self.block_type == AVRO_DATA_BLOCK)
             .then(|| self.content.get(4..8))
             .flatten()
             .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    /// A CDC data block (`CDC_DATA_BLOCK`, type 6).
+    pub fn is_cdc(&self) -> bool {
+        self.block_type == CDC_DATA_BLOCK
+    }
+    /// Records in a CDC data block's content.
+    pub fn cdc_record_count(&self) -> Option<i32> {
+        self.is_cdc()
+            .then(|| self.content.get(4..8))
+            .flatten()
+            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    /// The header's SCHEMA entry.
+    pub fn schema(&self) -> Option<&str> {
+        self.header_value(SCHEMA)
+    }
+    /// The Avro-encoded records of an Avro data block or a CDC data block (block version,
+    /// record count, then each record's length and bytes); `None` for other blocks or content
+    /// that does not add up.
+    pub fn avro_records(&self) -> Option<Vec<&[u8]>> {
+        if self.block_type != AVRO_DATA_BLOCK && self.block_type != CDC_DATA_BLOCK {
+            return None;
+        }
+        let c = &self.content;
+        let int = |at: usize| -> Option<i32> {
+            let b = c.get(at..at + 4)?;
+            Some(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        let count = usize::try_from(int(4)?).ok()?;
+        let mut at = 8;
+        let mut out = Vec::with_capacity(count);
+        for _ in 0..count {
+            let len = usize::try_from(int(at)?).ok()?;
+            at += 4;
+            out.push(c.get(at..at.checked_add(len)?)?);
+            at += len;
+        }
+        (at == c.len()).then_some(out)
     }
     pub fn is_rollback_command(&self) -> bool {
         self.block_type == COMMAND_BLOCK
@@ -347,5 +401,26 @@ mod tests {
         assert_eq!(blocks[0].record_count(), Some(2));
         assert_eq!(blocks[0].instant(), Some("20260101000000000"));
         assert!(read_blocks(&b[..b.len() - 1]).is_err());
+        assert_eq!(
+            blocks[0].avro_records(),
+            Some(vec![&[1u8, 2][..], &[3u8][..]])
+        );
+    }
+
+    #[test]
+    fn cdc_block_round_trip() {
+        let b = cdc_data_block("20260101000000000", "{}", &[vec![7], vec![8, 9, 10]]);
+        let blocks = read_blocks(&b).unwrap();
+        assert_eq!(blocks.len(), 1);
+        assert!(blocks[0].is_cdc());
+        assert_eq!(blocks[0].block_type, blocks::CDC_DATA);
+        assert_eq!(blocks[0].cdc_record_count(), Some(2));
+        assert_eq!(blocks[0].record_count(), None);
+        assert_eq!(blocks[0].instant(), Some("20260101000000000"));
+        assert_eq!(blocks[0].schema(), Some("{}"));
+        assert_eq!(
+            blocks[0].avro_records(),
+            Some(vec![&[7u8][..], &[8u8, 9, 10][..]])
+        );
     }
 }

@@ -9,6 +9,12 @@
 //! instants into the archived timeline as Hudi's archiver does (a layout-1 archive log file, or
 //! the layout-2 LSM timeline with its manifests and level compaction).
 //!
+//! With [`TableSpec::with_cdc`] the table has change data capture enabled (RFC-51): every
+//! copy-on-write write that rewrites an existing file group ([`Txn::update`], [`Txn::delete`],
+//! [`Txn::merge`]) also writes the group's CDC log file (one CDC data block in the mode's
+//! schema) and names it in the write stat's `cdcStats`, as Hudi's merge handle does
+//! ([`TableWriter::cdc_files`] lists them); `cdc.rs` says what is modelled.
+//!
 //! Every name goes through [`listing::base_file_name`], [`listing::log_file_name`] and
 //! [`timeline::instant_file_name`], so the writer cannot drift from the reader's grammar.
 //!
@@ -45,6 +51,7 @@ mod actions;
 mod archiver;
 mod avro;
 mod bulk;
+mod cdc;
 mod create;
 mod demo;
 mod expect;
@@ -70,6 +77,7 @@ use hudifs_core::listing::PARTITION_METAFILE;
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::{self, Action, Layout, State};
 
+pub use self::cdc::CdcMode;
 pub use self::demo::{build_demo, DEMO_CLOCK_START_MS};
 pub use self::expect::ExpectedFile;
 pub use self::logfile::{blocks, read_blocks, ReadBlock};
@@ -95,6 +103,9 @@ pub struct TableSpec {
     /// `hoodie.properties` entries that replace (or add to) the generated ones, e.g. a v6
     /// table's `hoodie.compaction.payload.class` or a v9 table's `hoodie.record.merge.mode`.
     pub properties: Vec<(String, String)>,
+    /// Change data capture (`hoodie.table.cdc.enabled`) and its supplemental logging mode: a
+    /// copy-on-write write that rewrites a file group also writes a CDC log file for it.
+    pub cdc: Option<CdcMode>,
 }
 
 impl TableSpec {
@@ -108,7 +119,19 @@ impl TableSpec {
             hive_style: false,
             populate_meta_fields: true,
             properties: Vec::new(),
+            cdc: None,
         }
+    }
+
+    /// Enable change data capture with the given supplemental logging mode:
+    /// `hoodie.table.cdc.enabled=true` and `hoodie.table.cdc.supplemental.logging.mode` in
+    /// `hoodie.properties`. On copy-on-write tables every write that rewrites an existing file
+    /// group (an update, a delete, an insert into the group) then also writes one CDC log file
+    /// for the group (see [`TableWriter::cdc_files`]); merge-on-read deltacommits write none
+    /// (Hudi infers their changes from the logs).
+    pub fn with_cdc(mut self, mode: CdcMode) -> TableSpec {
+        self.cdc = Some(mode);
+        self
     }
 
     /// Set (or add) one `hoodie.properties` entry.
@@ -408,6 +431,9 @@ struct Stat {
     prev_base_file: Option<String>,
     /// Compaction: (log records, log files compacted, log bytes compacted, distinct keys).
     compaction: Option<(usize, usize, u64, usize)>,
+    /// `cdcStats`: the CDC log files the write produced for the group (path relative to the
+    /// table root, size in bytes).
+    cdc_stats: Option<Vec<(String, u64)>>,
 }
 
 impl Stat {
@@ -437,6 +463,11 @@ impl Stat {
             o.insert("logOffset".into(), json!(0));
             o.insert("baseFile".into(), json!(base_file));
             o.insert("logFiles".into(), json!(log_files));
+        }
+        if let Some(cdc) = &self.cdc_stats {
+            let m: serde_json::Map<String, Json> =
+                cdc.iter().map(|(p, n)| (p.clone(), json!(n))).collect();
+            o.insert("cdcStats".into(), Json::Object(m));
         }
         // `prevBaseFile` exists in Hudi 1.x's model only.
         if layout == Layout::V2 {
@@ -477,6 +508,9 @@ pub struct TableWriter {
     /// to it.
     templates: BTreeMap<String, (TablePath, u64, u32)>,
     template_count: u32,
+    /// CDC log files written, by the requested time of the write that wrote them (paths
+    /// relative to the root).
+    cdc: BTreeMap<String, Vec<String>>,
 }
 
 impl TableWriter {
@@ -551,6 +585,12 @@ impl TableWriter {
     /// The timeline files renamed into place since the last call, in order.
     pub fn take_published(&mut self) -> Vec<Published> {
         std::mem::take(&mut self.published)
+    }
+
+    /// The CDC log files the write `instant` produced (committed or not, and still there
+    /// unless a rollback or clean deleted them), relative to the table root, sorted.
+    pub fn cdc_files(&self, instant: &str) -> Vec<String> {
+        self.cdc.get(instant).cloned().unwrap_or_default()
     }
 
     /// A data or log file this writer wrote, by path relative to the root.

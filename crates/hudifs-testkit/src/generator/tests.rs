@@ -9,7 +9,7 @@ use serde_json::Value as Json;
 
 use super::*;
 use hudifs_core::ids::{FileGroupId, FileRef};
-use hudifs_core::listing::{parse_data_name, DataFile, DataName};
+use hudifs_core::listing::{parse_base_name, parse_data_name, DataFile, DataName};
 use hudifs_core::metadata::{self, CommitMetadata};
 use hudifs_core::snapshot::Snapshot;
 use hudifs_core::timeline::{Instant, Timeline};
@@ -99,7 +99,8 @@ fn check_table(root: &Path, spec: &TableSpec) -> Snapshot {
             }
             assert!(
                 name == PARTITION_METAFILE
-                    || parse_data_name(&name, &cfg.base_extensions).is_some(),
+                    || parse_data_name(&name, &cfg.base_extensions).is_some()
+                    || (spec.cdc.is_some() && cdc_log_name(&name, spec.version).is_some()),
                 "{p}/{name} does not parse"
             );
         }
@@ -189,6 +190,13 @@ fn check_table(root: &Path, spec: &TableSpec) -> Snapshot {
     }
     drop(listing);
     snap
+}
+
+/// A CDC log file name of the table version's writers (`.<fileId>_<instant>.log.<v>_<token>`
+/// plus `-cdc` in version 6, `.cdc` in 8 and 9): the log name it extends.
+fn cdc_log_name(name: &str, version: u32) -> Option<hudifs_core::listing::LogName> {
+    let suffix = if version >= 8 { ".cdc" } else { "-cdc" };
+    hudifs_core::listing::parse_log_name(name.strip_suffix(suffix)?)
 }
 
 /// The timeline file names of an abandoned write: requested and inflight only.
@@ -766,4 +774,347 @@ fn staged_completion_completes_on_publish() {
         .completed
         .contains_key(staged.instant.as_str()));
     assert!(!root.join(staged.staged.as_str()).exists());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Change data capture.
+
+/// An Avro value as JSON (unions unwrapped), for comparing decoded CDC records.
+fn avro_json(v: &apache_avro::types::Value) -> Json {
+    use apache_avro::types::Value as V;
+    match v {
+        V::Null => Json::Null,
+        V::Boolean(b) => Json::from(*b),
+        V::Int(n) => Json::from(*n),
+        V::Long(n) => Json::from(*n),
+        V::Double(d) => Json::from(*d),
+        V::String(s) => Json::from(s.as_str()),
+        V::Union(_, inner) => avro_json(inner),
+        V::Record(fields) => Json::Object(
+            fields
+                .iter()
+                .map(|(k, v)| (k.clone(), avro_json(v)))
+                .collect(),
+        ),
+        other => panic!("unexpected Avro value {other:?}"),
+    }
+}
+
+/// The records of a CDC file's single CDC block, decoded with `apache-avro` under the block's
+/// header schema; checks the block's framing and header on the way.
+fn cdc_records(path: &Path, instant: &str) -> (apache_avro::Schema, Vec<Json>) {
+    let blocks = read_blocks(&std::fs::read(path).unwrap()).unwrap();
+    assert_eq!(blocks.len(), 1, "{}", path.display());
+    let b = &blocks[0];
+    assert!(b.is_cdc());
+    assert_eq!(b.block_type, logfile::blocks::CDC_DATA);
+    assert_eq!(b.instant(), Some(instant));
+    let header_keys: BTreeSet<i32> = b.header.iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        header_keys,
+        BTreeSet::from([logfile::blocks::INSTANT_TIME, logfile::blocks::SCHEMA])
+    );
+    assert_eq!(b.content[..4], 3i32.to_be_bytes());
+    let schema = apache_avro::Schema::parse_str(b.schema().unwrap()).unwrap();
+    let records: Vec<Json> = b
+        .avro_records()
+        .unwrap()
+        .into_iter()
+        .map(|mut bytes| {
+            let v = apache_avro::from_avro_datum(&schema, &mut bytes, None).unwrap();
+            assert!(bytes.is_empty(), "trailing bytes after a record");
+            avro_json(&v)
+        })
+        .collect();
+    assert_eq!(
+        b.cdc_record_count(),
+        Some(records.len() as i32),
+        "record count"
+    );
+    (schema, records)
+}
+
+/// A table row without meta fields, as a CDC image holds it.
+fn image(r: &Row, city: &str) -> Json {
+    serde_json::json!({"id": r.id, "name": r.name, "value": r.value, "ts": r.ts, "city": city})
+}
+
+/// What a CDC record of `mode` must be: op, key, before, after.
+fn expected_cdc(
+    mode: CdcMode,
+    instant: &str,
+    op: &str,
+    key: i64,
+    before: Option<Json>,
+    after: Option<Json>,
+) -> Json {
+    let before = before.unwrap_or(Json::Null);
+    let after = after.unwrap_or(Json::Null);
+    match mode {
+        CdcMode::OpKeyOnly => serde_json::json!({"op": op, "record_key": key.to_string()}),
+        CdcMode::DataBefore => {
+            serde_json::json!({"op": op, "record_key": key.to_string(), "before": before})
+        }
+        CdcMode::DataBeforeAfter => {
+            serde_json::json!({"op": op, "ts_ms": instant, "before": before, "after": after})
+        }
+    }
+}
+
+/// The write stat of `file_id` in a completed instant's metadata (as JSON).
+fn write_stat(snap: &Snapshot, instant: &str, partition: &str, file_id: &str) -> Json {
+    let raw = snap.meta.json(&snap.timeline().completed[instant]).unwrap();
+    raw["partitionToWriteStats"][partition]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["fileId"] == file_id)
+        .unwrap_or_else(|| panic!("{instant}: no stat of {file_id}"))
+        .clone()
+}
+
+fn cdc_cow(version: u32, mode: CdcMode) {
+    let what = format!("v{version} {mode:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let spec = cow_spec(version).with_cdc(mode);
+    let mut w = TableWriter::create(root, spec.clone(), START).unwrap();
+    let p = w.partition_path(&["paris"]).unwrap();
+    let suffix = if version >= 8 { ".cdc" } else { "-cdc" };
+
+    // Two new file groups: inserts into new groups write no CDC file.
+    let mut t = w.begin(Action::Commit).unwrap();
+    let fa = t.insert(&p, &rows(1, 5)).unwrap();
+    let fb = t.insert(&p, &rows(2, 3)).unwrap();
+    let c1 = t.complete().unwrap();
+    assert!(w.cdc_files(&c1).is_empty(), "{what}");
+    let old: BTreeMap<i64, Row> = w
+        .group_rows(&p, &fa)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.id, r))
+        .collect();
+
+    // One write: group a gets an update (1001), an update with the data it already holds
+    // (1002), a delete (1003) and a new key (1100); a new group c is inserted; group b is not
+    // touched.
+    let mut upserts = rows_with_ids(3, &[1001, 1100]);
+    upserts.push(old[&1002].clone());
+    let mut t = w.begin(Action::Commit).unwrap();
+    let base = t.merge(&p, &fa, &upserts, &[1003, 7777]).unwrap();
+    let fc = t.insert(&p, &rows(4, 2)).unwrap();
+    let c2 = t.complete().unwrap();
+    let token = parse_base_name(&base, &["parquet".to_string()])
+        .unwrap()
+        .write_token;
+    let cdc_name = format!(".{fa}_{c2}.log.1_{token}{suffix}");
+    let cdc_rel = format!("{p}/{cdc_name}");
+    assert_eq!(w.cdc_files(&c2), vec![cdc_rel.clone()], "{what}");
+    let cdc_path = root.join(&cdc_rel);
+    let cdc_size = std::fs::metadata(&cdc_path).unwrap().len();
+    let (schema, records) = cdc_records(&cdc_path, &c2);
+    let apache_avro::Schema::Record(r) = &schema else {
+        panic!("{what}: CDC schema is not a record");
+    };
+    let names: Vec<&str> = r.fields.iter().map(|f| f.name.as_str()).collect();
+    match mode {
+        CdcMode::OpKeyOnly => assert_eq!(names, ["op", "record_key"]),
+        CdcMode::DataBefore => assert_eq!(names, ["op", "record_key", "before"]),
+        CdcMode::DataBeforeAfter => assert_eq!(names, ["op", "ts_ms", "before", "after"]),
+    }
+    let new = |id: i64| upserts.iter().find(|r| r.id == id).unwrap();
+    let got: BTreeSet<String> = records.iter().map(|r| r.to_string()).collect();
+    let expected: BTreeSet<String> = [
+        expected_cdc(
+            mode,
+            &c2,
+            "u",
+            1001,
+            Some(image(&old[&1001], &p)),
+            Some(image(new(1001), &p)),
+        ),
+        expected_cdc(
+            mode,
+            &c2,
+            "u",
+            1002,
+            Some(image(&old[&1002], &p)),
+            Some(image(&old[&1002], &p)),
+        ),
+        expected_cdc(mode, &c2, "d", 1003, Some(image(&old[&1003], &p)), None),
+        expected_cdc(mode, &c2, "i", 1100, None, Some(image(new(1100), &p))),
+    ]
+    .iter()
+    .map(|r| r.to_string())
+    .collect();
+    assert_eq!(got, expected, "{what}");
+    assert_eq!(records.len(), 4, "{what}");
+
+    // A delete-only write: one "d" record.
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.delete(&p, &fb, &[2001]).unwrap();
+    let c3 = t.complete().unwrap();
+    let cdc3 = w.cdc_files(&c3);
+    assert_eq!(cdc3.len(), 1, "{what}");
+    let b_old = rows(2, 3);
+    let (_, records) = cdc_records(&root.join(&cdc3[0]), &c3);
+    assert_eq!(
+        records,
+        [expected_cdc(
+            mode,
+            &c3,
+            "d",
+            2001,
+            Some(image(&b_old[1], &p)),
+            None
+        )],
+        "{what}"
+    );
+    // A write that deletes every row of a group writes no CDC file (Hudi infers it).
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.delete(&p, &fb, &[2000, 2002]).unwrap();
+    let c4 = t.complete().unwrap();
+    assert!(w.cdc_files(&c4).is_empty(), "{what}");
+    assert_eq!(w.group_row_count(&p, &fb), Some(0));
+
+    // hoodie.properties, spelled as the version's Hudi writes it.
+    let props = hudifs_core::properties::parse_properties(
+        &std::fs::read_to_string(root.join(".hoodie/hoodie.properties")).unwrap(),
+    );
+    assert_eq!(props["hoodie.table.cdc.enabled"], "true");
+    let spelled = match (mode, version >= 8) {
+        (CdcMode::OpKeyOnly, false) => "op_key_only",
+        (CdcMode::DataBefore, false) => "data_before",
+        (CdcMode::DataBeforeAfter, false) => "data_before_after",
+        (CdcMode::OpKeyOnly, true) => "OP_KEY_ONLY",
+        (CdcMode::DataBefore, true) => "DATA_BEFORE",
+        (CdcMode::DataBeforeAfter, true) => "DATA_BEFORE_AFTER",
+    };
+    assert_eq!(props["hoodie.table.cdc.supplemental.logging.mode"], spelled);
+
+    // Read back with hudifs-core: the table is whole, the metadata decodes, the write stat of
+    // group a names the CDC file with its size, and no listing shows a CDC file.
+    let snap = check_table(root, &spec);
+    assert!(snap.cfg.cdc_enabled);
+    for c in [&c1, &c2, &c3, &c4] {
+        let raw = snap
+            .meta
+            .json(&snap.timeline().completed[c.as_str()])
+            .unwrap();
+        let m = CommitMetadata::from_json(&raw).unwrap_or_else(|e| panic!("{what} {c}: {e:?}"));
+        assert!(!m.write_stats.is_empty());
+        snap.meta
+            .commit(&snap.timeline().completed[c.as_str()])
+            .unwrap();
+    }
+    let sa = write_stat(&snap, &c2, &p, &fa);
+    assert_eq!(
+        sa["cdcStats"],
+        serde_json::json!({ cdc_rel.clone(): cdc_size }),
+        "{what}"
+    );
+    assert_eq!(
+        (
+            sa["numUpdateWrites"].as_i64(),
+            sa["numInserts"].as_i64(),
+            sa["numDeletes"].as_i64()
+        ),
+        (Some(2), Some(1), Some(1)),
+        "{what}"
+    );
+    let sc = write_stat(&snap, &c2, &p, &fc);
+    assert!(sc.get("cdcStats").is_none_or(Json::is_null), "{what}: {sc}");
+    let sb = write_stat(&snap, &c3, &p, &fb);
+    assert_eq!(sb["cdcStats"].as_object().unwrap().len(), 1);
+    let sb4 = write_stat(&snap, &c4, &p, &fb);
+    assert!(
+        sb4.get("cdcStats").is_none_or(Json::is_null),
+        "{what}: {sb4}"
+    );
+    let listing = list_table(&snap);
+    let listed: Vec<String> = listing.files().map(|f| f.rel_path().to_string()).collect();
+    assert!(!listed.is_empty());
+    for cdc in [&cdc_rel, &cdc3[0]] {
+        assert!(root.join(cdc).exists());
+        assert!(!listed.contains(cdc), "{what}: {cdc} listed");
+        let name = cdc.rsplit('/').next().unwrap();
+        assert!(parse_data_name(name, &snap.cfg.base_extensions).is_none());
+        assert!(cdc_log_name(name, version).is_some());
+    }
+    assert!(
+        listed.iter().all(|f| !f.ends_with("cdc")),
+        "{what}: {listed:?}"
+    );
+    // The group's rows after the merge.
+    let a: Vec<i64> = w
+        .group_rows(&p, &fa)
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(a, [1000, 1001, 1002, 1004, 1100]);
+}
+
+#[test]
+fn v6_cow_cdc_files() {
+    for mode in CdcMode::ALL {
+        cdc_cow(6, mode);
+    }
+}
+
+#[test]
+fn v9_cow_cdc_files() {
+    for mode in CdcMode::ALL {
+        cdc_cow(9, mode);
+    }
+}
+
+#[test]
+fn cdc_rolled_back_with_its_write_and_absent_on_mor() {
+    // A failed copy-on-write write's CDC file goes with its base file on rollback.
+    for version in [6, 9] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = cow_spec(version).with_cdc(CdcMode::DataBeforeAfter);
+        let mut w = TableWriter::create(dir.path(), spec, START).unwrap();
+        let mut t = w.begin(Action::Commit).unwrap();
+        let f = t.insert("p", &rows(1, 3)).unwrap();
+        t.complete().unwrap();
+        let mut t = w.begin(Action::Commit).unwrap();
+        t.update("p", &f, &rows_with_ids(2, &[1001])).unwrap();
+        let failed = t.abandon();
+        let cdc = w.cdc_files(&failed);
+        assert_eq!(cdc.len(), 1);
+        assert!(dir.path().join(&cdc[0]).exists());
+        w.rollback(&failed).unwrap();
+        assert!(!dir.path().join(&cdc[0]).exists(), "v{version}");
+    }
+    // Merge-on-read: the properties say CDC, deltacommits write no CDC file.
+    for version in [6, 9] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = mor_spec(version).with_cdc(CdcMode::OpKeyOnly);
+        let mut w = TableWriter::create(dir.path(), spec.clone(), START).unwrap();
+        let p = w.partition_path(&["x"]).unwrap();
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        let f = t.insert(&p, &rows(1, 3)).unwrap();
+        t.complete().unwrap();
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        t.update(&p, &f, &rows_with_ids(2, &[1001])).unwrap();
+        let d1 = t.complete().unwrap();
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        t.delete(&p, &f, &[1002]).unwrap();
+        let d2 = t.complete().unwrap();
+        assert!(w.cdc_files(&d1).is_empty() && w.cdc_files(&d2).is_empty());
+        assert!(w
+            .begin(Action::DeltaCommit)
+            .unwrap()
+            .merge(&p, &f, &rows(3, 1), &[])
+            .is_err());
+        let snap = check_table(dir.path(), &spec);
+        assert!(snap.cfg.cdc_enabled);
+        let names: Vec<String> = std::fs::read_dir(dir.path().join(&p))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with("cdc")), "{names:?}");
+    }
 }

@@ -9,6 +9,7 @@ use hudifs_storage::{StorageWrite, TablePath};
 
 use serde_json::{json, Value as Json};
 
+use super::cdc::{self, CdcMode, CdcOp};
 use super::parquet::{self, BaseFile, StoredRow};
 use super::{
     avro, data_path, encode_err, join, logfile, rel_path, Event, Group, LogEntry, PendingFile,
@@ -83,12 +84,22 @@ impl TableWriter {
 pub(super) enum OpKind {
     /// A new file group (a new base file).
     Insert,
-    /// A new base file version of an existing group (copy-on-write update).
+    /// A new base file version of an existing group (copy-on-write update or delete).
     Rewrite,
     /// A new log file of an existing group (merge-on-read update).
     Log,
     /// A new log file of delete records (merge-on-read delete).
     Delete,
+}
+
+/// What a merge changed in a file group, for its CDC records.
+struct CdcChanges<'a> {
+    /// The group's rows before the write.
+    old: &'a BTreeMap<i64, StoredRow>,
+    /// Rows upserted (sorted by id).
+    upserts: &'a [StoredRow],
+    /// Ids deleted that the group held.
+    deleted: &'a [i64],
 }
 
 #[derive(Debug)]
@@ -256,7 +267,17 @@ impl Txn<'_> {
     ) -> Result<(String, u64)> {
         let task = self.task;
         let token = self.w.write_token(task, self.stage);
-        let name = listing::base_file_name(file_id, &token, &self.instant, BASE_EXT);
+        self.write_base_with_token(partition, file_id, rows, &token)
+    }
+
+    fn write_base_with_token(
+        &mut self,
+        partition: &str,
+        file_id: &str,
+        rows: &[StoredRow],
+        token: &str,
+    ) -> Result<(String, u64)> {
+        let name = listing::base_file_name(file_id, token, &self.instant, BASE_EXT);
         let path = data_path(partition, &name)?;
         let partition_values = self.w.partition_values(partition);
         let size = parquet::write_base_file(
@@ -319,11 +340,18 @@ impl Txn<'_> {
 
     /// Update (upsert) `rows` into an existing file group. Copy-on-write: a new base file of
     /// the group, named with this write's instant, holding the old rows merged with `rows` by
-    /// id. Merge-on-read: a new log file with one Avro data block of `rows` — named in layout 1
+    /// id ([`Txn::merge`] without deletes; on a CDC table also the group's CDC log file).
+    /// Merge-on-read: a new log file with one Avro data block of `rows` — named in layout 1
     /// with the slice's base instant and the next version for that (fileId, base instant), in
     /// layout 2 with this write's instant and version 1. Returns the written file's name.
     pub fn update(&mut self, partition: &str, file_id: &str, rows: &[Row]) -> Result<String> {
-        self.append(partition, file_id, rows, false)
+        if self.w.spec.is_mor() {
+            self.append(partition, file_id, rows, false)
+        } else if rows.is_empty() {
+            Err(Error::Usage("an update needs at least one row".into()))
+        } else {
+            self.merge(partition, file_id, rows, &[])
+        }
     }
 
     /// Insert `rows` as a new merge-on-read file group that has no base file, only a log file
@@ -452,17 +480,208 @@ impl Txn<'_> {
         Ok(name)
     }
 
-    /// Delete the rows with these ids from a merge-on-read file group: a new log file (named
+    /// Delete the rows with these ids from a file group. Merge-on-read: a new log file (named
     /// as [`Txn::update`] names it) with one Avro delete block (`HoodieDeleteRecordList`, no
-    /// ordering value, so the delete wins whatever the ordering field says). Ids the group does
-    /// not hold are written too (Hudi's reader ignores them). Returns the log file's name.
+    /// ordering value, so the delete wins whatever the ordering field says); ids the group does
+    /// not hold are written too (Hudi's reader ignores them). Copy-on-write: the group is
+    /// rewritten without those rows ([`Txn::merge`]). Returns the written file's name.
     pub fn delete(&mut self, partition: &str, file_id: &str, ids: &[i64]) -> Result<String> {
         if !self.w.spec.is_mor() {
-            return Err(Error::Usage(
-                "deletes are written as log blocks of merge-on-read tables only".into(),
-            ));
+            if ids.is_empty() {
+                return Err(Error::Usage("a delete needs at least one id".into()));
+            }
+            return self.merge(partition, file_id, &[], ids);
         }
         self.append(partition, file_id, &parquet::rows_with_ids(0, ids), true)
+    }
+
+    /// Copy-on-write: rewrite a file group as Hudi's merge handle does — a new base file of the
+    /// group, named with this write's instant, holding its committed rows with `rows` upserted
+    /// by id (ids the group does not hold are inserted into it) and the rows whose ids are in
+    /// `delete_ids` left out (ids the group does not hold are ignored). Rows not changed keep
+    /// their commit time and sequence number. On a table with CDC enabled
+    /// ([`TableSpec::with_cdc`](super::TableSpec::with_cdc)) the write also produces the
+    /// group's CDC log file and records it in the write stat's `cdcStats`. Returns the base
+    /// file's name.
+    pub fn merge(
+        &mut self,
+        partition: &str,
+        file_id: &str,
+        rows: &[Row],
+        delete_ids: &[i64],
+    ) -> Result<String> {
+        if self.w.spec.is_mor() {
+            return Err(Error::Usage(
+                "merge rewrites copy-on-write file groups; merge-on-read writes log files \
+                 (update, delete)"
+                    .into(),
+            ));
+        }
+        if self.action == Action::ReplaceCommit {
+            return Err(Error::Usage(
+                "a replacecommit inserts and replaces file groups; it does not update".into(),
+            ));
+        }
+        if rows.is_empty() && delete_ids.is_empty() {
+            return Err(Error::Usage(
+                "a merge needs rows to upsert or ids to delete".into(),
+            ));
+        }
+        if let Some(r) = rows.iter().find(|r| delete_ids.contains(&r.id)) {
+            return Err(Error::Usage(format!(
+                "id {} is both upserted and deleted",
+                r.id
+            )));
+        }
+        self.check_fresh(partition, file_id)?;
+        let key = (partition.to_string(), file_id.to_string());
+        let g = self.w.groups.get(&key).ok_or_else(|| {
+            Error::Usage(format!("no committed file group {partition}/{file_id}"))
+        })?;
+        if let Some(r) = &g.replaced_by {
+            return Err(Error::Usage(format!(
+                "file group {partition}/{file_id} was replaced by {r}"
+            )));
+        }
+        if g.opaque {
+            return Err(Error::Usage(format!(
+                "file group {partition}/{file_id} was bulk-inserted; its rows are not tracked"
+            )));
+        }
+        let slice = g
+            .slices
+            .last()
+            .ok_or_else(|| Error::Usage(format!("{partition}/{file_id} has no slice")))?;
+        let slice_base = slice.base_instant.clone();
+        let slice_base_file = slice.base_file.clone();
+        let old = g.rows.clone();
+        let task = self.task;
+        let mut stored = self.stamp(rows, task);
+        stored.sort_by_key(|r| r.row.id);
+        stored.dedup_by_key(|r| r.row.id);
+        let updates = stored
+            .iter()
+            .filter(|r| old.contains_key(&r.row.id))
+            .count();
+        let inserts = stored.len() - updates;
+        let mut deleted: Vec<i64> = delete_ids
+            .iter()
+            .copied()
+            .filter(|id| old.contains_key(id))
+            .collect();
+        deleted.sort_unstable();
+        deleted.dedup();
+
+        let mut merged = old.clone();
+        for id in &deleted {
+            merged.remove(id);
+        }
+        for r in &stored {
+            merged.insert(r.row.id, r.clone());
+        }
+        self.profile.push((
+            key.0.clone(),
+            key.1.clone(),
+            slice_base.clone(),
+            inserts,
+            updates,
+        ));
+        self.write_inflight()?;
+        let content: Vec<StoredRow> = merged.into_values().collect();
+        let token = self.w.write_token(task, self.stage);
+        let (name, size) = self.write_base_with_token(partition, file_id, &content, &token)?;
+        // Hudi's merge handle writes no CDC file when the new base file is empty or holds only
+        // inserted records (readers infer those changes from the base files).
+        let cdc_stats = match self.w.spec.cdc {
+            Some(mode) if !content.is_empty() && content.len() != inserts => {
+                let changes = CdcChanges {
+                    old: &old,
+                    upserts: &stored,
+                    deleted: &deleted,
+                };
+                Some(vec![
+                    self.write_cdc(partition, file_id, &token, mode, &changes)?
+                ])
+            }
+            _ => None,
+        };
+        self.task += 1;
+        self.ops.push(Op {
+            kind: OpKind::Rewrite,
+            stat: Stat {
+                partition: partition.to_string(),
+                file_id: file_id.to_string(),
+                path: rel_path(partition, &name),
+                prev_commit: slice_base,
+                num_writes: content.len(),
+                num_update_writes: updates,
+                num_inserts: inserts,
+                num_deletes: deleted.len(),
+                size,
+                prev_base_file: slice_base_file,
+                cdc_stats,
+                ..Stat::default()
+            },
+            rows: content,
+            opaque: false,
+        });
+        Ok(name)
+    }
+
+    /// Write the CDC log file of a merged file group (see `cdc.rs`): one CDC data block with a
+    /// record per changed key, in key order. Returns its path relative to the root and size.
+    fn write_cdc(
+        &mut self,
+        partition: &str,
+        file_id: &str,
+        token: &str,
+        mode: CdcMode,
+        changes: &CdcChanges<'_>,
+    ) -> Result<(String, u64)> {
+        let spec = &self.w.spec;
+        let version = spec.version;
+        let name = format!(
+            "{}{}",
+            listing::log_file_name(file_id, &self.instant, 1, token),
+            cdc::log_suffix(version)
+        );
+        let image = parquet::data_schema(&spec.name, false, &spec.partition_fields);
+        let schema = cdc::schema(mode, version, &image);
+        let partition_values = self.w.partition_values(partition);
+        let json = |r: &StoredRow| parquet::row_json(r, partition, "", false, &partition_values);
+        let mut by_key: BTreeMap<i64, (CdcOp, Option<Json>, Option<Json>)> = BTreeMap::new();
+        for id in changes.deleted {
+            by_key.insert(*id, (CdcOp::Delete, changes.old.get(id).map(json), None));
+        }
+        for r in changes.upserts {
+            let before = changes.old.get(&r.row.id).map(json);
+            let op = if before.is_some() {
+                CdcOp::Update
+            } else {
+                CdcOp::Insert
+            };
+            by_key.insert(r.row.id, (op, before, Some(json(r))));
+        }
+        let records = by_key
+            .into_iter()
+            .map(|(id, (op, before, after))| {
+                let v = cdc::record(mode, op, &id.to_string(), &self.instant, before, after);
+                avro::datum(&schema, &v)
+            })
+            .collect::<std::result::Result<Vec<_>, String>>()
+            .map_err(encode_err(&name))?;
+        let bytes = logfile::cdc_data_block(&self.instant, &schema.to_text(), &records);
+        let path = data_path(partition, &name)?;
+        self.w.put(&path, &bytes)?;
+        let size = bytes.len() as u64;
+        // A new file of the write, deleted with its base file if the write is rolled back.
+        self.record_pending(partition, file_id, &name, false, size);
+        let instant = self.instant.clone();
+        self.w
+            .record_written(partition, &name, &instant, records.len(), size);
+        let rel = rel_path(partition, &name);
+        self.w.cdc.entry(instant).or_default().push(rel.clone());
+        Ok((rel, size))
     }
 
     fn append(
@@ -614,44 +833,10 @@ impl Txn<'_> {
                 opaque: false,
             });
             Ok(name)
-        } else if delete {
-            Err(Error::Usage("deletes need a merge-on-read table".into()))
         } else {
-            // Copy-on-write: merge into the committed rows. Rows not updated keep their commit
-            // time and sequence number; every row gets the new file name when written.
-            let mut merged = g.rows.clone();
-            for r in &stored {
-                merged.insert(r.row.id, r.clone());
-            }
-            self.profile.push((
-                key.0.clone(),
-                key.1.clone(),
-                slice_base.clone(),
-                inserts,
-                updates,
-            ));
-            self.write_inflight()?;
-            let content: Vec<StoredRow> = merged.into_values().collect();
-            let (name, size) = self.write_base(partition, file_id, &content)?;
-            self.task += 1;
-            self.ops.push(Op {
-                kind: OpKind::Rewrite,
-                stat: Stat {
-                    partition: partition.to_string(),
-                    file_id: file_id.to_string(),
-                    path: rel_path(partition, &name),
-                    prev_commit: slice_base,
-                    num_writes: content.len(),
-                    num_update_writes: updates,
-                    num_inserts: inserts,
-                    size,
-                    prev_base_file: slice_base_file,
-                    ..Stat::default()
-                },
-                rows: content,
-                opaque: false,
-            });
-            Ok(name)
+            Err(Error::Usage(
+                "copy-on-write file groups are rewritten (Txn::merge), not appended to".into(),
+            ))
         }
     }
 
