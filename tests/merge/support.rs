@@ -54,8 +54,15 @@ pub fn merge_view(
 
 /// Run tests/merge/compare.py on one request; its JSON answer.
 pub fn compare(py: &Path, input: &Value) -> Value {
+    run_script(py, "compare.py", input)
+}
+
+/// Run the script `name` of tests/merge/ with `input` as JSON on its stdin; its JSON answer.
+pub fn run_script(py: &Path, name: &str, input: &Value) -> Value {
     use std::io::Write;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/merge/compare.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/merge")
+        .join(name);
     let mut child = Command::new(py)
         .arg(&script)
         .stdin(std::process::Stdio::piped())
@@ -69,7 +76,7 @@ pub fn compare(py: &Path, input: &Value) -> Value {
         .write_all(input.to_string().as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "compare.py failed");
+    assert!(out.status.success(), "{name} failed");
     serde_json::from_slice(&out.stdout).unwrap()
 }
 

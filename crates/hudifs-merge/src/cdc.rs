@@ -46,6 +46,7 @@ use crate::engine::{
 };
 use crate::error::{MergeError, Result};
 use crate::logread::cdc_log_records;
+use crate::merger::built_keys;
 use crate::schema::{conform_batch, output_schema};
 
 /// The `created_by` of every change-feed file.
@@ -136,6 +137,7 @@ impl CdcGroup {
 /// A group's states read (log files read, blocks chosen, base files opened), ready to be
 /// compared and written.
 pub struct PreparedCdc {
+    cfg: MergeConfig,
     group: CdcGroup,
     /// Per step: before and after.
     states: Vec<(Option<Prepared>, Option<Prepared>)>,
@@ -191,6 +193,7 @@ pub fn prepare_cdc(
         )?);
     }
     Ok(PreparedCdc {
+        cfg: cfg.clone(),
         group: group.clone(),
         states,
         logged,
@@ -415,6 +418,7 @@ fn image_state(batch: &RecordBatch, column: &str) -> Result<Option<(State, NullB
 /// `data_before`, both in `data_before_after`), else from the states before (`b`) and after
 /// (`a`) the write.
 fn from_log(
+    cfg: &MergeConfig,
     states: &mut Vec<State>,
     b: Option<usize>,
     a: Option<usize>,
@@ -428,22 +432,36 @@ fn from_log(
         let logged_before = image_state(batch, "before")?;
         let logged_after = image_state(batch, "after")?;
         // The key: record_key (op_key_only, data_before), else the images' record key.
-        // The images' record keys, where the log keeps images (cast once).
-        let keys_of =
-            |which: &Option<(State, NullBuffer)>| -> Result<Option<(ArrayRef, NullBuffer)>> {
-                let Some((st, valid)) = which else {
-                    return Ok(None);
-                };
-                Ok(
-                    string_column(&st.batches[0], "_hoodie_record_key")?
-                        .map(|c| (c, valid.clone())),
-                )
+        // The images' record keys, where the log keeps images: Hudi writes the images without
+        // meta fields, so the key is rebuilt from the record key fields as the table's key
+        // generator builds it.
+        let keys_of = |which: &Option<(State, NullBuffer)>| -> Result<Option<Vec<Option<String>>>> {
+            let Some((st, valid)) = which else {
+                return Ok(None);
             };
+            let batch = &st.batches[0];
+            let keys: Vec<String> = match string_column(batch, "_hoodie_record_key")? {
+                Some(c) => (0..batch.num_rows())
+                    .map(|r| text_at(&c, r).unwrap_or_default().to_string())
+                    .collect(),
+                None if cfg.record_key_fields.is_empty() || cfg.rebuilt_key_gen.is_none() => {
+                    return Err(MergeError::unsupported(
+                        "CDC log images without meta fields, and a key generator whose keys \
+                         cannot be rebuilt from hoodie.table.recordkey.fields",
+                    ))
+                }
+                None => built_keys(cfg.rebuilt_key_gen, &cfg.record_key_fields, batch)?,
+            };
+            Ok(Some(
+                keys.into_iter()
+                    .enumerate()
+                    .map(|(r, k)| valid.is_valid(r).then_some(k))
+                    .collect(),
+            ))
+        };
         let (keys_before, keys_after) = (keys_of(&logged_before)?, keys_of(&logged_after)?);
-        let image_key = |keys: &Option<(ArrayRef, NullBuffer)>, r: usize| {
-            keys.as_ref()
-                .filter(|(_, valid)| valid.is_valid(r))
-                .and_then(|(c, _)| text_at(c, r).map(String::from))
+        let image_key = |keys: &Option<Vec<Option<String>>>, r: usize| {
+            keys.as_ref().and_then(|k| k.get(r).cloned().flatten())
         };
         let record_key = string_column(batch, "record_key")?;
         let mut place = |st: Option<(State, NullBuffer)>| {
@@ -558,7 +576,9 @@ impl PreparedCdc {
             let b = index(before)?;
             let a = index(after)?;
             match logged {
-                Some(batches) => from_log(&mut states, b, a, &batches, ts, &mut changes)?,
+                Some(batches) => {
+                    from_log(&self.cfg, &mut states, b, a, &batches, ts, &mut changes)?
+                }
                 None => infer(&states, b, a, &instant, ts, &mut changes)?,
             }
         }

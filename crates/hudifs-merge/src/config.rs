@@ -40,6 +40,10 @@ pub struct MergeConfig {
     pub record_key_fields: Vec<String>,
     /// `Some` only for tables without meta fields (keys are rebuilt from the data).
     pub key_gen: Option<KeyGen>,
+    /// How the table's key generator builds keys from the record key fields, where it can be
+    /// told (every table): what rebuilds the keys of CDC log images, written without meta
+    /// fields.
+    pub rebuilt_key_gen: Option<KeyGen>,
     pub populate_meta_fields: bool,
     /// `hoodie.table.base.file.format`, lower case.
     pub base_format: String,
@@ -142,6 +146,28 @@ impl MergeConfig {
         }
         let populate_meta_fields = get("hoodie.populate.meta.fields") != Some("false");
         let record_key_fields = list(get("hoodie.table.recordkey.fields"));
+        let class = get("hoodie.table.keygenerator.class")
+            .map(|c| c.rsplit('.').next().unwrap_or(c).to_string());
+        let kind = get("hoodie.table.keygenerator.type").map(str::to_ascii_uppercase);
+        let name = kind.or(class.map(|c| match c.as_str() {
+            "SimpleKeyGenerator" | "SimpleAvroKeyGenerator" => "SIMPLE".to_string(),
+            "ComplexKeyGenerator" | "ComplexAvroKeyGenerator" => "COMPLEX".to_string(),
+            "NonpartitionedKeyGenerator" | "NonpartitionedAvroKeyGenerator" => {
+                "NON_PARTITION".to_string()
+            }
+            "TimestampBasedKeyGenerator" | "TimestampBasedAvroKeyGenerator" => {
+                "TIMESTAMP".to_string()
+            }
+            other => other.to_string(),
+        }));
+        let several = record_key_fields.len() > 1;
+        let declared = match name.as_deref() {
+            None | Some("SIMPLE") | Some("TIMESTAMP") if !several => Some(KeyGen::Simple),
+            Some("NON_PARTITION") if !several => Some(KeyGen::Simple),
+            Some("COMPLEX") | Some("NON_PARTITION") => Some(KeyGen::Complex),
+            None => Some(KeyGen::Complex),
+            Some(_) => None,
+        };
         let key_gen = if populate_meta_fields {
             None
         } else {
@@ -151,33 +177,13 @@ impl MergeConfig {
                      record keys cannot be rebuilt",
                 ));
             }
-            let class = get("hoodie.table.keygenerator.class")
-                .map(|c| c.rsplit('.').next().unwrap_or(c).to_string());
-            let kind = get("hoodie.table.keygenerator.type").map(str::to_ascii_uppercase);
-            let name = kind.or(class.map(|c| match c.as_str() {
-                "SimpleKeyGenerator" | "SimpleAvroKeyGenerator" => "SIMPLE".to_string(),
-                "ComplexKeyGenerator" | "ComplexAvroKeyGenerator" => "COMPLEX".to_string(),
-                "NonpartitionedKeyGenerator" | "NonpartitionedAvroKeyGenerator" => {
-                    "NON_PARTITION".to_string()
-                }
-                "TimestampBasedKeyGenerator" | "TimestampBasedAvroKeyGenerator" => {
-                    "TIMESTAMP".to_string()
-                }
-                other => other.to_string(),
-            }));
-            let several = record_key_fields.len() > 1;
-            Some(match name.as_deref() {
-                None | Some("SIMPLE") | Some("TIMESTAMP") if !several => KeyGen::Simple,
-                Some("NON_PARTITION") if !several => KeyGen::Simple,
-                Some("COMPLEX") | Some("NON_PARTITION") => KeyGen::Complex,
-                Some(other) => {
-                    return Err(MergeError::unsupported(format!(
-                        "key generator {other} with record key fields {record_key_fields:?}: \
-                         record keys cannot be rebuilt for a table without meta fields"
-                    )))
-                }
-                None => KeyGen::Complex,
-            })
+            Some(declared.ok_or_else(|| {
+                MergeError::unsupported(format!(
+                    "key generator {} with record key fields {record_key_fields:?}: record \
+                     keys cannot be rebuilt for a table without meta fields",
+                    name.as_deref().unwrap_or("?")
+                ))
+            })?)
         };
         let base_format = get("hoodie.table.base.file.format")
             .unwrap_or("PARQUET")
@@ -188,6 +194,7 @@ impl MergeConfig {
             ordering_fields,
             record_key_fields,
             key_gen,
+            rebuilt_key_gen: declared,
             populate_meta_fields,
             base_format,
         })

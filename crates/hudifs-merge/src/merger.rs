@@ -98,53 +98,7 @@ impl Merger {
             };
             return Ok(Keys::Column(col));
         }
-        let gen = self.key_gen.unwrap_or(KeyGen::Complex);
-        let cols = self
-            .key_fields
-            .iter()
-            .map(|f| {
-                column_by_path(schema.fields(), batch.columns(), f).ok_or_else(|| {
-                    MergeError::corrupt(format!("records without the record key field {f}"))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let opts = arrow_cast::display::FormatOptions::default();
-        let fmts = cols
-            .iter()
-            .map(|c| arrow_cast::display::ArrayFormatter::try_new(c.as_ref(), &opts))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| MergeError::corrupt(format!("record key: {e}")))?;
-        let part = |c: &ArrayRef, f: &arrow_cast::display::ArrayFormatter, i: usize| -> String {
-            if c.is_null(i) {
-                "__null__".to_string()
-            } else {
-                let s = f.value(i).to_string();
-                if s.is_empty() {
-                    "__empty__".to_string()
-                } else {
-                    s
-                }
-            }
-        };
-        let mut out = Vec::with_capacity(batch.num_rows());
-        for i in 0..batch.num_rows() {
-            out.push(match gen {
-                KeyGen::Simple => part(&cols[0], &fmts[0], i),
-                KeyGen::Complex => {
-                    let mut s = String::new();
-                    for (j, name) in self.key_fields.iter().enumerate() {
-                        if j > 0 {
-                            s.push(',');
-                        }
-                        s.push_str(name);
-                        s.push(':');
-                        s.push_str(&part(&cols[j], &fmts[j], i));
-                    }
-                    s
-                }
-            });
-        }
-        Ok(Keys::Built(out))
+        built_keys(self.key_gen, &self.key_fields, batch).map(Keys::Built)
     }
 
     fn ordering_columns(&self, batch: &RecordBatch) -> Vec<Option<ArrayRef>> {
@@ -437,4 +391,62 @@ fn assemble(schema: &SchemaRef, columns: Vec<ArrayRef>, rows: usize) -> Result<R
         &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
     )
     .map_err(|e| MergeError::corrupt(format!("assembling merged rows: {e}")))
+}
+
+/// The record keys of a batch's rows rebuilt from the record key fields, as the table's key
+/// generator builds them (simple: the value; complex: `field:value,...`; null and empty values
+/// as `__null__` and `__empty__`): for tables without meta fields, and for CDC log images
+/// (which Hudi writes without them).
+pub(crate) fn built_keys(
+    key_gen: Option<KeyGen>,
+    key_fields: &[String],
+    batch: &RecordBatch,
+) -> Result<Vec<String>> {
+    let schema = batch.schema();
+    let gen = key_gen.unwrap_or(KeyGen::Complex);
+    let cols = key_fields
+        .iter()
+        .map(|f| {
+            column_by_path(schema.fields(), batch.columns(), f).ok_or_else(|| {
+                MergeError::corrupt(format!("records without the record key field {f}"))
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let opts = arrow_cast::display::FormatOptions::default();
+    let fmts = cols
+        .iter()
+        .map(|c| arrow_cast::display::ArrayFormatter::try_new(c.as_ref(), &opts))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| MergeError::corrupt(format!("record key: {e}")))?;
+    let part = |c: &ArrayRef, f: &arrow_cast::display::ArrayFormatter, i: usize| -> String {
+        if c.is_null(i) {
+            "__null__".to_string()
+        } else {
+            let s = f.value(i).to_string();
+            if s.is_empty() {
+                "__empty__".to_string()
+            } else {
+                s
+            }
+        }
+    };
+    let mut out = Vec::with_capacity(batch.num_rows());
+    for i in 0..batch.num_rows() {
+        out.push(match gen {
+            KeyGen::Simple => part(&cols[0], &fmts[0], i),
+            KeyGen::Complex => {
+                let mut s = String::new();
+                for (j, name) in key_fields.iter().enumerate() {
+                    if j > 0 {
+                        s.push(',');
+                    }
+                    s.push_str(name);
+                    s.push(':');
+                    s.push_str(&part(&cols[j], &fmts[j], i));
+                }
+                s
+            }
+        });
+    }
+    Ok(out)
 }
