@@ -452,3 +452,60 @@ fn cdc_logs_of_each_logging_mode_give_the_same_feed() {
     assert!(notes.is_empty(), "change feeds differ: {notes:#?}");
     assert!(!totals.contains_key("windows with a refused slice"));
 }
+
+/// A window whose oldest write's before-state is history the cleaner removed is refused by
+/// cdc/ (a `before` image would be missing), where incremental/ still serves it.
+#[test]
+fn a_window_whose_before_state_was_cleaned_is_refused() {
+    if !common::fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("table");
+    let spec =
+        TableSpec::new("gen_clean", TableType::CopyOnWrite, 6).partitioned_by(&["city"], true);
+    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    let mut t = w.begin(Action::Commit).unwrap();
+    let fa = t.insert("city=a", &rows(1, 10)).unwrap();
+    let first = t.complete().unwrap();
+    let mut written = Vec::new();
+    for round in 0..2u64 {
+        let mut t = w.begin(Action::Commit).unwrap();
+        written.push(
+            t.update("city=a", &fa, &rows_with_ids(100 + round, &[1000]))
+                .unwrap(),
+        );
+        t.complete().unwrap();
+    }
+    let (second, third) = {
+        let c: Vec<String> = w.completed_writes().keys().cloned().collect();
+        (c[1].clone(), c[2].clone())
+    };
+    // The cleaner keeps only the newest commit: the first two slices' base files go.
+    let first_base = w.group_files("city=a", &fa)[0].clone();
+    let gone = [
+        ("city=a", first_base.rsplit('/').next().unwrap().to_string()),
+        ("city=a", written[0].clone()),
+    ];
+    w.clean(&third, &gone).unwrap();
+    let cache = tmp.path().join("merge-cache");
+    let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+    let window = format!("{second}..{third}");
+    assert!(
+        common::walk_files(&m.path().join("incremental").join(&window)).is_ok(),
+        "incremental/ serves the window"
+    );
+    assert!(
+        common::walk_files(&m.path().join("cdc").join(&window)).is_err(),
+        "cdc/ refuses it"
+    );
+    let ls = std::process::Command::new(hudifs_testkit::mount::binary("hudifs"))
+        .args(["ls", "--cdc", &window])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&ls.stderr);
+    assert!(!ls.status.success() && err.contains("just before"), "{err}");
+    // A window starting after the cleaned history is served.
+    let _ = first;
+}
