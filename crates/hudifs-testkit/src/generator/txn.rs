@@ -206,6 +206,35 @@ impl Txn<'_> {
             .write_instant(&path, Some((&avro::commit_metadata(), &v, true)))
     }
 
+    /// A committed group this write may rewrite (not yet written by it, not replaced, its rows
+    /// tracked): its key, the group, and its newest slice.
+    fn writable_group(
+        &self,
+        partition: &str,
+        file_id: &str,
+    ) -> Result<((String, String), &Group, &super::Slice)> {
+        self.check_fresh(partition, file_id)?;
+        let key = (partition.to_string(), file_id.to_string());
+        let g = self.w.groups.get(&key).ok_or_else(|| {
+            Error::Usage(format!("no committed file group {partition}/{file_id}"))
+        })?;
+        if let Some(r) = &g.replaced_by {
+            return Err(Error::Usage(format!(
+                "file group {partition}/{file_id} was replaced by {r}"
+            )));
+        }
+        if g.opaque {
+            return Err(Error::Usage(format!(
+                "file group {partition}/{file_id} was bulk-inserted; its rows are not tracked"
+            )));
+        }
+        let slice = g
+            .slices
+            .last()
+            .ok_or_else(|| Error::Usage(format!("{partition}/{file_id} has no slice")))?;
+        Ok((key.clone(), g, slice))
+    }
+
     fn check_fresh(&self, partition: &str, file_id: &str) -> Result<()> {
         if self
             .ops
@@ -533,25 +562,7 @@ impl Txn<'_> {
                 r.id
             )));
         }
-        self.check_fresh(partition, file_id)?;
-        let key = (partition.to_string(), file_id.to_string());
-        let g = self.w.groups.get(&key).ok_or_else(|| {
-            Error::Usage(format!("no committed file group {partition}/{file_id}"))
-        })?;
-        if let Some(r) = &g.replaced_by {
-            return Err(Error::Usage(format!(
-                "file group {partition}/{file_id} was replaced by {r}"
-            )));
-        }
-        if g.opaque {
-            return Err(Error::Usage(format!(
-                "file group {partition}/{file_id} was bulk-inserted; its rows are not tracked"
-            )));
-        }
-        let slice = g
-            .slices
-            .last()
-            .ok_or_else(|| Error::Usage(format!("{partition}/{file_id} has no slice")))?;
+        let (key, g, slice) = self.writable_group(partition, file_id)?;
         let slice_base = slice.base_instant.clone();
         let slice_base_file = slice.base_file.clone();
         let old = g.rows.clone();
@@ -699,25 +710,7 @@ impl Txn<'_> {
         if rows.is_empty() {
             return Err(Error::Usage("an update needs at least one row".into()));
         }
-        self.check_fresh(partition, file_id)?;
-        let key = (partition.to_string(), file_id.to_string());
-        let g = self.w.groups.get(&key).ok_or_else(|| {
-            Error::Usage(format!("no committed file group {partition}/{file_id}"))
-        })?;
-        if let Some(r) = &g.replaced_by {
-            return Err(Error::Usage(format!(
-                "file group {partition}/{file_id} was replaced by {r}"
-            )));
-        }
-        if g.opaque {
-            return Err(Error::Usage(format!(
-                "file group {partition}/{file_id} was bulk-inserted; its rows are not tracked"
-            )));
-        }
-        let slice = g
-            .slices
-            .last()
-            .ok_or_else(|| Error::Usage(format!("{partition}/{file_id} has no slice")))?;
+        let (key, g, slice) = self.writable_group(partition, file_id)?;
         let slice_base = slice.base_instant.clone();
         let slice_base_file = slice.base_file.clone();
         let task = self.task;
