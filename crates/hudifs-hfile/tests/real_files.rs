@@ -4,39 +4,8 @@
 
 use std::collections::BTreeSet;
 use std::io::Read;
-use std::path::{Path, PathBuf};
 
 use hudifs_hfile::{HFileError, HFileReader};
-
-/// `../shared/fixtures` beside the workspace; `None` (after saying why) when it is missing,
-/// unless `HUDIFS_REQUIRE_FIXTURES=1`.
-fn fixtures_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures");
-    if dir.join("tables").is_dir() {
-        return Some(dir);
-    }
-    let msg = format!("fixture tables not found at {}", dir.display());
-    if std::env::var("HUDIFS_REQUIRE_FIXTURES").as_deref() == Ok("1") {
-        panic!("{msg} (and HUDIFS_REQUIRE_FIXTURES=1)");
-    }
-    eprintln!("skipping: {msg}");
-    None
-}
-
-fn zips(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            zips(&p, out);
-        } else if p.extension().is_some_and(|e| e == "zip") {
-            out.push(p);
-        }
-    }
-}
 
 /// One table's MDT `files` partition: its HFiles (base files and log-block contents), its
 /// partition directories.
@@ -47,13 +16,11 @@ struct Table {
 }
 
 fn tables() -> Vec<Table> {
-    let Some(dir) = fixtures_dir() else {
+    let Some(dir) = hudifs_testkit::fixtures::dir() else {
         return Vec::new();
     };
-    let mut paths = Vec::new();
-    zips(&dir.join("tables"), &mut paths);
     let mut out = Vec::new();
-    for path in paths {
+    for path in hudifs_testkit::fixtures::zips(&dir.join("tables")) {
         let file = std::fs::File::open(&path).unwrap();
         let mut archive = zip::ZipArchive::new(file).unwrap();
         let mut table = Table {
@@ -242,7 +209,7 @@ fn truncated_and_corrupted_copies_fail_cleanly() {
 fn hfile_log_block_of_the_data_table_fixture() {
     // `table_hfile_log_block`: a data table whose log holds an HFile data block of Avro
     // records keyed by record key.
-    let Some(dir) = fixtures_dir() else {
+    let Some(dir) = hudifs_testkit::fixtures::dir() else {
         return;
     };
     let path = dir.join("tables/quickstart_trips_table/mor/avro/table_hfile_log_block.zip");

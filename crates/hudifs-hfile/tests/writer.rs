@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::{Path, PathBuf};
 
 use hudifs_hfile::writer::{self, Options, Writer};
 use hudifs_hfile::{raw, Codec, HFileError, HFileReader, Limits};
@@ -228,23 +227,10 @@ fn file_info_and_meta_blocks() {
     assert_eq!(r.meta_block(b"other").unwrap(), None);
 }
 
-fn fixtures_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures");
-    if dir.join("tables").is_dir() {
-        return Some(dir);
-    }
-    let msg = format!("fixture tables not found at {}", dir.display());
-    if std::env::var("HUDIFS_REQUIRE_FIXTURES").as_deref() == Ok("1") {
-        panic!("{msg} (and HUDIFS_REQUIRE_FIXTURES=1)");
-    }
-    eprintln!("skipping: {msg}");
-    None
-}
-
 /// HFiles that Java Hudi's own writer (`HFileWriterImpl`, table version 9: NULL checksums,
 /// trailer version 3.0) wrote: MDT base files and HFile log blocks of some fixtures.
 fn java_native_hfiles() -> Vec<(String, Vec<u8>)> {
-    let Some(dir) = fixtures_dir() else {
+    let Some(dir) = hudifs_testkit::fixtures::dir() else {
         return Vec::new();
     };
     let mut out = Vec::new();

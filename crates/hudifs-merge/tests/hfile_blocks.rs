@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -13,21 +12,6 @@ use arrow_array::Array;
 use hudifs_merge::{merge_slice, InputFile, MergeConfig, MergeOptions, Refusal, Slice};
 use hudifs_storage::{MemStore, StorageWrite, TablePath};
 use hudifs_testkit::generator::blocks;
-
-/// `../shared/fixtures` beside the workspace; `None` (after saying why) when it is missing,
-/// unless `HUDIFS_REQUIRE_FIXTURES=1`.
-fn fixtures_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures");
-    if dir.join("tables").is_dir() {
-        return Some(dir);
-    }
-    let msg = format!("fixture tables not found at {}", dir.display());
-    if std::env::var("HUDIFS_REQUIRE_FIXTURES").as_deref() == Ok("1") {
-        panic!("{msg} (and HUDIFS_REQUIRE_FIXTURES=1)");
-    }
-    eprintln!("skipping: {msg}");
-    None
-}
 
 /// Rows of a merged Parquet file as column name → rendered values, row by row.
 fn rows(bytes: &[u8]) -> Vec<BTreeMap<String, String>> {
@@ -67,7 +51,7 @@ fn rows(bytes: &[u8]) -> Vec<BTreeMap<String, String>> {
 /// rows, read by hand with the `hudi` PyPI package, are the keys and values checked here.
 #[test]
 fn table_hfile_log_block_latest_slice() {
-    let Some(dir) = fixtures_dir() else {
+    let Some(dir) = hudifs_testkit::fixtures::dir() else {
         return;
     };
     let zip_path = dir.join("tables/quickstart_trips_table/mor/avro/table_hfile_log_block.zip");

@@ -4,6 +4,7 @@
 
 pub mod azurite;
 pub mod fake_gcs;
+pub mod fixtures;
 pub mod generator;
 pub mod mount;
 pub mod s3;
