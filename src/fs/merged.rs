@@ -17,13 +17,14 @@
 //!   `merged/latest/` keeps the numbers (and the kernel's pages) of slices a commit did not
 //!   touch.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
 use hudifs_core::error::{Error, Result};
+use hudifs_core::ids::FileGroupId;
 use hudifs_core::instant_time::InstantTime;
 use hudifs_core::listing::DataFile;
 use hudifs_core::rules::{PartitionChoice, Plan, VisibleFile};
@@ -247,11 +248,13 @@ fn refusal(e: MergeError) -> Error {
 impl HudiFs {
     /// The merged partition of a partition's listing and the files the view planned as `plan`
     /// against snapshot `snap` chose from it. An incremental plan (`merged/incremental/`)
-    /// filters each slice's rows to the window's writes (SEMANTICS.md §10.9).
+    /// filters each slice's rows to the window's writes and shows only the groups in `written`
+    /// (`Plan::groups_written`) (SEMANTICS.md §10.9).
     pub(super) fn merged_partition(
         &self,
         snap: &Snapshot,
         plan: &Plan,
+        written: &BTreeSet<FileGroupId>,
         listing: &PartitionListing,
         choice: &PartitionChoice,
     ) -> MergedPartition {
@@ -288,7 +291,7 @@ impl HudiFs {
             .flatten();
         let mut entries = Vec::new();
         let slices = match &window {
-            Some((selected, _)) => slices_of_window(&files, selected, &plan.groups_written()),
+            Some((selected, _)) => slices_of_window(&files, selected, written),
             None => slices_of_view(&files),
         };
         for vs in slices {

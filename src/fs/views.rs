@@ -55,6 +55,9 @@ pub struct ViewState {
     pub merged: bool,
     /// A `cdc/` view: each partition's change feeds, one per file group.
     pub cdc: bool,
+    /// A `merged/incremental/` view: the groups its writes wrote records to
+    /// (`Plan::groups_written`), worked out once for all its partitions.
+    pub groups_written: OnceLock<std::collections::BTreeSet<hudifs_core::ids::FileGroupId>>,
     merged_parts: Vec<OnceLock<Arc<MergedPartition>>>,
     pub is_final: bool,
 }
@@ -106,6 +109,7 @@ impl HudiFs {
                 .collect(),
             merged: name.merged,
             cdc: name.cdc,
+            groups_written: OnceLock::new(),
             merged_parts: if name.merged {
                 (0..snap.partitions.len())
                     .map(|_| OnceLock::new())
@@ -213,7 +217,8 @@ impl HudiFs {
             }
         } else {
             let pv = self.part(v, i)?;
-            self.merged_partition(&v.snap, &v.plan, &pv.listing, &pv.choice)
+            let written = v.groups_written.get_or_init(|| v.plan.groups_written());
+            self.merged_partition(&v.snap, &v.plan, written, &pv.listing, &pv.choice)
         };
         Ok(slot.get_or_init(|| Arc::new(built)).clone())
     }

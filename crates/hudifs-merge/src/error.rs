@@ -6,9 +6,10 @@ use std::fmt;
 /// Why a slice cannot be merged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
-    /// Input hudifs does not merge (HFile data blocks, non-Parquet base files, Kryo delete
-    /// blocks, Avro data blocks below content version 3, CDC blocks in a data log, custom
-    /// merge modes, payloads or delete markers, unknown key generators): `EOPNOTSUPP`.
+    /// Input hudifs does not merge (HFile blocks of an unsupported codec or encoding,
+    /// non-Parquet base files, Kryo delete blocks, Avro data blocks below content version 3,
+    /// CDC blocks in a data log, custom merge modes, payloads or delete markers, unknown key
+    /// generators): `EOPNOTSUPP`.
     Unsupported,
     /// A committed block that does not decode, an unreadable base file, an input that
     /// vanished or changed mid-merge: `EIO`.
