@@ -118,7 +118,10 @@ pub fn zone(option: Option<&str>, table: Option<&TimelineZone>) -> Result<Timeli
 
 /// The table at `table`, read.
 fn open(table: &Path, store: &crate::store::StoreArgs) -> Result<Snapshot> {
-    match Snapshot::open(crate::store::open_store(table, store)?) {
+    let s = crate::store::open_store(table, store)?;
+    let opened = hudifs_core::table::TableConfig::load(&*s)
+        .and_then(|cfg| Snapshot::open_with_config(s, cfg, store.listing));
+    match opened {
         // A lake root: name the tables it holds (lake/mod.rs).
         Err(hudifs_core::error::Error::NotATable(_)) if crate::lake::lake_hint(table).is_some() => {
             Err(Error::Usage(

@@ -180,6 +180,7 @@ fn fs_options(args: &MountArgs) -> Result<FsOptions> {
             memory_cap: args.merge_memory,
         },
         access: args.access(),
+        listing: args.store.listing,
     })
 }
 

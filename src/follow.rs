@@ -164,8 +164,10 @@ impl Follower {
             .any(|n| n.starts_with(PROPERTIES))
         {
             // The table's configuration changed (an upgrade?): read everything again.
-            let next =
-                Snapshot::open(previous.store.clone())?.with_generation(previous.generation + 1);
+            let store = previous.store.clone();
+            let cfg = hudifs_core::table::TableConfig::load(&*store)?;
+            let next = Snapshot::open_with_config(store, cfg, previous.listing_mode())?
+                .with_generation(previous.generation + 1);
             return Ok(Some(fs.install(next, None)));
         }
         let store = &*previous.store;

@@ -168,6 +168,15 @@ pub const OPTIONS: &[MountOpt] = &[
         },
         "--profile: AWS shared-config profile",
     ),
+    value(
+        "listing",
+        "MODE",
+        |a, v| {
+            a.store.listing = v.parse()?;
+            Ok(())
+        },
+        "--listing: auto, metadata, storage or verify (where the table's listing comes from)",
+    ),
     flag(
         "allow_http",
         |a| a.store.allow_http = true,

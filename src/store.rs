@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use hudifs_core::listing_source::ListingMode;
 use hudifs_objstore::{is_store_url, ObjectStorage, StoreOptions, StoreUrl};
 use hudifs_storage::{LocalStore, Storage};
 
@@ -32,6 +33,11 @@ pub struct StoreArgs {
     /// Allow plain HTTP even when the endpoint does not say http://.
     #[arg(long, help_heading = "Object stores")]
     pub allow_http: bool,
+    /// Where the table's listing comes from: auto (the metadata table where the table has one
+    /// and it reads cleanly, else storage), metadata (or fail), storage, or verify (both,
+    /// storage served, differences logged).
+    #[arg(long, value_name = "MODE", default_value_t = ListingMode::Auto)]
+    pub listing: ListingMode,
 }
 
 impl StoreArgs {
@@ -66,6 +72,9 @@ impl StoreArgs {
         }
         if self.allow_http {
             v.push("--allow-http".into());
+        }
+        if self.listing != ListingMode::Auto {
+            v.push(format!("--listing={}", self.listing));
         }
         v
     }

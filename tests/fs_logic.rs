@@ -336,7 +336,9 @@ fn merged_windows_list_without_merging_and_filter_rows() {
     for w in &windows {
         let root = walk(&fs, &["merged", "incremental", w]).unwrap();
         let x: std::collections::HashMap<_, _> = fs.xattrs(root).unwrap().into_iter().collect();
-        assert_eq!(x["user.hudi.listing"], "merged");
+        assert_eq!(x["user.hudi.content"], "merged");
+        // The fixture has a metadata table; its newest completed instant versions the listing.
+        assert_eq!(x["user.hudi.listing"], "metadata-table@20260307162621933");
         let keep: Vec<String> = x["user.hudi.commit_times"]
             .split(',')
             .map(String::from)
@@ -390,7 +392,7 @@ fn change_feeds_list_without_merging() {
     for w in &windows {
         let root = walk(&fs, &["cdc", w]).unwrap();
         let x: std::collections::HashMap<_, _> = fs.xattrs(root).unwrap().into_iter().collect();
-        assert_eq!(x["user.hudi.listing"], "cdc");
+        assert_eq!(x["user.hudi.content"], "cdc");
         for p in names(&fs, root) {
             let dir = walk(&fs, &["cdc", w, &p]).unwrap();
             for e in fs.readdir_entries(dir).unwrap() {

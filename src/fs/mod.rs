@@ -137,6 +137,8 @@ pub struct FsOptions {
     /// Owner and permission bits shown on every node (`--uid`, `--gid`, `--file-mode`,
     /// `--dir-mode`); unset parts keep the defaults (`ops.rs`).
     pub access: crate::access::Access,
+    /// Where the table's listing comes from (`--listing`).
+    pub listing: hudifs_core::listing_source::ListingMode,
 }
 
 /// An open file: a table file's storage handle, or the bytes of a rendered timeline file.
@@ -213,7 +215,7 @@ impl HudiFs {
         cfg: TableConfig,
         opts: FsOptions,
     ) -> Result<HudiFs> {
-        let snap = Snapshot::open_with_config(store.clone(), cfg)?;
+        let snap = Snapshot::open_with_config(store.clone(), cfg, opts.listing)?;
         let root = store
             .stat(&TablePath::root())
             .map_err(|e| Error::io(store.describe(&TablePath::root()), e))?;

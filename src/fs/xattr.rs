@@ -49,16 +49,21 @@ impl HudiFs {
                         ));
                         // merged/incremental/ shows the rows of the window's writes, merged and
                         // filtered: nothing is left for the reader to do.
-                        let listing = if v.cdc {
+                        let content = if v.cdc {
                             "cdc"
                         } else if v.merged {
                             "merged"
                         } else {
                             "merge-ready"
                         };
-                        out.push(("user.hudi.listing".into(), listing.into()));
+                        out.push(("user.hudi.content".into(), content.into()));
                     }
                 }
+                // Where the table's listing came from (SEMANTICS.md §1.10).
+                out.push((
+                    "user.hudi.listing".into(),
+                    v.snap.listing_source().to_string(),
+                ));
             }
             Node::ViewFile { view, file } => {
                 let v = self.view(view)?;

@@ -7,7 +7,9 @@
 //! - `timeline`: instant file names → `Instant`s and the derived sets;
 //! - `metadata`: instant files → JSON (0.x JSON, 1.x Avro) → the facts the rules use;
 //! - `archive` (with `logblock`): the archived timeline;
-//! - `listing`: partitions and data-file names → `DataFile`;
+//! - `listing`: partitions and data-file names → `DataFile`, through the storage;
+//! - `metadata_table`: Hudi's manifest of the table's files (read with `hudifs_hfile`), and
+//!   `listing_source`, which lists a table from it or from the storage;
 //! - `rules`: the visibility rules, pure: a view is a function of a timeline snapshot, the
 //!   archived facts, a listing and a view key;
 //! - `timefmt`, `viewkey`: time spellings and view names;
@@ -18,8 +20,10 @@ pub mod error;
 pub mod ids;
 pub mod instant_time;
 pub mod listing;
+pub mod listing_source;
 pub mod logblock;
 pub mod metadata;
+pub mod metadata_table;
 pub mod properties;
 pub mod rules;
 pub mod snapshot;

@@ -282,6 +282,127 @@ pub fn scan_log_blocks(bytes: &[u8]) -> (Vec<LogBlock<'_>>, Vec<Skipped>) {
     (blocks, skipped)
 }
 
+/// The rollback command (`HoodieCommandBlockTypeEnum.ROLLBACK_BLOCK`).
+const ROLLBACK: &str = "0";
+
+/// A block that counts, not yet decoded.
+#[derive(Debug, Clone)]
+pub struct Chosen {
+    pub file: usize,
+    pub offset: usize,
+    pub block_type: i32,
+    pub instant: String,
+    pub header: BTreeMap<i32, String>,
+    pub content: std::ops::Range<usize>,
+}
+
+/// Choose the blocks of a slice's log files that count, in merge order. `files` are the log
+/// files' bytes in merge order (Java's log-file comparator: instant, version, write token);
+/// `names` name them in messages. In the order of the files and of the blocks in each:
+///
+/// - a rollback command block removes the blocks read before it whose instant is its target
+///   (v6 appends the blocks of several instants, and rollbacks of failed ones, to one file);
+/// - a data or delete block counts only when `visible` admits its instant;
+/// - a block with `COMPACTED_BLOCK_TIMES` (log compaction) replaces the blocks of the instants
+///   it lists, taking the place of the first of them, so later writes still override it.
+///
+/// A counting CDC block in a data log, or a counting block of an unknown type, is an error.
+pub fn choose_blocks<B: AsRef<[u8]>>(
+    files: &[B],
+    names: &[String],
+    visible: &dyn Fn(&str) -> bool,
+) -> Result<Vec<Chosen>, String> {
+    let mut kept: Vec<Chosen> = Vec::new();
+    for (fi, bytes) in files.iter().enumerate() {
+        let bytes = bytes.as_ref();
+        let (blocks, problems) = scan_log_blocks(bytes);
+        for p in problems {
+            log::info!(
+                "{}: {p} (a corrupt block; Hudi's readers skip it too)",
+                names[fi]
+            );
+        }
+        for b in blocks {
+            let Some(instant) = b.header.get(&header::INSTANT_TIME).cloned() else {
+                log::info!(
+                    "{}: block at byte {} has no instant time; skipped as corrupt",
+                    names[fi],
+                    b.offset
+                );
+                continue;
+            };
+            let start = b.content.as_ptr() as usize - bytes.as_ptr() as usize;
+            let chosen = Chosen {
+                file: fi,
+                offset: b.offset,
+                block_type: b.block_type,
+                instant: instant.clone(),
+                content: start..start + b.content.len(),
+                header: b.header,
+            };
+            match b.block_type {
+                block_type::COMMAND_BLOCK => {
+                    let command = chosen
+                        .header
+                        .get(&header::COMMAND_BLOCK_TYPE)
+                        .map(String::as_str);
+                    let target = chosen.header.get(&header::TARGET_INSTANT_TIME);
+                    match (command, target) {
+                        (Some(ROLLBACK), Some(target)) => kept.retain(|k| &k.instant != target),
+                        _ => log::info!(
+                            "{}: command block at byte {} is not a rollback with a target; skipped",
+                            names[fi],
+                            b.offset
+                        ),
+                    }
+                }
+                block_type::CORRUPT_BLOCK => {}
+                block_type::DELETE_BLOCK
+                | block_type::AVRO_DATA_BLOCK
+                | block_type::PARQUET_DATA_BLOCK
+                | block_type::HFILE_DATA_BLOCK
+                | block_type::CDC_DATA_BLOCK => {
+                    if !visible(&instant) {
+                        continue;
+                    }
+                    if b.block_type == block_type::CDC_DATA_BLOCK {
+                        return Err(format!(
+                            "{}: a CDC block in a data log at byte {} (instant {instant})",
+                            names[fi], b.offset
+                        ));
+                    }
+                    match chosen.header.get(&header::COMPACTED_BLOCK_TIMES) {
+                        Some(times) => {
+                            let replaced: Vec<&str> = times
+                                .split(',')
+                                .map(str::trim)
+                                .filter(|s| !s.is_empty())
+                                .collect();
+                            let at = kept
+                                .iter()
+                                .position(|k| replaced.contains(&k.instant.as_str()))
+                                .unwrap_or(kept.len());
+                            let before = kept[..at].len();
+                            kept.retain(|k| !replaced.contains(&k.instant.as_str()));
+                            kept.insert(before.min(kept.len()), chosen);
+                        }
+                        None => kept.push(chosen),
+                    }
+                }
+                other => {
+                    if visible(&instant) {
+                        return Err(format!(
+                            "{}: block of unknown type {other} at byte {} (instant {instant})",
+                            names[fi], b.offset
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(kept)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,14 +12,14 @@ use crate::archive;
 use crate::error::Result;
 use crate::instant_time::InstantTime;
 use crate::listing::{self, DataFile};
-use crate::metadata;
+use crate::listing_source::{self, ListingMode};
 use crate::rules::{
     self, Archived, ArchivedFacts, Context, InstantInterner, PartitionChoice, Plan, View,
     VisibleFile,
 };
 use crate::table::TableConfig;
 use crate::timeline::InstantMetadata;
-use crate::timeline::{self, Action, InstantFile, State, Timeline, TimelineDelta};
+use crate::timeline::{self, InstantFile, Timeline};
 use crate::viewkey::{self, ViewKey};
 
 /// One state of a table.
@@ -35,9 +35,13 @@ pub struct Snapshot {
     /// The archived timeline's facts, read the first time a view reaches before the active
     /// timeline (and kept by the next snapshot while nothing is archived).
     archive: Arc<OnceLock<Archived>>,
-    /// On an object store, the partition listings the discovery of this snapshot took (after
-    /// its timeline was read), each handed out once as that partition's first listing.
+    /// The partition listings the discovery of this snapshot took (after its timeline was
+    /// read: an object store's listing, or the metadata table's), each handed out once as that
+    /// partition's first listing.
     prelisted: Mutex<listing::Prelisted>,
+    /// How partitions are listed, and where this snapshot's listing came from (`storage` or
+    /// `metadata-table@<instant>`).
+    listing: Arc<(ListingMode, String)>,
 }
 
 /// What applying a timeline change did to the partitions: those whose visible files may have
@@ -46,22 +50,29 @@ pub struct Snapshot {
 pub type Touched = Option<BTreeSet<String>>;
 
 impl Snapshot {
-    /// Read the table in `store`. The timeline is read before the partitions, so every data
-    /// file a completed instant names is already there when a partition is listed.
+    /// Read the table in `store`, listing it as [`ListingMode::Auto`] says. The timeline is
+    /// read before the partitions, so every data file a completed instant names is already
+    /// there when a partition is listed.
     pub fn open(store: Arc<dyn Storage>) -> Result<Snapshot> {
         let cfg = TableConfig::load(&*store)?;
-        Snapshot::open_with_config(store, cfg)
+        Snapshot::open_with_config(store, cfg, ListingMode::Auto)
     }
 
-    /// [`Snapshot::open`] with the table's configuration already read from `store`.
-    pub fn open_with_config(store: Arc<dyn Storage>, cfg: TableConfig) -> Result<Snapshot> {
+    /// [`Snapshot::open`] with the table's configuration already read from `store`, listing
+    /// the table as `mode` says.
+    pub fn open_with_config(
+        store: Arc<dyn Storage>,
+        cfg: TableConfig,
+        mode: ListingMode,
+    ) -> Result<Snapshot> {
         let cfg = Arc::new(cfg);
         let timeline = Arc::new(Timeline::load(&*store, &cfg)?);
         let meta = InstantMetadata::new(store.clone(), cfg.timeline_dir.clone());
         let ctx = Arc::new(Context::new(cfg.clone(), timeline, &meta));
         store_faults_since(&meta, 0, &cfg)?;
-        let (partitions, prelisted) = listing::discover_partitions_listed(&*store)?;
-        let partitions = partitions
+        let d = listing_source::discover(&store, &cfg, &ctx, &meta, mode)?;
+        let partitions = d
+            .partitions
             .into_iter()
             .map(|p| Arc::from(p.as_str()))
             .collect();
@@ -73,8 +84,21 @@ impl Snapshot {
             ctx,
             partitions: Arc::new(partitions),
             archive: Arc::new(OnceLock::new()),
-            prelisted: Mutex::new(prelisted),
+            prelisted: Mutex::new(d.prelisted),
+            listing: Arc::new((mode, d.source)),
         })
+    }
+
+    /// How this snapshot's partitions are listed.
+    pub fn listing_mode(&self) -> ListingMode {
+        self.listing.0
+    }
+
+    /// Where this snapshot's listing came from: `storage`, or `metadata-table@<instant>`
+    /// (partitions the metadata table was behind on, and any listed again since, come from
+    /// storage either way).
+    pub fn listing_source(&self) -> &str {
+        &self.listing.1
     }
 
     pub fn timeline(&self) -> &Timeline {
@@ -263,18 +287,29 @@ impl Snapshot {
         let touched = if archive_moved {
             None
         } else {
-            touched_partitions(&ctx, &self.meta, &delta)
+            rules::touched_partitions(&ctx, &self.meta, &delta)
         };
         store_faults_since(&self.meta, faults, &self.cfg)?;
-        let (partitions, prelisted) = match &touched {
+        let (partitions, prelisted, listing) = match &touched {
             None => {
-                let (found, listed) = listing::discover_partitions_listed(&*self.store)?;
+                let mode = self.listing.0;
+                let d = listing_source::discover(&self.store, &self.cfg, &ctx, &self.meta, mode)?;
                 (
-                    Arc::new(found.into_iter().map(|p| Arc::from(p.as_str())).collect()),
-                    listed,
+                    Arc::new(
+                        d.partitions
+                            .into_iter()
+                            .map(|p| Arc::from(p.as_str()))
+                            .collect(),
+                    ),
+                    d.prelisted,
+                    Arc::new((mode, d.source)),
                 )
             }
-            Some(t) => (self.with_new_partitions(t), Default::default()),
+            Some(t) => (
+                self.with_new_partitions(t),
+                Default::default(),
+                self.listing.clone(),
+            ),
         };
         let next = Snapshot {
             generation: self.generation + 1,
@@ -290,6 +325,7 @@ impl Snapshot {
                 self.archive.clone()
             },
             prelisted: Mutex::new(prelisted),
+            listing,
         };
         Ok(Some((next, touched)))
     }
@@ -335,54 +371,4 @@ fn store_faults_since(meta: &InstantMetadata, before: u64, cfg: &TableConfig) ->
             cfg.timeline_dir
         )),
     ))
-}
-
-/// Partitions whose visible files a change of the timeline can change; `None` when that cannot
-/// be told (unreadable metadata). The instants that came or changed count, and of those that
-/// left or changed, completed writes and pending compactions (a compaction rolled back stops
-/// merging its groups). Other instants that vanished changed nothing visible, and completed
-/// writes that were archived move the active timeline's start, which the caller handles.
-fn touched_partitions(
-    ctx: &Context,
-    meta: &InstantMetadata,
-    delta: &TimelineDelta,
-) -> Option<BTreeSet<String>> {
-    let v6_mor = ctx.cfg.has_v6_logs();
-    let mut out = BTreeSet::new();
-    let left = delta.removed.iter().filter(|i| {
-        i.is_completed_write()
-            || (!i.is_completed() && matches!(i.action, Action::Compaction | Action::LogCompaction))
-    });
-    for inst in delta.added.iter().chain(left) {
-        match (inst.state, inst.action.completes_as()) {
-            (State::Completed, Action::Commit | Action::DeltaCommit | Action::ReplaceCommit) => {
-                let m = meta.commit(inst).ok()?;
-                out.extend(m.write_stats.iter().map(|s| s.partition.clone()));
-                out.extend(m.replaced.iter().map(|g| g.partition.clone()));
-            }
-            (State::Completed, Action::Clean | Action::Rollback | Action::Restore) => {
-                let v = meta.json(inst).ok()?;
-                if let Some(parts) = v.get("partitionMetadata").and_then(|p| p.as_object()) {
-                    out.extend(parts.keys().cloned());
-                }
-            }
-            (State::Completed, _) => {}
-            // A pending compaction merges slices of the groups its plan covers.
-            (_, _) if matches!(inst.action, Action::Compaction | Action::LogCompaction) => {
-                let v = meta.plan(inst).ok()?;
-                let groups = metadata::compaction_plan_groups(&v).ok()?;
-                out.extend(groups.into_iter().map(|g| g.partition));
-            }
-            // A pending v6 deltacommit can hide logs of archived writers in the groups it
-            // targets.
-            (_, Action::DeltaCommit) if v6_mor => match meta.commit(inst) {
-                Ok(m) if !m.write_stats.is_empty() => {
-                    out.extend(m.write_stats.iter().map(|s| s.partition.clone()))
-                }
-                _ => return None,
-            },
-            _ => {}
-        }
-    }
-    Some(out)
 }

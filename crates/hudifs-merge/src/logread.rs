@@ -22,12 +22,13 @@
 //! string field named `key` (when the schema has one) to save space and its reader puts the
 //! HFile key back where it finds it empty; so does this one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use bytes::Bytes;
 use hudifs_core::logblock::scan_log_blocks;
+pub use hudifs_core::logblock::Chosen;
 use hudifs_hfile::{HFileError, HFileReader};
 
 use crate::avro::{decimal_from_be, AvroToArrow, Input, SchemaProblem, VALUE_SLACK};
@@ -49,109 +50,14 @@ pub const H_COMMAND_BLOCK_TYPE: i32 = 3;
 pub const H_COMPACTED_BLOCK_TIMES: i32 = 4;
 pub const H_IS_PARTIAL: i32 = 7;
 
-/// The rollback command (`HoodieCommandBlockTypeEnum.ROLLBACK_BLOCK`).
-const ROLLBACK: &str = "0";
-
-/// A block that counts, not yet decoded.
-#[derive(Debug, Clone)]
-pub struct Chosen {
-    pub file: usize,
-    pub offset: usize,
-    pub block_type: i32,
-    pub instant: String,
-    pub header: BTreeMap<i32, String>,
-    pub content: std::ops::Range<usize>,
-}
-
-/// Choose the blocks that count, in merge order. `files` are the log files' bytes in merge
-/// order; `names` name them in messages.
+/// Choose the blocks that count, in merge order (`hudifs_core::logblock::choose_blocks`); a
+/// counting block this reader cannot merge is refused as unsupported.
 pub fn choose_blocks(
     files: &[Bytes],
     names: &[String],
     visible: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Chosen>> {
-    let mut kept: Vec<Chosen> = Vec::new();
-    for (fi, bytes) in files.iter().enumerate() {
-        let (blocks, problems) = scan_log_blocks(bytes);
-        for p in problems {
-            log::info!(
-                "{}: {p} (a corrupt block; Hudi's readers skip it too)",
-                names[fi]
-            );
-        }
-        for b in blocks {
-            let Some(instant) = b.header.get(&H_INSTANT_TIME).cloned() else {
-                log::info!(
-                    "{}: block at byte {} has no instant time; skipped as corrupt",
-                    names[fi],
-                    b.offset
-                );
-                continue;
-            };
-            let start = b.content.as_ptr() as usize - bytes.as_ptr() as usize;
-            let chosen = Chosen {
-                file: fi,
-                offset: b.offset,
-                block_type: b.block_type,
-                instant: instant.clone(),
-                content: start..start + b.content.len(),
-                header: b.header,
-            };
-            match b.block_type {
-                COMMAND_BLOCK => {
-                    let command = chosen.header.get(&H_COMMAND_BLOCK_TYPE).map(String::as_str);
-                    let target = chosen.header.get(&H_TARGET_INSTANT_TIME);
-                    match (command, target) {
-                        (Some(ROLLBACK), Some(target)) => kept.retain(|k| &k.instant != target),
-                        _ => log::info!(
-                            "{}: command block at byte {} is not a rollback with a target; skipped",
-                            names[fi],
-                            b.offset
-                        ),
-                    }
-                }
-                CORRUPT_BLOCK => {}
-                DELETE_BLOCK | AVRO_DATA_BLOCK | PARQUET_DATA_BLOCK | HFILE_DATA_BLOCK
-                | CDC_DATA_BLOCK => {
-                    if !visible(&instant) {
-                        continue;
-                    }
-                    if b.block_type == CDC_DATA_BLOCK {
-                        return Err(MergeError::unsupported(format!(
-                            "{}: a CDC block in a data log at byte {} (instant {instant})",
-                            names[fi], b.offset
-                        )));
-                    }
-                    match chosen.header.get(&H_COMPACTED_BLOCK_TIMES) {
-                        Some(times) => {
-                            let replaced: Vec<&str> = times
-                                .split(',')
-                                .map(str::trim)
-                                .filter(|s| !s.is_empty())
-                                .collect();
-                            let at = kept
-                                .iter()
-                                .position(|k| replaced.contains(&k.instant.as_str()))
-                                .unwrap_or(kept.len());
-                            let before = kept[..at].len();
-                            kept.retain(|k| !replaced.contains(&k.instant.as_str()));
-                            kept.insert(before.min(kept.len()), chosen);
-                        }
-                        None => kept.push(chosen),
-                    }
-                }
-                other => {
-                    if visible(&instant) {
-                        return Err(MergeError::unsupported(format!(
-                            "{}: block of unknown type {other} at byte {} (instant {instant})",
-                            names[fi], b.offset
-                        )));
-                    }
-                }
-            }
-        }
-    }
-    Ok(kept)
+    hudifs_core::logblock::choose_blocks(files, names, visible).map_err(MergeError::unsupported)
 }
 
 /// What one counting block holds.

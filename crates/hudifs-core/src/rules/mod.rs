@@ -16,6 +16,7 @@ mod incremental;
 mod model;
 mod plan;
 mod resolve;
+mod touched;
 
 pub use archived::ArchivedFacts;
 pub use context::{unreadable_metadata, Context};
@@ -23,6 +24,7 @@ pub use incremental::incremental_windows;
 pub use model::model;
 pub use plan::{needs_archive, plan, wants_archive, Archived, Plan, WindowWrite, WriteKind};
 pub use resolve::{resolve_partition, Chosen, InstantInterner, PartitionChoice};
+pub use touched::touched_partitions;
 
 use crate::instant_time::InstantTime;
 use crate::listing::DataFile;
