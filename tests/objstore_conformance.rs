@@ -10,7 +10,7 @@ use common::{check_fixture, Answer, Ask};
 use hudifs_core::snapshot::Snapshot;
 use hudifs_core::viewkey::{self, ViewKey};
 use hudifs_objstore::{ObjectStorage, StoreUrl};
-use hudifs_storage::{Kind, Storage, StorageWrite, TablePath};
+use hudifs_storage::{Kind, Storage, StorageWrite, TablePath, TreeProgress};
 
 fn answer(table: &Snapshot, ask: &Ask) -> Answer {
     let zone = hudifs::cli::zone(None, table.cfg.timeline_zone.as_ref()).unwrap();
@@ -143,16 +143,54 @@ fn a_tree_larger_than_the_budget_is_listed_by_directory() {
         put(&format!("p=1/f{i:04}_0-1-1_20240101000000000.parquet"));
     }
     let root = TablePath::root();
-    assert!(Storage::list_tree(&store, &root, ".hoodie", 1).is_none());
-    let tree = Storage::list_tree(&store, &root, ".hoodie", 2).expect("within 2 pages");
+    let pages = |n: usize| move |p: TreeProgress| p.keys < n * 1000;
+    assert!(Storage::list_tree(&store, &root, ".hoodie", &pages(1)).is_none());
+    let tree = Storage::list_tree(&store, &root, ".hoodie", &pages(2)).expect("within 2 pages");
     let names: Vec<&str> = tree.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(names.len(), 1003, "{:?}", &names[..5]);
     assert!(names.contains(&"-early/x") && names.contains(&".hoodie_partition_metadata"));
     assert!(!names.iter().any(|n| n.starts_with(".hoodie/")));
-    // The default budget (5 pages) takes the tree; a budget of 1 page falls back; same answer.
+    // Whatever the budget and whether the tree pays, the same answer.
     let (parts, listed) = discovered(&store, 5);
     assert_eq!(parts, ["", "p=1"]);
     assert_eq!(listed[1].1.len(), 1001);
     let (by_tree, by_dir) = ((parts, listed), discovered(&store, 1));
     assert!(by_tree == by_dir, "{}", difference(&by_tree, &by_dir));
+}
+
+/// A discovery lists a tree of many small partitions whole, page after page, and one of few
+/// big partitions directory by directory, LISTs side by side, as soon as its first page shows
+/// which it is (listing/walk.rs `tree_pays`); the answer is the same either way.
+#[test]
+fn the_first_page_chooses_between_the_tree_and_directory_listings() {
+    for (partitions, files, by_tree) in [(2000, 1, true), (20, 200, false)] {
+        let url = format!("s3://bucket/shape/{partitions}x{files}");
+        let store = ObjectStorage::in_memory(StoreUrl::parse(&url).unwrap()).unwrap();
+        let put = |p: &str| store.put(&TablePath::new(p).unwrap(), b"x").unwrap();
+        put(".hoodie/hoodie.properties");
+        for p in 0..partitions {
+            put(&format!("p={p:04}/.hoodie_partition_metadata"));
+            for f in 0..files {
+                put(&format!("p={p:04}/f{f:04}_0-1-1_20240101000000000.parquet"));
+            }
+        }
+        let before = store.requests().list;
+        let got = discovered(&store, 100);
+        let lists = store.requests().list - before;
+        assert_eq!(got.0.len(), partitions);
+        let keys = partitions * (files + 1);
+        if by_tree {
+            // Two listings' first pages, then a page per 1,000 keys.
+            assert!(lists as usize <= 2 + keys / 1000, "{url}: {lists} LISTs");
+        } else {
+            // The abandoned first page, then the root and one LIST per partition.
+            assert!(
+                lists as usize <= 2 + 1 + partitions + 1,
+                "{url}: {lists} LISTs"
+            );
+            assert!(lists as usize > partitions, "{url}: {lists} LISTs");
+        }
+        let by_dir = discovered(&store, 0);
+        assert!(got == by_dir, "{url}: {}", difference(&got, &by_dir));
+    }
 }

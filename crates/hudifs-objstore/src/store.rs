@@ -434,7 +434,12 @@ impl Storage for ObjectStorage {
         Ok(out)
     }
 
-    fn list_tree(&self, dir: &TablePath, skip: &str, max: usize) -> Option<Vec<(String, Meta)>> {
+    fn list_tree(
+        &self,
+        dir: &TablePath,
+        skip: &str,
+        go_on: &dyn Fn(hudifs_storage::TreeProgress) -> bool,
+    ) -> Option<Vec<(String, Meta)>> {
         use futures::StreamExt;
         // Keys sort byte-wise: those below `skip/` lie between `skip/` and `skip0` ('0' follows
         // '/'), so the tree is the keys before `skip/` (rarely any: a first page stops at
@@ -447,9 +452,17 @@ impl Storage for ObjectStorage {
         };
         let prefix = (!key.is_empty()).then(|| ObjPath::from(key.as_str()));
         let (skip_from, skip_to) = (format!("{base}{skip}/"), format!("{base}{skip}0"));
-        let limit = max.saturating_mul(PAGE);
+        let abandoned_at = std::cell::Cell::new(0usize);
         let got = self.block(async {
             let mut out: Vec<object_store::ObjectMeta> = Vec::new();
+            // Directories seen: the keys come sorted, so a new parent is a new directory.
+            let mut dirs = 0usize;
+            let parent = |o: &object_store::ObjectMeta| {
+                let k = o.location.as_ref();
+                k.rsplit_once('/')
+                    .map_or(String::new(), |(d, _)| d.to_string())
+            };
+            let mut last_parent: Option<String> = None;
             let mut before = self.store.list(prefix.as_ref());
             while let Some(o) = before.next().await {
                 let o = o?;
@@ -462,17 +475,37 @@ impl Storage for ObjectStorage {
                 .store
                 .list_with_offset(prefix.as_ref(), &ObjPath::from(skip_to.as_str()));
             while let Some(o) = after.next().await {
-                out.push(o?);
-                if out.len() > limit {
-                    return Ok(None);
+                let o = o?;
+                if !out.is_empty() && out.len().is_multiple_of(PAGE) {
+                    let progress = hudifs_storage::TreeProgress {
+                        keys: out.len(),
+                        dirs,
+                    };
+                    if !go_on(progress) {
+                        abandoned_at.set(out.len());
+                        return Ok(None);
+                    }
                 }
+                let p = parent(&o);
+                if last_parent.as_ref() != Some(&p) {
+                    dirs += 1;
+                    last_parent = Some(p);
+                }
+                out.push(o);
             }
             Ok::<_, object_store::Error>(Some(out))
         });
         let objects = match got {
             Ok(Some(o)) => o,
             Ok(None) => {
-                log::debug!("{}: more than {limit} keys: listed by directory", self.url);
+                // The pages listed before the listing was abandoned.
+                for _ in 0..2 + abandoned_at.get() / PAGE {
+                    Counters::add(&self.counters.list);
+                }
+                log::debug!(
+                    "{}: a tree listing does not pay: listed by directory",
+                    self.url
+                );
                 return None;
             }
             Err(e) => {

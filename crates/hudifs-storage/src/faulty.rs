@@ -264,10 +264,15 @@ impl<S: Storage + ?Sized> Storage for FaultyStore<S> {
     fn known_meta(&self, path: &TablePath) -> Option<Meta> {
         self.inner.known_meta(path)
     }
-    fn list_tree(&self, dir: &TablePath, skip: &str, max: usize) -> Option<Vec<(String, Meta)>> {
+    fn list_tree(
+        &self,
+        dir: &TablePath,
+        skip: &str,
+        go_on: &dyn Fn(crate::TreeProgress) -> bool,
+    ) -> Option<Vec<(String, Meta)>> {
         // A fault makes the caller list directory by directory, as a failed tree listing does.
         enter(&self.state, Op::List, dir.as_str()).ok()?;
-        self.inner.list_tree(dir, skip, max)
+        self.inner.list_tree(dir, skip, go_on)
     }
     fn stat(&self, path: &TablePath) -> io::Result<Meta> {
         enter(&self.state, Op::Stat, path.as_str())?;

@@ -102,6 +102,15 @@ pub trait OpenFile: Send + Sync {
     }
 }
 
+/// How far a listing of a whole tree ([`Storage::list_tree`]) has come: the keys listed and
+/// the directories holding them (keys come sorted, so a directory's keys are contiguous; the
+/// last directory may be partly listed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeProgress {
+    pub keys: usize,
+    pub dirs: usize,
+}
+
 /// What hudifs needs of a table's storage.
 pub trait Storage: Send + Sync + std::fmt::Debug {
     /// How to name `path` in messages and logs: a local path or a URL, never a credential.
@@ -121,16 +130,16 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     }
 
     /// Every file below `dir` at any depth, by path relative to `dir` (`/`-separated), except
-    /// those below its sub-directory `skip`, where listing the whole tree costs at most
-    /// `max_requests` requests. An object store lists keys without a delimiter, 1000 a page:
-    /// for a small table far fewer requests than one LIST per directory. `None` where the
-    /// storage cannot, the tree is larger, or the listing failed: the caller lists directory by
-    /// directory instead.
+    /// those below its sub-directory `skip`. An object store lists keys without a delimiter,
+    /// 1000 a page: for a small table far fewer requests than one LIST per directory. Each
+    /// time a page's worth of keys is in and more follow, `go_on` is asked with the progress so
+    /// far whether the rest is worth listing this way. `None` where the storage cannot, `go_on`
+    /// said no, or the listing failed: the caller lists directory by directory instead.
     fn list_tree(
         &self,
         _dir: &TablePath,
         _skip: &str,
-        _max_requests: usize,
+        _go_on: &dyn Fn(TreeProgress) -> bool,
     ) -> Option<Vec<(String, Meta)>> {
         None
     }

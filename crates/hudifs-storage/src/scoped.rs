@@ -45,8 +45,13 @@ impl Storage for Scoped {
     fn list_names(&self, dir: &TablePath) -> io::Result<Vec<(String, Kind)>> {
         self.inner.list_names(&self.at(dir))
     }
-    fn list_tree(&self, dir: &TablePath, skip: &str, max: usize) -> Option<Vec<(String, Meta)>> {
-        self.inner.list_tree(&self.at(dir), skip, max)
+    fn list_tree(
+        &self,
+        dir: &TablePath,
+        skip: &str,
+        go_on: &dyn Fn(crate::TreeProgress) -> bool,
+    ) -> Option<Vec<(String, Meta)>> {
+        self.inner.list_tree(&self.at(dir), skip, go_on)
     }
     fn known_meta(&self, path: &TablePath) -> Option<Meta> {
         self.inner.known_meta(&self.at(path))

@@ -37,8 +37,8 @@ pub fn discover_partitions_listed(store: &dyn Storage) -> Result<(Vec<String>, P
     discover_partitions_within(store, MAX_TREE_REQUESTS)
 }
 
-/// [`discover_partitions_listed`], listing an object store's whole tree at once only where that
-/// costs at most `max_tree_requests` requests (0: never).
+/// [`discover_partitions_listed`], listing an object store's whole tree at once only while that
+/// costs at most `max_tree_requests` requests (0: never) and pays (see [`tree_pays`]).
 pub fn discover_partitions_within(
     store: &dyn Storage,
     max_tree_requests: usize,
@@ -58,8 +58,22 @@ pub fn discover_partitions_within(
 const PARALLEL_LISTS: usize = 16;
 
 /// The most requests a listing of the table's whole tree (outside `.hoodie/`) may cost for
-/// discovery to take it instead of one LIST per directory: 5 pages, 5,000 files.
-const MAX_TREE_REQUESTS: usize = 5;
+/// discovery to take it instead of one LIST per directory: 100 pages, 100,000 files.
+const MAX_TREE_REQUESTS: usize = 100;
+
+/// Keys a page of a tree listing holds.
+const PAGE_KEYS: usize = 1000;
+
+/// Whether listing the rest of the tree page after page beats LISTs of each directory,
+/// [`PARALLEL_LISTS`] side by side, judged from what the pages so far show. Pages come one
+/// after another: n keys cost n / 1000 round trips; directory LISTs cost one round trip per
+/// [`PARALLEL_LISTS`] directories (each fits a page). So the tree pays while directories hold
+/// fewer than 1000 / [`PARALLEL_LISTS`] keys each (62): a table of many small partitions.
+pub fn tree_pays(p: hudifs_storage::TreeProgress) -> bool {
+    // The last directory may be partly listed: count only the complete ones.
+    let complete = p.dirs.saturating_sub(1).max(1);
+    p.keys / complete < PAGE_KEYS / PARALLEL_LISTS
+}
 
 /// What a listing says of a directory on an object store (a key prefix).
 fn dir_meta() -> hudifs_storage::Meta {
@@ -97,18 +111,21 @@ fn tree_listings(files: Vec<(String, hudifs_storage::Meta)>) -> HashMap<String, 
     dirs
 }
 
-/// Discovery on an object store. A small table's whole tree is listed at once (a few pages
-/// instead of a LIST per directory); otherwise level by level, the directories of a level
-/// listed side by side (a LIST is mostly waiting for the store). Either way the same
-/// partitions and listings as [`walk`].
+/// Discovery on an object store. The whole tree is listed page after page while its pages
+/// show a table of many small partitions ([`tree_pays`]); otherwise level by level, the
+/// directories of a level listed side by side (a LIST is mostly waiting for the store).
+/// Either way the same partitions and listings as [`walk`].
 fn walk_levels(
     store: &dyn Storage,
     max_tree_requests: usize,
     out: &mut Vec<String>,
     listed: &mut Prelisted,
 ) -> Result<()> {
+    let go_on = |p: hudifs_storage::TreeProgress| {
+        p.keys < max_tree_requests.saturating_mul(PAGE_KEYS) && tree_pays(p)
+    };
     let tree = (max_tree_requests > 0)
-        .then(|| store.list_tree(&TablePath::root(), crate::table::HOODIE, max_tree_requests))
+        .then(|| store.list_tree(&TablePath::root(), crate::table::HOODIE, &go_on))
         .flatten()
         .map(|files| {
             let mut dirs = tree_listings(files);
