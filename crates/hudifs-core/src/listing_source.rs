@@ -91,14 +91,14 @@ pub fn discover(
     match mode {
         ListingMode::Storage => storage(),
         ListingMode::Auto if !metadata_table::is_enabled(cfg) => storage(),
-        ListingMode::Auto => match read_mdt(store, cfg, ctx, meta) {
+        ListingMode::Auto => match from_metadata_table(store, cfg, ctx, meta) {
             Ok(d) => Ok(d),
             Err(e) => {
                 log::warn!("{root}: listing from storage, the metadata table cannot be used: {e}");
                 storage()
             }
         },
-        ListingMode::Metadata => read_mdt(store, cfg, ctx, meta).map_err(|e| {
+        ListingMode::Metadata => from_metadata_table(store, cfg, ctx, meta).map_err(|e| {
             Error::Refused(format!(
                 "{root}: --listing metadata, but the metadata table cannot be used: {e}"
             ))
@@ -129,7 +129,7 @@ pub fn discover(
 }
 
 /// The listing the metadata table gives, completed from storage where it is behind.
-fn read_mdt(
+pub fn from_metadata_table(
     store: &Arc<dyn Storage>,
     cfg: &TableConfig,
     ctx: &Context,

@@ -44,6 +44,11 @@ pub struct Snapshot {
     listing: Arc<(ListingMode, String)>,
 }
 
+/// A change that touched more partitions than this is listed again from the metadata table
+/// (where the snapshot was listed from it): reading the table's few files costs less than a
+/// LIST per partition, 16 side by side, from about here.
+const MDT_RELIST_MIN: usize = 16;
+
 /// What applying a timeline change did to the partitions: those whose visible files may have
 /// changed; `None` when possibly all (the active timeline's start moved, or metadata that would
 /// tell is unreadable).
@@ -305,11 +310,26 @@ impl Snapshot {
                     Arc::new((mode, d.source)),
                 )
             }
-            Some(t) => (
-                self.with_new_partitions(t),
-                Default::default(),
-                self.listing.clone(),
-            ),
+            Some(t) => match self.relist_from_metadata_table(t, &ctx) {
+                Some(d) => {
+                    let mode = self.listing.0;
+                    (
+                        Arc::new(
+                            d.partitions
+                                .into_iter()
+                                .map(|p| Arc::from(p.as_str()))
+                                .collect(),
+                        ),
+                        d.prelisted,
+                        Arc::new((mode, d.source)),
+                    )
+                }
+                None => (
+                    self.with_new_partitions(t),
+                    Default::default(),
+                    self.listing.clone(),
+                ),
+            },
         };
         let next = Snapshot {
             generation: self.generation + 1,
@@ -328,6 +348,34 @@ impl Snapshot {
             listing,
         };
         Ok(Some((next, touched)))
+    }
+
+    /// Where this snapshot was listed from the metadata table and a change touched more
+    /// partitions than LISTs of them would cost to read the metadata table again: the listing
+    /// from the metadata table, with first listings of the touched partitions only (the others
+    /// keep what they have). `None`: list the touched partitions from storage.
+    fn relist_from_metadata_table(
+        &self,
+        touched: &BTreeSet<String>,
+        ctx: &Context,
+    ) -> Option<listing_source::Discovered> {
+        if touched.len() <= MDT_RELIST_MIN || !self.listing.1.starts_with("metadata-table@") {
+            return None;
+        }
+        match listing_source::from_metadata_table(&self.store, &self.cfg, ctx, &self.meta) {
+            Ok(mut d) => {
+                d.prelisted.retain(|p, _| touched.contains(p));
+                Some(d)
+            }
+            Err(e) => {
+                log::info!(
+                    "{}: the metadata table cannot be read again ({e}); the {} partitions a change touched are listed from storage",
+                    self.store.describe(&hudifs_storage::TablePath::root()),
+                    touched.len()
+                );
+                None
+            }
+        }
     }
 
     /// The partition list with the touched partitions that are new partition directories.

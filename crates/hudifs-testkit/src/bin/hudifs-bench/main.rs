@@ -16,6 +16,7 @@ mod read;
 mod record;
 mod report;
 mod s3list;
+mod s3mdt;
 #[cfg(feature = "s3bench")]
 mod s3read;
 mod sys;
@@ -182,6 +183,22 @@ enum Cmd {
         #[command(flatten)]
         c: Common,
     },
+    /// Figure 9: TABLE (many partitions, with a metadata table) uploaded to a moto server
+    /// behind a latency proxy: mount until the first full listing of latest/ from the metadata
+    /// table vs from storage, and vs hudi-rs, per latency.
+    S3Mdt {
+        table: PathBuf,
+        #[arg(long)]
+        python: PathBuf,
+        /// The hudi-rs timing script (scripts/bench-hudi-rs.py).
+        #[arg(long)]
+        script: PathBuf,
+        /// Per-request latencies to measure at, in ms.
+        #[arg(long, value_delimiter = ',', default_value = "0,20")]
+        latency_ms: Vec<u64>,
+        #[command(flatten)]
+        c: Common,
+    },
     /// Figure 8: TABLE uploaded to a moto server (PYTHON has `moto[server]` and `hudi`) behind
     /// a latency proxy: mount until the first full listing of latest/ vs hudi-rs, per latency;
     /// requests per idle poll and per warm find.
@@ -247,6 +264,13 @@ fn main() -> std::process::ExitCode {
             latency_ms,
             c,
         } => s3list::bench_s3_list(table, python, script, latency_ms, c),
+        Cmd::S3Mdt {
+            table,
+            python,
+            script,
+            latency_ms,
+            c,
+        } => s3mdt::bench_s3_mdt(table, python, script, latency_ms, c),
         Cmd::Freshness {
             work,
             files,

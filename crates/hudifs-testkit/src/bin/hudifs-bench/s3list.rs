@@ -16,9 +16,9 @@ use crate::sys::{find_files, hudifs_bin, Mount};
 use crate::{Common, Res};
 
 #[derive(Deserialize)]
-struct HudiRsRun {
-    seconds: f64,
-    slices: usize,
+pub struct HudiRsRun {
+    pub seconds: f64,
+    pub slices: usize,
 }
 
 pub fn bench_s3_list(
@@ -39,14 +39,7 @@ pub fn bench_s3_list(
         "   uploaded {objects} objects to moto in {:.1} s",
         t.elapsed().as_secs_f64()
     );
-    let storage_options = serde_json::json!({
-        "aws_endpoint_url": proxy.endpoint,
-        "aws_allow_http": "true",
-        "aws_access_key_id": KEYS[0].1,
-        "aws_secret_access_key": KEYS[1].1,
-        "aws_region": KEYS[2].1,
-    })
-    .to_string();
+    let storage_options = hudi_rs_options(&proxy);
     let requests = request_counts(&hudifs, url, &proxy, c)?;
     let mut args = store_args(&proxy.endpoint);
     // The figure measures the listing; polls are counted separately (above).
@@ -64,34 +57,13 @@ pub fn bench_s3_list(
             };
             for hudifs_side in order {
                 if hudifs_side {
-                    proxy.reset_counts();
-                    let t = Instant::now();
-                    let mnt = Mount::new(&hudifs, Path::new(url), &c.mnt, &args)?;
-                    let live = t.elapsed().as_secs_f64();
-                    let (_, n) = find_files(&mnt.latest())?;
-                    a.push(t.elapsed().as_secs_f64());
-                    mount_live.push(live);
-                    mount_requests = proxy.counts().summary();
-                    if std::env::var_os("HUDIFS_BENCH_REQUEST_LINES").is_some() {
-                        eprintln!("{}", proxy.counts().lines.join("\n"));
-                    }
-                    n_view = n;
+                    let w = first_walk(&hudifs, url, &proxy, &args, c)?;
+                    a.push(w.seconds);
+                    mount_live.push(w.live);
+                    mount_requests = w.requests;
+                    n_view = w.files;
                 } else {
-                    let out = Command::new(python)
-                        .arg(script)
-                        .arg(url)
-                        .arg(&storage_options)
-                        .output()
-                        .map_err(|e| format!("{}: {e}", python.display()))?;
-                    if !out.status.success() {
-                        return Err(format!(
-                            "hudi-rs refused the S3 table: {}{}",
-                            String::from_utf8_lossy(&out.stdout),
-                            String::from_utf8_lossy(&out.stderr)
-                        ));
-                    }
-                    let run: HudiRsRun = serde_json::from_slice(&out.stdout)
-                        .map_err(|e| format!("hudi-rs script output: {e}"))?;
+                    let run = hudi_rs_slices(python, script, url, &storage_options)?;
                     b.push(run.seconds);
                     n_slices = run.slices;
                 }
@@ -183,4 +155,78 @@ fn request_counts(hudifs: &Path, url: &str, proxy: &FaultProxy, c: &Common) -> R
     );
     println!("   {idle_line}\n   {warm_line}");
     Ok(vec![idle_line, warm_line])
+}
+
+/// One cold mount of `url` and a first `find latest -type f` through it.
+pub struct FirstWalk {
+    /// Spawn to the end of the find.
+    pub seconds: f64,
+    /// Spawn until `hudifs mount` returned (the mount live).
+    pub live: f64,
+    pub files: usize,
+    /// The requests the proxy saw, summarised.
+    pub requests: String,
+    pub request_count: u64,
+}
+
+/// Mount `url` with `args`, walk `latest/` once, unmount; the proxy's counts are reset first.
+pub fn first_walk(
+    hudifs: &Path,
+    url: &str,
+    proxy: &FaultProxy,
+    args: &[String],
+    c: &Common,
+) -> Res<FirstWalk> {
+    proxy.reset_counts();
+    let t = Instant::now();
+    let mnt = Mount::new(hudifs, Path::new(url), &c.mnt, args)?;
+    let live = t.elapsed().as_secs_f64();
+    let (_, files) = find_files(&mnt.latest())?;
+    let seconds = t.elapsed().as_secs_f64();
+    let counts = proxy.counts();
+    if std::env::var_os("HUDIFS_BENCH_REQUEST_LINES").is_some() {
+        eprintln!("{}", counts.lines.join("\n"));
+    }
+    Ok(FirstWalk {
+        seconds,
+        live,
+        files,
+        requests: counts.summary(),
+        request_count: counts.requests,
+    })
+}
+
+/// hudi-rs's storage options for the table behind `proxy`.
+pub fn hudi_rs_options(proxy: &FaultProxy) -> String {
+    serde_json::json!({
+        "aws_endpoint_url": proxy.endpoint,
+        "aws_allow_http": "true",
+        "aws_access_key_id": KEYS[0].1,
+        "aws_secret_access_key": KEYS[1].1,
+        "aws_region": KEYS[2].1,
+    })
+    .to_string()
+}
+
+/// hudi-rs `build()` + `get_file_slices()` of `url`, timed in its process.
+pub fn hudi_rs_slices(
+    python: &Path,
+    script: &Path,
+    url: &str,
+    storage_options: &str,
+) -> Res<HudiRsRun> {
+    let out = Command::new(python)
+        .arg(script)
+        .arg(url)
+        .arg(storage_options)
+        .output()
+        .map_err(|e| format!("{}: {e}", python.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "hudi-rs refused the S3 table: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("hudi-rs script output: {e}"))
 }

@@ -1,0 +1,134 @@
+//! Figure 9: a table of many partitions with a metadata table, on a local S3 server (moto on
+//! 127.0.0.1 behind the test kit's latency proxy): mount until the first full listing of
+//! latest/ listed from the metadata table (`--listing auto`) vs the same with `--listing
+//! storage`, and vs hudi-rs `build()` + `get_file_slices()` (which reads the metadata table of
+//! a version 8+ table too), with and without the latency; the requests of each hudifs side.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use hudifs_testkit::s3::{store_args, upload, FaultProxy, Moto};
+
+use crate::record::{append, Record, Side};
+use crate::s3list::{first_walk, hudi_rs_options, hudi_rs_slices};
+use crate::sys::hudifs_bin;
+use crate::{Common, Res};
+
+pub fn bench_s3_mdt(
+    table: &Path,
+    python: &Path,
+    script: &Path,
+    latencies_ms: &[u64],
+    c: &Common,
+) -> Res<()> {
+    hudifs_testkit::s3::set_keys();
+    let hudifs = hudifs_bin(c);
+    let moto = Moto::start(python);
+    let proxy = FaultProxy::start(moto.addr, 1);
+    let url = "s3://lake/bench/mdt";
+    let t = Instant::now();
+    let objects = upload(table, url, &moto.endpoint);
+    println!(
+        "   uploaded {objects} objects to moto in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let storage_options = hudi_rs_options(&proxy);
+    let mut mdt_args = store_args(&proxy.endpoint);
+    mdt_args.extend(["--poll-interval".into(), "3600000".into()]);
+    let mut storage_args = mdt_args.clone();
+    storage_args.push("--listing=storage".into());
+    for &lat in latencies_ms {
+        proxy.set_latency(Duration::from_millis(lat));
+        let (mut mdt, mut storage, mut hudi_rs) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut mdt_walk, mut storage_walk, mut slices) = (None, None, 0);
+        for rep in 0..c.reps {
+            // Each side first in turn.
+            for side in (0..3).map(|i| (i + rep) % 3) {
+                match side {
+                    0 => {
+                        let w = first_walk(&hudifs, url, &proxy, &mdt_args, c)?;
+                        mdt.push(w.seconds);
+                        mdt_walk = Some(w);
+                    }
+                    1 => {
+                        let w = first_walk(&hudifs, url, &proxy, &storage_args, c)?;
+                        storage.push(w.seconds);
+                        storage_walk = Some(w);
+                    }
+                    _ => {
+                        let run = hudi_rs_slices(python, script, url, &storage_options)?;
+                        hudi_rs.push(run.seconds);
+                        slices = run.slices;
+                    }
+                }
+            }
+        }
+        let (Some(m), Some(s)) = (mdt_walk, storage_walk) else {
+            return Err("no repetition ran".into());
+        };
+        if m.files != s.files {
+            return Err(format!(
+                "latest/ lists {} files from the metadata table, {} from storage",
+                m.files, s.files
+            ));
+        }
+        let notes = vec![
+            format!(
+                "{objects} objects on moto (127.0.0.1) behind a proxy adding {lat} ms per \
+                 request; latest/ lists {} files, hudi-rs returns {slices} file slices",
+                m.files
+            ),
+            format!(
+                "requests from mount to the end of the first find: metadata table {} ({}), \
+                 storage {} ({})",
+                m.request_count, m.requests, s.request_count, s.requests
+            ),
+            "hudifs sides: wall time of `hudifs mount s3://…` (spawn, store check, load, mount \
+             live) + `find latest -type f`, with --listing auto (the metadata table) and \
+             --listing storage; hudi-rs side: in-process time of build() + get_file_slices()"
+                .to_string(),
+        ];
+        let suffix = if lat == 0 {
+            String::new()
+        } else {
+            format!("-{lat}ms")
+        };
+        for (id, title, b, target) in [
+            (
+                format!("s3mdt{suffix}"),
+                format!(
+                    "S3 table with a metadata table (moto, +{lat} ms/request): first listing \
+                     from the metadata table vs from storage"
+                ),
+                Side::new("hudifs --listing storage", "s", storage.clone()),
+                0.1,
+            ),
+            (
+                format!("s3mdt-hudi-rs{suffix}"),
+                format!(
+                    "S3 table with a metadata table (moto, +{lat} ms/request): mount until \
+                     first full listing of latest/ vs hudi-rs get_file_slices()"
+                ),
+                Side::new("hudi-rs", "s", hudi_rs.clone()),
+                0.5,
+            ),
+        ] {
+            let r = Record::new(
+                9,
+                &id,
+                &title,
+                Side::new("hudifs (metadata table)", "s", mdt.clone()),
+                b,
+                "metadata-table time / other time",
+                Some(("<=", target)),
+                notes.clone(),
+            );
+            println!(
+                "   +{lat} ms {id}: {:.3} s vs {:.3} s, ratio {:.3}",
+                r.a.median, r.b.median, r.ratio
+            );
+            append(&c.out, &r)?;
+        }
+    }
+    Ok(())
+}
