@@ -376,3 +376,194 @@ fn verify_logs_each_difference() {
     );
     assert!(stderr.contains("1 difference(s)"), "{stderr}");
 }
+
+// ---- Tables written by the project's generator, with metadata tables as Java writes them
+// (version 6 with the 0.x instant rules, version 9), through histories and failures.
+
+use hudifs_core::table::TableType;
+use hudifs_core::timeline::Action;
+use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
+
+const START: i64 = 1_767_225_600_000;
+
+/// The views of the table at `root` listed from storage and from its metadata table are the
+/// same; the metadata table is used (`mdt`), else `auto` fell back to storage. Returns the
+/// metadata table's reading.
+fn same_both_ways(root: &Path, step: &str, mdt: bool) -> Option<metadata_table::MdtListing> {
+    let storage = open(root, ListingMode::Storage).unwrap();
+    let auto = open(root, ListingMode::Auto).unwrap();
+    if mdt {
+        assert!(
+            auto.listing_source().starts_with("metadata-table@"),
+            "{step}: {}",
+            auto.listing_source()
+        );
+    } else {
+        assert_eq!(auto.listing_source(), "storage", "{step}");
+    }
+    assert_same_views(step, &storage, &auto);
+    metadata_table::read(&storage.store, &storage.ctx, &storage.meta).ok()
+}
+
+fn part(partitioned: bool, city: &str) -> String {
+    if partitioned {
+        format!("city={city}")
+    } else {
+        String::new()
+    }
+}
+
+/// Inserts, updates, a data compaction (MOR), a clean, an insert overwrite, a failed write
+/// rolled back, MDT compactions (one left in flight over a write): the same views both ways
+/// after every step, and the metadata table never behind.
+fn history(version: u32, table_type: TableType, partitioned: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut spec = TableSpec::new("mdt", table_type, version).with_metadata_table();
+    if partitioned {
+        spec = spec.partitioned_by(&["city"], true);
+    }
+    let mor = table_type == TableType::MergeOnRead;
+    let (pa, pb) = (part(partitioned, "a"), part(partitioned, "b"));
+    let mut w = TableWriter::create(root, spec, START).unwrap();
+    let name = format!("v{version} {table_type:?} partitioned={partitioned}");
+    let step = |w: &TableWriter, what: &str| {
+        let m = same_both_ways(w.root(), &format!("{name}: {what}"), true).unwrap();
+        assert!(m.behind.is_empty(), "{name}: {what}: behind on {:?}", m.behind);
+    };
+    let action = w.write_action();
+    let mut txn = w.begin(action).unwrap();
+    let fa = txn.insert(&pa, &rows(1, 10)).unwrap();
+    let fb = if partitioned {
+        txn.insert(&pb, &rows(2, 10)).unwrap()
+    } else {
+        txn.insert(&pa, &rows_with_ids(2, &(100..110).collect::<Vec<_>>()))
+            .unwrap()
+    };
+    let pb = if partitioned { pb } else { pa.clone() };
+    txn.complete().unwrap();
+    step(&w, "insert");
+    let mut txn = w.begin(action).unwrap();
+    txn.update(&pa, &fa, &rows_with_ids(3, &[1, 2])).unwrap();
+    txn.complete().unwrap();
+    step(&w, "update");
+    let old_files = w.group_files(&pa, &fa);
+    if mor {
+        let c = w.schedule_compaction(&[(pa.clone(), fa.clone())]).unwrap();
+        w.run_compaction(&c, true).unwrap();
+        step(&w, "data compaction");
+    }
+    let latest = w.completed_writes().keys().next_back().unwrap().clone();
+    let keep = if mor { old_files.len() } else { 1 };
+    let to_clean: Vec<(String, String)> = old_files[..keep]
+        .iter()
+        .map(|n| (pa.clone(), n.clone()))
+        .collect();
+    w.clean(&latest, &to_clean).unwrap();
+    step(&w, "clean");
+    let mut txn = w.begin(Action::ReplaceCommit).unwrap();
+    txn.insert(&pb, &rows(7, 4)).unwrap();
+    txn.replace_group(&pb, &fb).unwrap();
+    txn.complete().unwrap();
+    step(&w, "insert overwrite");
+    let mut txn = w.begin(action).unwrap();
+    let fb = txn.insert(&pb, &rows_with_ids(8, &[100, 101, 102])).unwrap();
+    txn.complete().unwrap();
+    let mut txn = w.begin(action).unwrap();
+    txn.update(&pb, &fb, &rows_with_ids(4, &[100, 101])).unwrap();
+    let failed = txn.abandon();
+    step(&w, "a write in flight");
+    w.rollback(&failed).unwrap();
+    step(&w, "rollback");
+    w.compact_metadata().unwrap();
+    step(&w, "MDT compaction");
+    let mut txn = w.begin(action).unwrap();
+    txn.insert(&pa, &rows(6, 2)).unwrap();
+    txn.complete().unwrap();
+    step(&w, "write after the MDT compaction");
+    let c2 = w.schedule_metadata_compaction().unwrap();
+    let mut txn = w.begin(action).unwrap();
+    txn.insert(&part(partitioned, "c"), &rows(5, 3)).unwrap();
+    txn.complete().unwrap();
+    step(&w, "write over a requested MDT compaction");
+    w.run_metadata_compaction(&c2, false).unwrap();
+    step(&w, "MDT compaction in flight: two slices");
+    w.run_metadata_compaction(&c2, true).unwrap();
+    step(&w, "MDT compaction completed");
+}
+
+#[test]
+fn generated_v6_merge_on_read_history() {
+    history(6, TableType::MergeOnRead, true);
+}
+
+#[test]
+fn generated_v6_copy_on_write_history() {
+    history(6, TableType::CopyOnWrite, false);
+}
+
+#[test]
+fn generated_v9_merge_on_read_history() {
+    history(9, TableType::MergeOnRead, false);
+}
+
+#[test]
+fn generated_v9_copy_on_write_history() {
+    history(9, TableType::CopyOnWrite, true);
+}
+
+/// Failures Java leaves behind, on both table versions: the metadata table behind (a write
+/// that skipped it), ahead (its deltacommit of a write that then failed, completed or not),
+/// its own deltacommit rolled back, and truncated files.
+#[test]
+fn generated_metadata_tables_after_failures() {
+    for version in [6, 9] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = TableSpec::new("mdt", TableType::MergeOnRead, version)
+            .with_metadata_table()
+            .partitioned_by(&["city"], true);
+        let mut w = TableWriter::create(dir.path(), spec, START).unwrap();
+        let (pa, pb) = ("city=a".to_string(), "city=b".to_string());
+        let mut txn = w.begin(Action::DeltaCommit).unwrap();
+        let fa = txn.insert(&pa, &rows(1, 10)).unwrap();
+        txn.complete().unwrap();
+        same_both_ways(w.root(), "insert", true);
+
+        // Behind: a write completed without updating the metadata table, into a new partition.
+        let mut txn = w.begin(Action::DeltaCommit).unwrap();
+        txn.insert(&pb, &rows(2, 5)).unwrap();
+        txn.skip_metadata_update();
+        txn.complete().unwrap();
+        let m = same_both_ways(w.root(), &format!("v{version} behind"), true).unwrap();
+        assert!(m.behind.contains(&pb), "v{version}: {:?}", m.behind);
+
+        // Ahead: the metadata table completed its deltacommit, the data write failed.
+        let mut txn = w.begin(Action::DeltaCommit).unwrap();
+        txn.update(&pa, &fa, &rows_with_ids(3, &[1, 2])).unwrap();
+        let failed = txn.abandon_after_metadata(true).unwrap();
+        let m = same_both_ways(w.root(), &format!("v{version} ahead"), true).unwrap();
+        assert!(m.fenced_blocks >= 1, "v{version}: {failed} not fenced");
+        w.rollback(&failed).unwrap();
+        same_both_ways(w.root(), &format!("v{version} ahead, rolled back"), true);
+
+        // The metadata table's own deltacommit left in flight, then rolled back in it.
+        let mut txn = w.begin(Action::DeltaCommit).unwrap();
+        txn.update(&pa, &fa, &rows_with_ids(4, &[3])).unwrap();
+        let failed = txn.abandon_after_metadata(false).unwrap();
+        same_both_ways(w.root(), &format!("v{version} MDT deltacommit in flight"), true);
+        w.rollback_metadata_deltacommit(&failed).unwrap();
+        same_both_ways(w.root(), &format!("v{version} MDT deltacommit rolled back"), true);
+        w.rollback(&failed).unwrap();
+        same_both_ways(w.root(), &format!("v{version} data rollback"), true);
+
+        // Truncated files: the storage is listed instead.
+        let info = w.metadata_table().unwrap();
+        let log = info.log_files.last().unwrap().clone();
+        let path = dir.path().join(".hoodie/metadata/files").join(&log);
+        let len = std::fs::metadata(&path).unwrap().len();
+        w.truncate_metadata_file(&log, len / 2).unwrap();
+        same_both_ways(w.root(), &format!("v{version} truncated log"), false);
+        w.truncate_metadata_file(&info.base_file, 100).unwrap();
+        same_both_ways(w.root(), &format!("v{version} truncated base"), false);
+    }
+}
