@@ -33,9 +33,11 @@
 //!   rollback's log files and the failed write's log files (`convertMetadataToRollbackRecords`,
 //!   `reAddLogFilesFromRollbackPlan`), then, when the MDT holds a deltacommit of the failed
 //!   write, rolls it back at `<rollback instant>006` (`OperationSuffix.ROLLBACK`) by appending a
-//!   rollback command block in a new log file (`1-0-1`). 1.x writes no deltacommit: it rolls
-//!   back the MDT deltacommit of the failed write (if any) at the data rollback's instant time,
-//!   deleting its log file (as `v9_nonpartitioned_rollback` shows).
+//!   rollback command block in a new log file (`1-0-1`) — a completed one only (0.14's
+//!   `HoodieBackedTableMetadataWriter.update(HoodieRollbackMetadata)`). 1.x writes no
+//!   deltacommit: it rolls back the MDT deltacommit of the failed write (completed or inflight)
+//!   at the data rollback's instant time, deleting its log file (as
+//!   `v9_nonpartitioned_rollback` shows).
 //! - MDT compaction ([`TableWriter::compact_metadata`]): `compaction.requested` / `.inflight`
 //!   and a completed `commit`; v6 instant `<latest MDT deltacommit>001`
 //!   (`createCompactionTimestamp`), 1.x a fresh instant.
@@ -1197,10 +1199,13 @@ impl TableWriter {
         let Some(m) = &self.mdt else {
             return Ok(());
         };
-        let has_target = matches!(
-            m.commits.get(failed),
-            Some(MdtCommitState::Inflight | MdtCommitState::Completed)
-        );
+        // Hudi 0.14 rolls back a completed MDT deltacommit only (an inflight one is left to
+        // the MDT writer's own cleaning of failed writes); 1.x one in any state.
+        let has_target = match m.commits.get(failed) {
+            Some(MdtCommitState::Completed) => true,
+            Some(MdtCommitState::Inflight) => self.layout == Layout::V2,
+            _ => false,
+        };
         if self.layout == Layout::V1 {
             let mut files: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
             for (p, n, s) in listed_logs {
@@ -1222,19 +1227,16 @@ impl TableWriter {
     }
 
     /// Roll back, in the metadata table alone, its deltacommit `instant` (completed or left
-    /// inflight), as Hudi's MDT writer does with a failed MDT write before its next one. The
-    /// rollback takes a fresh instant (v6: `<instant>006`). Leaves the MDT without that
+    /// inflight), as Hudi's MDT write client does with a failed MDT write before its next one
+    /// (eager cleaning of failed writes). The rollback takes a fresh instant. Leaves the MDT
+    /// without that
     /// deltacommit's records: if the data write `instant` completed, the MDT is then behind
     /// the data timeline. Returns the MDT rollback's instant.
     pub fn rollback_metadata_deltacommit(&mut self, instant: &str) -> Result<String> {
         if self.mdt.is_none() {
             return Err(Error::Usage("the table has no metadata table".into()));
         }
-        let rollback = if self.layout == Layout::V1 {
-            format!("{instant}006")
-        } else {
-            self.next_time()?
-        };
+        let rollback = self.next_time()?;
         self.mdt_rollback(&rollback, instant)?;
         Ok(rollback)
     }

@@ -469,6 +469,37 @@ fn inflight_mdt_deltacommit_rolled_back_in_the_mdt() {
     }
 }
 
+/// A data rollback of a write whose MDT deltacommit was left inflight: 1.x rolls the MDT
+/// deltacommit back at the rollback's instant, 0.14 leaves it to the MDT's own cleaning.
+#[test]
+fn data_rollback_of_a_write_with_an_inflight_mdt_deltacommit() {
+    for version in [6, 9] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = TableSpec::new("t", TableType::MergeOnRead, version).with_metadata_table();
+        let mut w = TableWriter::create(dir.path(), spec, START).unwrap();
+        let mut txn = w.begin(Action::DeltaCommit).unwrap();
+        txn.insert("", &rows(1, 3)).unwrap();
+        let failed = txn.abandon_after_metadata(false).unwrap();
+        let rb = w.rollback(&failed).unwrap();
+        let state = w
+            .metadata_table()
+            .unwrap()
+            .deltacommits
+            .get(&failed)
+            .copied();
+        let disk = check(&w, "rolled back");
+        if version == 6 {
+            assert_eq!(state, Some(MdtCommitState::Inflight));
+            assert!(!disk.rollbacks.iter().any(|r| r.starts_with(&rb)));
+            assert!(disk.deltacommits.contains(&rb));
+        } else {
+            assert_eq!(state, Some(MdtCommitState::RolledBack));
+            assert!(disk.rollbacks.contains(&rb));
+            assert!(!disk.deltacommits.contains(&rb));
+        }
+    }
+}
+
 #[test]
 fn truncated_mdt_files_do_not_parse() {
     let dir = tempfile::tempdir().unwrap();
