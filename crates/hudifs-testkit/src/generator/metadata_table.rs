@@ -866,7 +866,11 @@ impl TableWriter {
             ));
             p.push(("hoodie.archivelog.folder", "archived".into()));
         }
-        let mut text = format!("#Properties saved\n#{}\n", java_date(self.clock_ms)?);
+        let saved = super::datetime(self.clock_ms)?.format("%Y-%m-%dT%H:%M:%S%.3fZ");
+        let mut text = format!(
+            "#Properties saved on {saved}\n#{}\n",
+            java_date(self.clock_ms)?
+        );
         for (k, v) in p {
             text.push_str(&format!("{k}={}\n", escape_property(&v)));
         }

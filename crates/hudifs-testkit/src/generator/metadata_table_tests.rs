@@ -245,6 +245,26 @@ fn history(version: u32, table_type: TableType, partitioned: bool) {
     let disk = check(&w, "clean");
     assert!(disk.deltacommits.contains(&clean));
 
+    // An insert overwrite: new files listed, the replaced group's files stay until cleaned.
+    let mut txn = w.begin(Action::ReplaceCommit).unwrap();
+    txn.insert(&pb, &rows(7, 4)).unwrap();
+    txn.replace_group(&pb, &fb).unwrap();
+    let replace = txn.complete().unwrap();
+    let disk = check(&w, "replacecommit");
+    assert!(disk.deltacommits.contains(&replace));
+    let fb_files = w.group_files(&pb, &fb);
+    assert!(!fb_files.is_empty());
+    for f in &fb_files {
+        assert!(live(&disk.records)[partition_key(&pb)].contains_key(f));
+    }
+    // A write into a new group (the replaced one cannot be written).
+    let mut txn = w.begin(action).unwrap();
+    let fb = txn
+        .insert(&pb, &rows_with_ids(8, &[100, 101, 102]))
+        .unwrap();
+    txn.complete().unwrap();
+    check(&w, "insert after the replacecommit");
+
     // A failed write, rolled back.
     let mut txn = w.begin(action).unwrap();
     txn.update(&pb, &fb, &rows_with_ids(4, &[100, 101]))
