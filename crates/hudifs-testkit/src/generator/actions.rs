@@ -6,8 +6,8 @@ use serde_json::{json, Value as Json};
 
 use super::parquet::{self, BaseFile, StoredRow};
 use super::{
-    avro, data_path, logfile, rel_path, Compaction, CompactionOp, Event, LogEntry, Slice, Stat,
-    TableWriter, BASE_EXT, CLOCK_STEP_MS,
+    avro, data_path, logfile, metadata_table, rel_path, Compaction, CompactionOp, Event, LogEntry,
+    Slice, Stat, TableWriter, BASE_EXT, CLOCK_STEP_MS,
 };
 use hudifs_core::error::{Error, Result};
 use hudifs_core::listing;
@@ -210,6 +210,8 @@ impl TableWriter {
                     }
                 })
                 .collect();
+            let records = metadata_table::commit_records(&metadata_table::stat_files(&stats));
+            self.mdt_deltacommit(instant, records, true)?;
             let meta = self.commit_json(&stats, &[], false, true, "COMPACT");
             let path = self.instant_path(
                 instant,
@@ -322,6 +324,11 @@ impl TableWriter {
             );
             self.forget_files(p, names);
         }
+        self.mdt_deltacommit(
+            &instant,
+            metadata_table::deletion_records(&by_partition),
+            true,
+        )?;
         let completion = self.next_time()?;
         let meta = json!({
             "policy": policy,
@@ -432,6 +439,8 @@ impl TableWriter {
         let mut results: BTreeMap<String, PartitionResult> = BTreeMap::new();
         let mut deleted = Vec::new();
         let mut written = Vec::new();
+        // Log files the rollback leaves on disk (layout 1), for the metadata table.
+        let mut listed_logs: Vec<(String, String, u64)> = Vec::new();
         for f in &failed.files {
             let r = results.entry(f.partition.clone()).or_default();
             let rel = rel_path(&f.partition, &f.name);
@@ -441,6 +450,7 @@ impl TableWriter {
                 // so Hudi 0.x never deletes it: a command block tells readers to skip the
                 // failed instant's blocks.
                 r.failed_logs.insert(rel, f.size);
+                listed_logs.push((f.partition.clone(), f.name.clone(), f.size));
                 let key = (f.partition.clone(), f.file_id.clone());
                 let base = logfile_base_instant(&f.name);
                 let Some(g) = self.groups.get_mut(&key) else {
@@ -473,6 +483,7 @@ impl TableWriter {
                 r.rollback_logs
                     .insert(rel_path(&f.partition, &name), bytes.len() as u64);
                 written.push(rel_path(&f.partition, &name));
+                listed_logs.push((f.partition.clone(), name.clone(), size));
                 self.record_written(&f.partition, &name, &rollback, 0, size);
             } else if self.delete(&path)? {
                 r.ok.push(rel.clone());
@@ -493,6 +504,7 @@ impl TableWriter {
                 }
             }
         }
+        self.mdt_on_data_rollback(&rollback, instant, &listed_logs)?;
         // The failed instant disappears from the timeline.
         for state in [State::Requested, State::Inflight] {
             self.delete(&self.instant_path(instant, None, failed.action, state))?;

@@ -28,6 +28,21 @@ impl Txn<'_> {
     /// the writer is dropped) — so the files of a partition all hold the same row. Returns the
     /// new file ids, in order.
     pub fn insert_linked(&mut self, groups: &[(&str, usize)]) -> Result<Vec<String>> {
+        self.insert_linked_with(groups, false)
+    }
+
+    /// [`Txn::insert_linked`] with one template file for every partition (written with the
+    /// first partition's values): many partitions cost one Parquet file, not one each. The
+    /// partition column values inside the files are then those of the first partition.
+    pub fn insert_linked_shared(&mut self, groups: &[(&str, usize)]) -> Result<Vec<String>> {
+        self.insert_linked_with(groups, true)
+    }
+
+    fn insert_linked_with(
+        &mut self,
+        groups: &[(&str, usize)],
+        shared: bool,
+    ) -> Result<Vec<String>> {
         for (partition, _) in groups {
             self.w.check_partition(partition)?;
         }
@@ -47,7 +62,7 @@ impl Txn<'_> {
             self.w.ensure_partition(partition, &self.instant)?;
             for _ in 0..*count {
                 let file_id = self.w.new_file_id();
-                let (template, size) = self.template(partition)?;
+                let (template, size) = self.template(partition, shared)?;
                 let token = self.w.write_token(self.task, self.stage);
                 let name = listing::base_file_name(&file_id, &token, &self.instant, BASE_EXT);
                 let path = data_path(partition, &name)?;
@@ -56,6 +71,8 @@ impl Txn<'_> {
                     .link_or_copy(&template, &path)
                     .map_err(self.w.io_err(&path))?;
                 self.record_pending(partition, &file_id, &name, false, size);
+                let instant = self.instant.clone();
+                self.w.record_written(partition, &name, &instant, 1, size);
                 self.task += 1;
                 self.ops.push(Op {
                     kind: OpKind::Insert,
@@ -79,8 +96,10 @@ impl Txn<'_> {
     }
 
     /// The template of `partition` to link next (path, size), written when missing or full.
-    fn template(&mut self, partition: &str) -> Result<(TablePath, u64)> {
-        if let Some((path, size, links)) = self.w.templates.get_mut(partition) {
+    fn template(&mut self, partition: &str, shared: bool) -> Result<(TablePath, u64)> {
+        // Partition paths never start with a NUL: the shared template cannot collide.
+        let key = if shared { "\0shared" } else { partition };
+        if let Some((path, size, links)) = self.w.templates.get_mut(key) {
             if *links < LINKS_PER_TEMPLATE {
                 *links += 1;
                 return Ok((path.clone(), *size));
@@ -105,7 +124,7 @@ impl Txn<'_> {
         )?;
         self.w
             .templates
-            .insert(partition.to_string(), (path.clone(), size, 1));
+            .insert(key.to_string(), (path.clone(), size, 1));
         Ok((path, size))
     }
 
@@ -159,6 +178,9 @@ impl Txn<'_> {
         });
         let size = writer.close(self.w, range)?;
         self.record_pending(partition, &file_id, &name, false, size);
+        let instant = self.instant.clone();
+        self.w
+            .record_written(partition, &name, &instant, written, size);
         self.task += 1;
         self.ops.push(Op {
             kind: OpKind::Insert,
@@ -180,4 +202,30 @@ impl Txn<'_> {
         }
         Ok(file_id)
     }
+}
+
+/// A wide table for tests and benchmarks: `partitions` partitions (`part=00000`, ...,
+/// hive-style) with one file group each, and a metadata table; written by one bulk commit
+/// ([`Txn::insert_linked_shared`]: every base file is a hard link to one template), so that it
+/// takes seconds. The MDT holds the init base file and one deltacommit whose HFile data block
+/// lists every partition.
+pub fn build_wide_table(
+    root: &std::path::Path,
+    version: u32,
+    table_type: hudifs_core::table::TableType,
+    partitions: usize,
+    clock_start_ms: i64,
+) -> Result<super::TableWriter> {
+    let spec = super::TableSpec::new("wide", table_type, version)
+        .partitioned_by(&["part"], true)
+        .with_metadata_table();
+    let mut w = super::TableWriter::create(root, spec, clock_start_ms)?;
+    let names: Vec<String> = (0..partitions).map(|i| format!("part={i:05}")).collect();
+    let groups: Vec<(&str, usize)> = names.iter().map(|n| (n.as_str(), 1)).collect();
+    let action = w.write_action();
+    let mut txn = w.begin(action)?;
+    txn.insert_linked_shared(&groups)?;
+    txn.complete()?;
+    w.remove_templates()?;
+    Ok(w)
 }

@@ -99,10 +99,15 @@ impl TableWriter {
             templates: BTreeMap::new(),
             template_count: 0,
             cdc: BTreeMap::new(),
+            mdt: None,
             spec,
         };
         let props = w.properties_text()?;
         w.put_atomic(&join(&hoodie, "hoodie.properties")?, props.as_bytes())?;
+        let mut w = w;
+        if w.spec.metadata_table {
+            w.enable_metadata_table()?;
+        }
         Ok(w)
     }
 
@@ -191,6 +196,10 @@ impl TableWriter {
                 Some(e) => e.1 = v.clone(),
                 None => p.push((k.as_str(), v.clone())),
             }
+        }
+        if self.mdt.is_some() {
+            p.push(("hoodie.table.metadata.partitions", "files".into()));
+            p.push(("hoodie.table.metadata.partitions.inflight", String::new()));
         }
         // No `hoodie.table.checksum`: Java validates it only when present.
         let date = datetime(self.clock_ms)?;

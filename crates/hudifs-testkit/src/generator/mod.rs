@@ -15,6 +15,14 @@
 //! schema) and names it in the write stat's `cdcStats`, as Hudi's merge handle does
 //! ([`TableWriter::cdc_files`] lists them); `cdc.rs` says what is modelled.
 //!
+//! With [`TableSpec::with_metadata_table`] the table has a metadata table whose `files`
+//! partition every action keeps up to date before its own instant completes, as Java Hudi
+//! does (an MDT deltacommit at the action's instant, HFile data blocks of
+//! `HoodieMetadataRecord`s; rollbacks and MDT compaction with Hudi 0.14's and 1.x's rules);
+//! `metadata_table.rs` says what is written, and its knobs leave the MDT behind, ahead
+//! ([`Txn::abandon_after_metadata`]), rolled back or corrupt. [`build_wide_table`] writes a
+//! table of thousands of partitions with an MDT in seconds.
+//!
 //! Every name goes through [`listing::base_file_name`], [`listing::log_file_name`] and
 //! [`timeline::instant_file_name`], so the writer cannot drift from the reader's grammar.
 //!
@@ -56,6 +64,9 @@ mod create;
 mod demo;
 mod expect;
 mod logfile;
+mod metadata_table;
+#[cfg(test)]
+mod metadata_table_tests;
 mod parquet;
 mod plumbing;
 pub mod sim;
@@ -77,10 +88,16 @@ use hudifs_core::listing::PARTITION_METAFILE;
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::{self, Action, Layout, State};
 
+pub use self::bulk::build_wide_table;
 pub use self::cdc::CdcMode;
 pub use self::demo::{build_demo, DEMO_CLOCK_START_MS};
 pub use self::expect::ExpectedFile;
 pub use self::logfile::{blocks, read_blocks, ReadBlock};
+pub use self::metadata_table::{
+    decode_files_record, merge_file_info, merge_records, partition_key, record_partitions,
+    record_schema, FileInfo, FilesRecord, MdtCommitState, MetadataTableInfo, ALL_PARTITIONS_KEY,
+    FILES_PARTITION_DIR, NON_PARTITIONED_KEY, TYPE_FILE_LIST, TYPE_PARTITION_LIST,
+};
 pub use self::parquet::{rows, rows_with_ids, Row};
 pub use self::txn::{StagedCompletion, Txn};
 
@@ -106,6 +123,8 @@ pub struct TableSpec {
     /// Change data capture (`hoodie.table.cdc.enabled`) and its supplemental logging mode: a
     /// copy-on-write write that rewrites a file group also writes a CDC log file for it.
     pub cdc: Option<CdcMode>,
+    /// The table has a metadata table (its `files` partition), kept up to date by every action.
+    pub metadata_table: bool,
 }
 
 impl TableSpec {
@@ -120,7 +139,17 @@ impl TableSpec {
             populate_meta_fields: true,
             properties: Vec::new(),
             cdc: None,
+            metadata_table: false,
         }
+    }
+
+    /// Give the table a metadata table, as Java Hudi writes it (`metadata_table.rs`): created
+    /// with the table (`hoodie.table.metadata.partitions=files`), its `files` partition
+    /// updated by an MDT deltacommit at the instant of every write, clean, rollback and
+    /// compaction before the data instant completes.
+    pub fn with_metadata_table(mut self) -> TableSpec {
+        self.metadata_table = true;
+        self
     }
 
     /// Enable change data capture with the given supplemental logging mode:
@@ -511,6 +540,8 @@ pub struct TableWriter {
     /// CDC log files written, by the requested time of the write that wrote them (paths
     /// relative to the root).
     cdc: BTreeMap<String, Vec<String>>,
+    /// The metadata table, when the table has one.
+    mdt: Option<metadata_table::MetadataTable>,
 }
 
 impl TableWriter {

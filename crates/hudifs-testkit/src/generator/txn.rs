@@ -12,8 +12,8 @@ use serde_json::{json, Value as Json};
 use super::cdc::{self, CdcMode, CdcOp};
 use super::parquet::{self, BaseFile, StoredRow};
 use super::{
-    avro, data_path, encode_err, join, logfile, rel_path, Event, Group, LogEntry, PendingFile,
-    PendingWrite, Row, Slice, Stat, TableWriter, BASE_EXT,
+    avro, data_path, encode_err, join, logfile, metadata_table, rel_path, Event, Group, LogEntry,
+    PendingFile, PendingWrite, Row, Slice, Stat, TableWriter, BASE_EXT,
 };
 use hudifs_core::error::{Error, Result};
 use hudifs_core::listing;
@@ -74,6 +74,7 @@ impl TableWriter {
             replaced: Vec::new(),
             task: 0,
             stage,
+            skip_metadata: false,
         };
         txn.write_inflight()?;
         Ok(txn)
@@ -157,6 +158,8 @@ pub struct Txn<'a> {
     replaced: Vec<(String, String)>,
     pub(super) task: u32,
     pub(super) stage: u32,
+    /// Complete without the MDT deltacommit ([`Txn::skip_metadata_update`]).
+    skip_metadata: bool,
 }
 
 impl Txn<'_> {
@@ -886,8 +889,13 @@ impl Txn<'_> {
     ) -> Result<(String, Option<(TablePath, TablePath)>)> {
         let operation = self.operation();
         let w = self.w;
-        let completion = w.next_time()?;
         let stats: Vec<Stat> = self.ops.iter().map(|o| o.stat.clone()).collect();
+        // Hudi updates the metadata table before the data instant completes.
+        if !self.skip_metadata {
+            let records = metadata_table::commit_records(&metadata_table::stat_files(&stats));
+            w.mdt_deltacommit(&self.instant, records, true)?;
+        }
+        let completion = w.next_time()?;
         let is_replace = self.action == Action::ReplaceCommit;
         let meta = w.commit_json(&stats, &self.replaced, is_replace, false, &operation);
         let schema = if is_replace {
@@ -989,5 +997,27 @@ impl Txn<'_> {
     /// `.requested` and `.inflight`). Returns the requested time.
     pub fn abandon(self) -> String {
         self.instant
+    }
+
+    /// Complete this write without updating the metadata table (as a writer with the MDT
+    /// disabled would): the data timeline has the completed instant, the MDT has no
+    /// deltacommit for it and lists none of its files — the MDT is behind the data timeline.
+    /// No effect on a table without a metadata table.
+    pub fn skip_metadata_update(&mut self) {
+        self.skip_metadata = true;
+    }
+
+    /// Fail this write after (or while) updating the metadata table: the MDT deltacommit of
+    /// this instant is written — completed when `mdt_completed`, else left inflight with its
+    /// log file on disk — and the data write is left in flight, as when a writer dies between
+    /// the MDT commit and its own. A completed MDT deltacommit then names files of an
+    /// uncommitted write; [`TableWriter::rollback`] of the write rolls it back in the MDT too.
+    /// Returns the requested time.
+    pub fn abandon_after_metadata(self, mdt_completed: bool) -> Result<String> {
+        let stats: Vec<Stat> = self.ops.iter().map(|o| o.stat.clone()).collect();
+        let records = metadata_table::commit_records(&metadata_table::stat_files(&stats));
+        self.w
+            .mdt_deltacommit(&self.instant, records, mdt_completed)?;
+        Ok(self.instant)
     }
 }
