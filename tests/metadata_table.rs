@@ -392,17 +392,19 @@ const START: i64 = 1_767_225_600_000;
 fn same_both_ways(root: &Path, step: &str, mdt: bool) -> Option<metadata_table::MdtListing> {
     let storage = open(root, ListingMode::Storage).unwrap();
     let auto = open(root, ListingMode::Auto).unwrap();
+    let read = metadata_table::read(&storage.store, &storage.ctx, &storage.meta);
     if mdt {
         assert!(
             auto.listing_source().starts_with("metadata-table@"),
-            "{step}: {}",
-            auto.listing_source()
+            "{step}: {} ({:?})",
+            auto.listing_source(),
+            read.as_ref().err()
         );
     } else {
         assert_eq!(auto.listing_source(), "storage", "{step}");
     }
     assert_same_views(step, &storage, &auto);
-    metadata_table::read(&storage.store, &storage.ctx, &storage.meta).ok()
+    read.ok()
 }
 
 fn part(partitioned: bool, city: &str) -> String {
@@ -429,7 +431,11 @@ fn history(version: u32, table_type: TableType, partitioned: bool) {
     let name = format!("v{version} {table_type:?} partitioned={partitioned}");
     let step = |w: &TableWriter, what: &str| {
         let m = same_both_ways(w.root(), &format!("{name}: {what}"), true).unwrap();
-        assert!(m.behind.is_empty(), "{name}: {what}: behind on {:?}", m.behind);
+        assert!(
+            m.behind.is_empty(),
+            "{name}: {what}: behind on {:?}",
+            m.behind
+        );
     };
     let action = w.write_action();
     let mut txn = w.begin(action).unwrap();
@@ -467,10 +473,13 @@ fn history(version: u32, table_type: TableType, partitioned: bool) {
     txn.complete().unwrap();
     step(&w, "insert overwrite");
     let mut txn = w.begin(action).unwrap();
-    let fb = txn.insert(&pb, &rows_with_ids(8, &[100, 101, 102])).unwrap();
+    let fb = txn
+        .insert(&pb, &rows_with_ids(8, &[100, 101, 102]))
+        .unwrap();
     txn.complete().unwrap();
     let mut txn = w.begin(action).unwrap();
-    txn.update(&pb, &fb, &rows_with_ids(4, &[100, 101])).unwrap();
+    txn.update(&pb, &fb, &rows_with_ids(4, &[100, 101]))
+        .unwrap();
     let failed = txn.abandon();
     step(&w, "a write in flight");
     w.rollback(&failed).unwrap();
@@ -550,9 +559,17 @@ fn generated_metadata_tables_after_failures() {
         let mut txn = w.begin(Action::DeltaCommit).unwrap();
         txn.update(&pa, &fa, &rows_with_ids(4, &[3])).unwrap();
         let failed = txn.abandon_after_metadata(false).unwrap();
-        same_both_ways(w.root(), &format!("v{version} MDT deltacommit in flight"), true);
+        same_both_ways(
+            w.root(),
+            &format!("v{version} MDT deltacommit in flight"),
+            true,
+        );
         w.rollback_metadata_deltacommit(&failed).unwrap();
-        same_both_ways(w.root(), &format!("v{version} MDT deltacommit rolled back"), true);
+        same_both_ways(
+            w.root(),
+            &format!("v{version} MDT deltacommit rolled back"),
+            true,
+        );
         w.rollback(&failed).unwrap();
         same_both_ways(w.root(), &format!("v{version} data rollback"), true);
 

@@ -579,3 +579,60 @@ fn a_slow_store_listing_holds_no_fuse_thread() {
         proxy.held()
     );
 }
+
+/// A table of 5,000 partitions with a metadata table (the test kit writes it as Java does):
+/// a cold mount and first walk of `latest/` make a few dozen requests listed from the metadata
+/// table (SEMANTICS.md §1.10), where a storage listing costs a page per 1,000 objects at best
+/// and a LIST per partition at worst; both show the same files.
+#[test]
+fn a_wide_table_mounts_in_few_requests_from_its_metadata_table() {
+    const PARTITIONS: usize = 5_000;
+    let moto = common::moto();
+    let proxy = FaultProxy::start(moto.addr, 1);
+    let url = "s3://lake/wide/t";
+    let tmp = tempfile::tempdir().unwrap();
+    let t0 = std::time::Instant::now();
+    hudifs_testkit::generator::build_wide_table(
+        tmp.path(),
+        9,
+        TableType::CopyOnWrite,
+        PARTITIONS,
+        START,
+    )
+    .unwrap();
+    let objects = hudifs_testkit::s3::upload(tmp.path(), url, &moto.endpoint);
+    let built = t0.elapsed();
+    let mut seen = Vec::new();
+    for listing in [
+        hudifs_core::listing_source::ListingMode::Auto,
+        hudifs_core::listing_source::ListingMode::Storage,
+    ] {
+        proxy.reset_counts();
+        let opts = FsOptions {
+            listing,
+            ..FsOptions::default()
+        };
+        let fs = HudiFs::with_store(store(url, &proxy.endpoint), opts).unwrap();
+        assert_eq!(walk_latest(&fs), PARTITIONS, "{listing}");
+        let c = proxy.counts();
+        eprintln!(
+            "wide table ({PARTITIONS} partitions, {objects} objects, written and uploaded in \
+             {:.1} s): --listing {listing}: mount + first walk of latest/: {}",
+            built.as_secs_f64(),
+            c.summary()
+        );
+        seen.push((c.requests, everything(&fs)));
+    }
+    let (mdt, storage) = (&seen[0], &seen[1]);
+    assert!(mdt.0 <= 50, "{} requests with the metadata table", mdt.0);
+    assert!(
+        storage.0 > mdt.0,
+        "storage {} vs metadata table {}",
+        storage.0,
+        mdt.0
+    );
+    assert!(
+        mdt.1 == storage.1,
+        "the views differ between the two listings"
+    );
+}

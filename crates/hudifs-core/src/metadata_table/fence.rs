@@ -190,6 +190,27 @@ impl Fence {
         self.fenced.get()
     }
 
+    /// Whether `inst` is a layout 2 rollback or restore with nothing to do in the MDT: Hudi 1.x
+    /// rolls an MDT deltacommit back under the data rollback's time, and does nothing when the
+    /// instants it rolled back never completed an MDT write (whose files the MDT then never
+    /// listed).
+    fn rollback_without_mdt_write(
+        &self,
+        inst: &Instant,
+        layout: Layout,
+        meta: &InstantMetadata,
+    ) -> bool {
+        if layout != Layout::V2 || !matches!(inst.action, Action::Rollback | Action::Restore) {
+            return false;
+        }
+        let Ok(v) = meta.json(inst) else {
+            return false;
+        };
+        let mut targets = HashSet::new();
+        rolled_back(&v, &mut targets);
+        !targets.is_empty() && !targets.iter().any(|t| self.mdt_completed.contains(t))
+    }
+
     /// The partitions touched by completed data instants the MDT does not cover.
     pub fn behind(
         &self,
@@ -202,6 +223,7 @@ impl Fence {
             .instants()
             .filter(|i| i.is_completed() && changes_files_action(i.action))
             .filter(|i| !self.mdt_completed.contains(i.requested.as_str()))
+            .filter(|i| !self.rollback_without_mdt_write(i, layout, meta))
             .filter(|i| {
                 let at = match layout {
                     Layout::V2 => i.completion.as_ref().unwrap_or(&i.requested).as_str(),

@@ -171,9 +171,17 @@ pub fn read(
                 && fence.changes_files(t)
                 && !present.contains(t)
             {
-                return Err(err(format!(
-                    "the files partition holds no block of its completed instant {t}"
-                )));
+                // A write that changed no listing writes no block: its commit metadata says
+                // whether it wrote to the files partition.
+                let wrote = match mmeta.commit(inst) {
+                    Ok(m) => m.write_stats.iter().any(|w| w.partition == FILES_PARTITION),
+                    Err(_) => true,
+                };
+                if wrote {
+                    return Err(err(format!(
+                        "the files partition holds no block of its completed instant {t}"
+                    )));
+                }
             }
         }
         // A block counts when its instant completed in the MDT (or is the MDT's own service)
