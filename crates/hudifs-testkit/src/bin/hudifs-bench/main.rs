@@ -17,6 +17,7 @@ mod record;
 mod report;
 mod s3list;
 mod s3mdt;
+mod s3server;
 #[cfg(feature = "s3bench")]
 mod s3read;
 mod sys;
@@ -196,6 +197,9 @@ enum Cmd {
         /// Per-request latencies to measure at, in ms.
         #[arg(long, value_delimiter = ',', default_value = "0,20")]
         latency_ms: Vec<u64>,
+        /// The S3 server: moto, or s3s-fs (in process; a build with --features s3bench).
+        #[arg(long, default_value = "moto")]
+        server: String,
         #[command(flatten)]
         c: Common,
     },
@@ -212,6 +216,9 @@ enum Cmd {
         /// Per-request latencies to measure at, in ms.
         #[arg(long, value_delimiter = ',', default_value = "0,20")]
         latency_ms: Vec<u64>,
+        /// The S3 server: moto, or s3s-fs (in process; a build with --features s3bench).
+        #[arg(long, default_value = "moto")]
+        server: String,
         #[command(flatten)]
         c: Common,
     },
@@ -262,15 +269,17 @@ fn main() -> std::process::ExitCode {
             python,
             script,
             latency_ms,
+            server,
             c,
-        } => s3list::bench_s3_list(table, python, script, latency_ms, c),
+        } => s3list::bench_s3_list(table, python, script, latency_ms, server, c),
         Cmd::S3Mdt {
             table,
             python,
             script,
             latency_ms,
+            server,
             c,
-        } => s3mdt::bench_s3_mdt(table, python, script, latency_ms, c),
+        } => s3mdt::bench_s3_mdt(table, python, script, latency_ms, server, c),
         Cmd::Freshness {
             work,
             files,

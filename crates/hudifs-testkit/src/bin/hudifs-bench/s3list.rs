@@ -8,10 +8,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use hudifs_testkit::s3::{store_args, upload, FaultProxy, Moto, KEYS};
+use hudifs_testkit::s3::{store_args, FaultProxy, KEYS};
 use serde::Deserialize;
 
 use crate::record::{append, median, Record, Side};
+use crate::s3server::Server;
 use crate::sys::{find_files, hudifs_bin, Mount};
 use crate::{Common, Res};
 
@@ -26,17 +27,19 @@ pub fn bench_s3_list(
     python: &Path,
     script: &Path,
     latencies_ms: &[u64],
+    server: &str,
     c: &Common,
 ) -> Res<()> {
     hudifs_testkit::s3::set_keys();
     let hudifs = hudifs_bin(c);
-    let moto = Moto::start(python);
-    let proxy = FaultProxy::start(moto.addr, 1);
+    let server = Server::start(server, python)?;
+    let proxy = FaultProxy::start(server.addr(), 1);
     let url = "s3://lake/bench/t";
     let t = Instant::now();
-    let objects = upload(table, url, &moto.endpoint);
+    let objects = server.put_table(table, url)?;
+    let on = server.name();
     println!(
-        "   uploaded {objects} objects to moto in {:.1} s",
+        "   put {objects} objects on {on} in {:.1} s",
         t.elapsed().as_secs_f64()
     );
     let storage_options = hudi_rs_options(&proxy);
@@ -71,7 +74,7 @@ pub fn bench_s3_list(
         }
         let mut notes = vec![
             format!(
-                "{objects} objects on moto (127.0.0.1) behind a proxy adding {lat} ms per request; \
+                "{objects} objects on {on} (127.0.0.1) behind a proxy adding {lat} ms per request; \
                  latest/ lists {n_view} files, hudi-rs returns {n_slices} file slices"
             ),
             format!("hudifs requests from mount to the end of the first find: {mount_requests}"),
@@ -86,16 +89,21 @@ pub fn bench_s3_list(
                 .to_string(),
         ];
         notes.extend(requests.iter().cloned());
-        let id = if lat == 0 {
+        let base = if on == "moto" {
             "s3list".to_string()
         } else {
-            format!("s3list-{lat}ms")
+            format!("s3list-{on}")
+        };
+        let id = if lat == 0 {
+            base
+        } else {
+            format!("{base}-{lat}ms")
         };
         let r = Record::new(
             8,
             &id,
             &format!(
-                "S3 table (moto, +{lat} ms/request): mount until first full listing of latest/ vs \
+                "S3 table ({on}, +{lat} ms/request): mount until first full listing of latest/ vs \
                  hudi-rs get_file_slices()"
             ),
             Side::new("hudifs", "s", a),

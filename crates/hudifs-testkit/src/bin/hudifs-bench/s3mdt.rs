@@ -1,5 +1,5 @@
-//! Figure 9: a table of many partitions with a metadata table, on a local S3 server (moto on
-//! 127.0.0.1 behind the test kit's latency proxy): mount until the first full listing of
+//! Figure 9: a table of many partitions with a metadata table, on a local S3 server (moto or
+//! s3s-fs on 127.0.0.1, behind the test kit's latency proxy): mount until the first full listing of
 //! latest/ listed from the metadata table (`--listing auto`) vs the same with `--listing
 //! storage`, and vs hudi-rs `build()` + `get_file_slices()` (which reads the metadata table of
 //! a version 8+ table too), with and without the latency; the requests of each hudifs side.
@@ -7,10 +7,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hudifs_testkit::s3::{store_args, upload, FaultProxy, Moto};
+use hudifs_testkit::s3::{store_args, FaultProxy};
 
 use crate::record::{append, Record, Side};
 use crate::s3list::{first_walk, hudi_rs_options, hudi_rs_slices};
+use crate::s3server::Server;
 use crate::sys::hudifs_bin;
 use crate::{Common, Res};
 
@@ -19,17 +20,19 @@ pub fn bench_s3_mdt(
     python: &Path,
     script: &Path,
     latencies_ms: &[u64],
+    server: &str,
     c: &Common,
 ) -> Res<()> {
     hudifs_testkit::s3::set_keys();
     let hudifs = hudifs_bin(c);
-    let moto = Moto::start(python);
-    let proxy = FaultProxy::start(moto.addr, 1);
+    let server = Server::start(server, python)?;
+    let proxy = FaultProxy::start(server.addr(), 1);
     let url = "s3://lake/bench/mdt";
     let t = Instant::now();
-    let objects = upload(table, url, &moto.endpoint);
+    let objects = server.put_table(table, url)?;
+    let on = server.name();
     println!(
-        "   uploaded {objects} objects to moto in {:.1} s",
+        "   put {objects} objects on {on} in {:.1} s",
         t.elapsed().as_secs_f64()
     );
     let storage_options = hudi_rs_options(&proxy);
@@ -74,7 +77,7 @@ pub fn bench_s3_mdt(
         }
         let notes = vec![
             format!(
-                "{objects} objects on moto (127.0.0.1) behind a proxy adding {lat} ms per \
+                "{objects} objects on {on} (127.0.0.1) behind a proxy adding {lat} ms per \
                  request; latest/ lists {} files, hudi-rs returns {slices} file slices",
                 m.files
             ),
@@ -88,16 +91,19 @@ pub fn bench_s3_mdt(
              --listing storage; hudi-rs side: in-process time of build() + get_file_slices()"
                 .to_string(),
         ];
-        let suffix = if lat == 0 {
+        let mut suffix = if on == "moto" {
             String::new()
         } else {
-            format!("-{lat}ms")
+            format!("-{on}")
         };
+        if lat != 0 {
+            suffix.push_str(&format!("-{lat}ms"));
+        }
         for (id, title, b, target) in [
             (
                 format!("s3mdt{suffix}"),
                 format!(
-                    "S3 table with a metadata table (moto, +{lat} ms/request): first listing \
+                    "S3 table with a metadata table ({on}, +{lat} ms/request): first listing \
                      from the metadata table vs from storage"
                 ),
                 Side::new("hudifs --listing storage", "s", storage.clone()),
@@ -106,7 +112,7 @@ pub fn bench_s3_mdt(
             (
                 format!("s3mdt-hudi-rs{suffix}"),
                 format!(
-                    "S3 table with a metadata table (moto, +{lat} ms/request): mount until \
+                    "S3 table with a metadata table ({on}, +{lat} ms/request): mount until \
                      first full listing of latest/ vs hudi-rs get_file_slices()"
                 ),
                 Side::new("hudi-rs", "s", hudi_rs.clone()),

@@ -40,7 +40,7 @@ fn err<E: std::fmt::Display>(what: &str) -> impl Fn(E) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
-fn runtime() -> Res<tokio::runtime::Runtime> {
+pub fn runtime() -> Res<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
@@ -49,7 +49,7 @@ fn runtime() -> Res<tokio::runtime::Runtime> {
 }
 
 /// s3s-fs over `root` on 127.0.0.1; its endpoint.
-fn start_server(rt: &tokio::runtime::Runtime, root: &Path) -> Res<String> {
+pub fn start_server(rt: &tokio::runtime::Runtime, root: &Path) -> Res<String> {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use hyper_util::server::conn::auto::Builder as ConnBuilder;
     let fs = s3s_fs::FileSystem::new(root).map_err(|e| format!("s3s-fs: {e:?}"))?;
