@@ -152,7 +152,8 @@ pub fn run_ls(args: &LsArgs, out: &mut dyn Write) -> Result<()> {
         return print_merged(&key, &view, args.json, out);
     }
     if args.json {
-        let v = view_json(&key, &view, args.read_optimized);
+        let mut v = view_json(&key, &view, args.read_optimized);
+        v["source"] = json!(table.listing_source());
         serde_json::to_writer_pretty(&mut *out, &v).map_err(|e| w(e.into()))?;
         writeln!(out).map_err(w)?;
     } else {

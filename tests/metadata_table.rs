@@ -334,6 +334,19 @@ fn hudifs_ls_lists_with_every_mode_and_verify_finds_no_difference() {
     }
     assert!(!outs[0].is_empty());
     assert!(outs.iter().all(|o| o == &outs[0]));
+    // --json names the source.
+    for (mode, source) in [("storage", "storage"), ("metadata", "metadata-table@")] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hudifs"))
+            .args(["ls", root, "--json", "--listing", mode])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            v["source"].as_str().unwrap().starts_with(source),
+            "{mode}: {}",
+            v["source"]
+        );
+    }
     // A bad mode is a usage error naming the modes.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hudifs"))
         .args(["ls", root, "--listing", "fast"])

@@ -17,9 +17,9 @@ mod record;
 mod report;
 mod s3list;
 mod s3mdt;
-mod s3server;
 #[cfg(feature = "s3bench")]
 mod s3read;
+mod s3server;
 mod sys;
 
 use std::path::PathBuf;
