@@ -24,8 +24,9 @@
 //! # Instants
 //!
 //! - Initialization: `<latest completed data instant or 00000000000000>010` in v6
-//!   (`createIndexInitTimestamp`, files is partition offset 0); in 1.x the latest completed data
-//!   instant, or `00000000000000000` (`SOLO_COMMIT_TIMESTAMP`) on a table with none. A
+//!   (`createIndexInitTimestamp` over 0.x's 14-digit `SOLO_COMMIT_TIMESTAMP`, files is partition
+//!   offset 0); in 1.x the latest completed data instant (of any action), or
+//!   `00000000000000000` on a table with none. A
 //!   deltacommit (`BULK_INSERT_PREPPED`) whose base HFile holds the table's committed files.
 //! - Every data write, clean and compaction: an MDT deltacommit (`UPSERT_PREPPED`) with the
 //!   **same instant time**, completed before the data instant completes.
@@ -668,14 +669,20 @@ impl TableWriter {
                 "the table already has a metadata table".into(),
             ));
         }
-        if !self.pending.is_empty() {
+        if !self.pending.is_empty() || !self.pending_compactions().is_empty() {
             return Err(Error::Usage(
-                "cannot initialize the metadata table while writes are in flight".into(),
+                "cannot initialize the metadata table while actions are in flight".into(),
             ));
         }
         let version = self.spec.version;
         let layout = self.layout;
-        let latest = self.completed.keys().next_back().cloned();
+        // The latest completed action of any kind (`filterCompletedInstants().lastInstant()`).
+        let latest = self
+            .events
+            .iter()
+            .filter(|e| e.state == State::Completed)
+            .map(|e| e.instant.clone())
+            .max();
         let init = if layout == Layout::V1 {
             format!("{}010", latest.as_deref().map_or("00000000000000", |t| t))
         } else {

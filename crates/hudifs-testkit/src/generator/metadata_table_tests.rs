@@ -554,13 +554,16 @@ fn enabling_the_mdt_later_bases_it_on_the_committed_files() {
         let mut txn = w.begin(Action::DeltaCommit).unwrap();
         txn.update("city=a", &fid, &rows_with_ids(2, &[1])).unwrap();
         let t2 = txn.complete().unwrap();
+        // The latest completed action need not be a write.
+        let clean = w.clean(&t2, &[("city=a", "no-such-file.parquet")]).unwrap();
+        assert!(clean > t2);
         assert!(!w.has_metadata_table());
         w.enable_metadata_table().unwrap();
         let info = w.metadata_table().unwrap();
         let want = if version == 6 {
-            format!("{t2}010")
+            format!("{clean}010")
         } else {
-            t2.clone()
+            clean.clone()
         };
         assert_eq!(info.init_instant, want);
         assert!(t1 < t2);
