@@ -24,8 +24,9 @@
 //! # Instants
 //!
 //! - Initialization: `<latest completed data instant or 00000000000000>010` in v6
-//!   (`createIndexInitTimestamp`, files is partition offset 0); in 1.x the latest completed data
-//!   instant, or `00000000000000000` (`SOLO_COMMIT_TIMESTAMP`) on a table with none. A
+//!   (`createIndexInitTimestamp` over 0.x's 14-digit `SOLO_COMMIT_TIMESTAMP`, files is partition
+//!   offset 0); in 1.x the latest completed data instant (of any action), or
+//!   `00000000000000000` on a table with none. A
 //!   deltacommit (`BULK_INSERT_PREPPED`) whose base HFile holds the table's committed files.
 //! - Every data write, clean and compaction: an MDT deltacommit (`UPSERT_PREPPED`) with the
 //!   **same instant time**, completed before the data instant completes.
@@ -46,11 +47,12 @@
 //!
 //! `HoodieMetadataRecord` under the writer schema Java uses: the record schema with the five
 //! Hudi meta fields in front (`HoodieAvroUtils.addMetadataFields`; null, as the MDT does not
-//! populate them). The 1.x schema is the one in the SCHEMA header of `v9_nonpartitioned_rollback`'s
-//! log blocks (`metadata_record_schema_v9.json`, data copied from the fixture); the v6 one is
-//! derived from it by dropping what 0.14's `HoodieMetadata.avsc` lacks (the
-//! `SecondaryIndexMetadata` field, column stats' `isTightBound` / `valueType`, record index
-//! `position`). As Java does for the MDT, the `key` field of the value is the empty string (the
+//! populate them). The v9 and v8 schemas are the ones in the SCHEMA headers of the fixtures'
+//! log blocks (`metadata_record_schema_v9.json` from `v9_nonpartitioned_rollback`,
+//! `metadata_record_schema_v8.json` from `v8_trips_8i3u1d`: data copied from the fixtures); the
+//! v6 one is derived from the v8 one by dropping what 1.0 added to 0.14's
+//! `HoodieMetadata.avsc` (the `SecondaryIndexMetadata` field, column stats' `isTightBound`,
+//! record index `position`) — an approximation: no 0.14-written MDT was at hand to copy. As Java does for the MDT, the `key` field of the value is the empty string (the
 //! key is the HFile cell key). Type 1, key `__all_partitions__`: the partitions a commit touched
 //! (size 0). Type 2, key the partition path (`.` for a non-partitioned table): file name →
 //! `{size, isDeleted}`; a commit adds its written files (base, log and CDC files, with their
@@ -75,9 +77,11 @@ use hudifs_core::error::{Error, Result};
 use hudifs_core::listing;
 use hudifs_core::timeline::{self, Action, Layout, State};
 
-/// `HoodieMetadataRecord` as Hudi 1.x writes it into MDT HFiles (with meta fields), copied
-/// from the SCHEMA header of a Spark-written log block.
+/// `HoodieMetadataRecord` as Hudi 1.1 (table version 9) and 1.0 (table version 8) write it
+/// into MDT HFiles (with meta fields), copied from the SCHEMA header of Spark-written log
+/// blocks (`v9_nonpartitioned_rollback`, `v8_trips_8i3u1d`).
 const SCHEMA_V9: &str = include_str!("metadata_record_schema_v9.json");
+const SCHEMA_V8: &str = include_str!("metadata_record_schema_v8.json");
 
 /// The key of the partition list record (`HoodieTableMetadata.RECORDKEY_PARTITION_LIST`).
 pub const ALL_PARTITIONS_KEY: &str = "__all_partitions__";
@@ -170,18 +174,18 @@ pub fn partition_key(partition: &str) -> &str {
 /// The writer schema (with meta fields) of MDT records for a table version, as the text Java
 /// writes into HFile file info and log block headers.
 pub fn record_schema(version: u32) -> Result<String> {
-    let mut v: Json = serde_json::from_str(SCHEMA_V9)
-        .map_err(|e| Error::Invalid(format!("metadata record schema: {e}")))?;
-    if version < 8 {
-        drop_fields(&mut v, "HoodieMetadataRecord", &["SecondaryIndexMetadata"]);
-        drop_fields(
-            &mut v,
-            "HoodieMetadataColumnStats",
-            &["isTightBound", "valueType"],
-        );
-        drop_fields(&mut v, "HoodieRecordIndexInfo", &["position"]);
+    match version {
+        9 => Ok(SCHEMA_V9.trim_end().to_string()),
+        8 => Ok(SCHEMA_V8.trim_end().to_string()),
+        _ => {
+            let mut v: Json = serde_json::from_str(SCHEMA_V8)
+                .map_err(|e| Error::Invalid(format!("metadata record schema: {e}")))?;
+            drop_fields(&mut v, "HoodieMetadataRecord", &["SecondaryIndexMetadata"]);
+            drop_fields(&mut v, "HoodieMetadataColumnStats", &["isTightBound"]);
+            drop_fields(&mut v, "HoodieRecordIndexInfo", &["position"]);
+            Ok(v.to_string())
+        }
     }
-    Ok(v.to_string())
 }
 
 /// Remove fields from the record named `record` wherever it is defined in `v`.
@@ -668,14 +672,20 @@ impl TableWriter {
                 "the table already has a metadata table".into(),
             ));
         }
-        if !self.pending.is_empty() {
+        if !self.pending.is_empty() || !self.pending_compactions().is_empty() {
             return Err(Error::Usage(
-                "cannot initialize the metadata table while writes are in flight".into(),
+                "cannot initialize the metadata table while actions are in flight".into(),
             ));
         }
         let version = self.spec.version;
         let layout = self.layout;
-        let latest = self.completed.keys().next_back().cloned();
+        // The latest completed action of any kind (`filterCompletedInstants().lastInstant()`).
+        let latest = self
+            .events
+            .iter()
+            .filter(|e| e.state == State::Completed)
+            .map(|e| e.instant.clone())
+            .max();
         let init = if layout == Layout::V1 {
             format!("{}010", latest.as_deref().map_or("00000000000000", |t| t))
         } else {

@@ -372,6 +372,57 @@ fn v6_cow_partitioned_and_v9_mor_partitioned() {
     history(9, TableType::MergeOnRead, true);
 }
 
+#[test]
+fn v8_mor_partitioned() {
+    history(8, TableType::MergeOnRead, true);
+}
+
+/// The schemas written per table version: v8's and v9's are the fixtures' SCHEMA headers; v6's
+/// is v8's without the fields 1.0 added.
+#[test]
+fn record_schemas_per_table_version() {
+    let names = |s: &str| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(s).unwrap();
+        v["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let v6 = record_schema(6).unwrap();
+    let v8 = record_schema(8).unwrap();
+    let v9 = record_schema(9).unwrap();
+    assert!(names(&v9).contains(&"SecondaryIndexMetadata".to_string()));
+    assert!(names(&v8).contains(&"SecondaryIndexMetadata".to_string()));
+    assert!(!names(&v6).contains(&"SecondaryIndexMetadata".to_string()));
+    assert!(v9.contains("\"valueType\"") && !v8.contains("\"valueType\""));
+    assert!(v8.contains("\"isTightBound\"") && !v6.contains("\"isTightBound\""));
+    assert!(v8.contains("\"position\"") && !v6.contains("\"position\""));
+    assert_eq!(&names(&v6)[..8], &names(&v9)[..8]);
+    let Some(fixtures) = crate::fixtures::dir() else {
+        return;
+    };
+    let zip_path = fixtures.join("tables/quickstart_trips_table/mor/avro/v8_trips_8i3u1d.zip");
+    let mut archive = zip::ZipArchive::new(std::fs::File::open(zip_path).unwrap()).unwrap();
+    let mut checked = 0;
+    for i in 0..archive.len() {
+        let mut f = archive.by_index(i).unwrap();
+        if !f.name().contains("/.hoodie/metadata/files/.files-") {
+            continue;
+        }
+        let mut bytes = Vec::new();
+        f.read_to_end(&mut bytes).unwrap();
+        for b in read_blocks(&bytes).unwrap() {
+            if b.block_type == blocks::HFILE_DATA {
+                assert_eq!(b.schema(), Some(v8.as_str()), "{}", f.name());
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 0);
+}
+
 /// A write whose MDT update is skipped: the MDT is behind the data timeline.
 #[test]
 fn skipped_metadata_update_leaves_the_mdt_behind() {
@@ -554,13 +605,16 @@ fn enabling_the_mdt_later_bases_it_on_the_committed_files() {
         let mut txn = w.begin(Action::DeltaCommit).unwrap();
         txn.update("city=a", &fid, &rows_with_ids(2, &[1])).unwrap();
         let t2 = txn.complete().unwrap();
+        // The latest completed action need not be a write.
+        let clean = w.clean(&t2, &[("city=a", "no-such-file.parquet")]).unwrap();
+        assert!(clean > t2);
         assert!(!w.has_metadata_table());
         w.enable_metadata_table().unwrap();
         let info = w.metadata_table().unwrap();
         let want = if version == 6 {
-            format!("{t2}010")
+            format!("{clean}010")
         } else {
-            t2.clone()
+            clean.clone()
         };
         assert_eq!(info.init_instant, want);
         assert!(t1 < t2);
