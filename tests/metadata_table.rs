@@ -597,3 +597,8 @@ fn generated_metadata_tables_after_failures() {
         same_both_ways(w.root(), &format!("v{version} truncated base"), false);
     }
 }
+
+#[test]
+fn generated_v8_merge_on_read_history() {
+    history(8, TableType::MergeOnRead, true);
+}
