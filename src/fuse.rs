@@ -72,9 +72,7 @@ impl FuseAdapter {
     /// (docs/SEMANTICS.md §9).
     fn later(&self, f: impl FnOnce(&dyn Served, &Passthrough) + Send + 'static) {
         let (fs, pass) = (self.fs.clone(), self.pass.clone());
-        if let Some(job) = self.fs.run_blocking(Box::new(move || f(&*fs, &pass))) {
-            job()
-        }
+        self.fs.run_blocking(Box::new(move || f(&*fs, &pass)));
     }
 }
 
@@ -351,18 +349,7 @@ impl Filesystem for FuseAdapter {
             Ok(data) => reply.data(data),
             Err(e) => reply.error(errno("read", &ino.0, &e)),
         });
-        let Some(answer) = self.fs.read_later(fh.0, offset, size, answer) else {
-            return;
-        };
-        let mut answer = Some(answer);
-        let sent = self.fs.read_into(fh.0, offset, size, &mut |data| {
-            if let Some(a) = answer.take() {
-                a(Ok(data));
-            }
-        });
-        if let (Err(e), Some(a)) = (sent, answer) {
-            a(Err(e));
-        }
+        self.fs.read(fh.0, offset, size, answer);
     }
 
     fn release(

@@ -91,15 +91,25 @@ fn names(fs: &dyn Served, path: &[&str]) -> Vec<String> {
     list(fs, ino).unwrap().into_iter().map(|e| e.0).collect()
 }
 
+/// A read through [`Served::read`], waited for.
+fn read(fs: &dyn Served, fh: u64, offset: u64, size: u32) -> hudifs_core::error::Result<Vec<u8>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    fs.read(
+        fh,
+        offset,
+        size,
+        Box::new(move |r| {
+            let _ = tx.send(r.map(<[u8]>::to_vec));
+        }),
+    );
+    rx.recv().unwrap()
+}
+
 fn read_all(fs: &dyn Served, ino: u64) -> Vec<u8> {
     let fh = fs.open(ino).unwrap().fh;
     let mut got = Vec::new();
     loop {
-        let mut chunk = Vec::new();
-        fs.read_into(fh, got.len() as u64, 65_536, &mut |d| {
-            chunk.extend_from_slice(d)
-        })
-        .unwrap();
+        let chunk = read(fs, fh, got.len() as u64, 65_536).unwrap();
         if chunk.is_empty() {
             break;
         }
@@ -299,8 +309,8 @@ fn lake_story(lake: Arc<dyn StorageWrite>, pinned: bool) {
     assert_eq!(lookup(&fs, &["trips"]), Err(libc::ENOENT));
     // The kernel is told to forget the name that left.
     assert_eq!(kernel.take(), BTreeSet::from([(ROOT, "trips".to_string())]));
-    let mut bytes = Vec::new();
-    let read = fs.read_into(kept_file.2, 0, 1 << 20, &mut |d| bytes.extend_from_slice(d));
+    let read = read(&fs, kept_file.2, 0, 1 << 20);
+    let bytes = read.as_ref().cloned().unwrap_or_default();
     if pinned {
         read.unwrap();
         assert!(

@@ -123,7 +123,8 @@ pub struct Opened {
     pub backing: Option<Arc<dyn OpenFile>>,
 }
 
-/// Where a read answered later ([`HudiFs::read_later`]) delivers its bytes or its error.
+/// Where a read ([`HudiFs::read_to`]) delivers its bytes or its error: once, from the calling
+/// thread (a local disk, a rendered timeline file) or from the store's runtime.
 pub type ReadAnswer = Box<dyn FnOnce(Result<&[u8]>) + Send>;
 
 /// Mount-wide options.

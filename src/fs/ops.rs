@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hudifs_core::error::{Error, Result};
@@ -637,73 +637,44 @@ impl HudiFs {
         }
     }
 
-    /// Read up to `size` bytes at `offset` of an open file.
+    /// Read up to `size` bytes at `offset` of an open file, waiting for them (tests and tools;
+    /// the mount answers with [`HudiFs::read_to`]).
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
-        self.read_with(fh, offset, size, <[u8]>::to_vec)
-    }
-
-    /// Read up to `size` bytes at `offset` of an open file and hand them to `f`. Table files are
-    /// read into a buffer each thread keeps, so a read allocates and clears nothing.
-    pub fn read_with<R>(
-        &self,
-        fh: u64,
-        offset: u64,
-        size: u32,
-        f: impl FnOnce(&[u8]) -> R,
-    ) -> Result<R> {
-        thread_local! {
-            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        let file = lock(&self.open_files)
-            .get(&fh)
-            .cloned()
-            .ok_or_else(|| Error::NotFound(format!("file handle {fh}")))?;
-        match &*file {
-            OpenHandle::Data(file) => BUF.with(|cell| {
-                let mut buf = cell.borrow_mut();
-                if buf.len() < size as usize {
-                    buf.resize(size as usize, 0);
-                }
-                let buf = &mut buf[..size as usize];
-                let n = file
-                    .read_at(buf, offset)
-                    .map_err(|e| Error::io(format!("file handle {fh}"), e))?;
-                Ok(f(&buf[..n]))
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.read_to(
+            fh,
+            offset,
+            size,
+            Box::new(move |r| {
+                let _ = tx.send(r.map(<[u8]>::to_vec));
             }),
-            OpenHandle::Bytes(b) => {
-                let start = (offset as usize).min(b.len());
-                let end = start.saturating_add(size as usize).min(b.len());
-                Ok(f(&b[start..end]))
-            }
-        }
+        );
+        rx.recv().map_err(|_| {
+            Error::io(
+                format!("file handle {fh}"),
+                std::io::Error::other("no answer"),
+            )
+        })?
     }
 
-    /// Start a read of an open file whose storage answers later (object stores), so that the
-    /// calling FUSE thread does not wait on the network: `done` gets the bytes or the error
-    /// from the storage's runtime. Handles that read locally (local disks, rendered timeline
-    /// files) give `done` back, to be answered with [`HudiFs::read_with`] as before.
-    pub fn read_later(
-        &self,
-        fh: u64,
-        offset: u64,
-        size: u32,
-        done: ReadAnswer,
-    ) -> Option<ReadAnswer> {
+    /// Read up to `size` bytes at `offset` of an open file and hand them to `done`, as the
+    /// handle answers: a table file as its storage reads (in place on a local disk, from the
+    /// store's runtime on an object store, so the calling FUSE thread never waits on the
+    /// network), a rendered timeline file from memory.
+    pub fn read_to(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
         let file = lock(&self.open_files).get(&fh).cloned();
-        let Some(OpenHandle::Data(file)) = file.as_deref() else {
-            return Some(done);
-        };
-        // `done` travels inside the storage's callback; handed back, it comes out again.
-        let slot: Arc<Mutex<Option<ReadAnswer>>> = Arc::new(Mutex::new(Some(done)));
-        let inner = slot.clone();
-        let cb: hudifs_storage::ReadDone = Box::new(move |r| {
-            if let Some(done) = lock(&inner).take() {
-                done(r.map_err(|e| Error::io(format!("file handle {fh}"), e)));
+        match file.as_deref() {
+            None => done(Err(Error::NotFound(format!("file handle {fh}")))),
+            Some(OpenHandle::Data(file)) => file.read(
+                offset,
+                size as usize,
+                Box::new(move |r| done(r.map_err(|e| Error::io(format!("file handle {fh}"), e)))),
+            ),
+            Some(OpenHandle::Bytes(b)) => {
+                let start = usize::try_from(offset).unwrap_or(usize::MAX).min(b.len());
+                let end = start.saturating_add(size as usize).min(b.len());
+                done(Ok(&b[start..end]))
             }
-        });
-        match file.read_later(offset, size as usize, cb) {
-            None => None,
-            Some(_) => lock(&slot).take(),
         }
     }
 

@@ -14,12 +14,9 @@ pub trait Served: Send + Sync {
     fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry>;
     fn getattr(&self, ino: u64) -> Result<Entry>;
     fn open(&self, ino: u64) -> Result<Opened>;
-    /// Read up to `size` bytes at `offset` of an open file and hand them to `f` (once).
-    fn read_into(&self, fh: u64, offset: u64, size: u32, f: &mut dyn FnMut(&[u8])) -> Result<()>;
-    /// Answer a read of an object-store file later, from the store's runtime (the calling FUSE
-    /// thread returns at once): `None` when taken; `Some(done)`, handed back, when the file is
-    /// read in place ([`Served::read_into`]).
-    fn read_later(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer) -> Option<ReadAnswer>;
+    /// Read up to `size` bytes at `offset` of an open file and hand them, or the error, to
+    /// `done` (once): in place, or later from an object store's runtime ([`HudiFs::read_to`]).
+    fn read(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer);
     fn release(&self, fh: u64);
     fn opendir(&self, ino: u64) -> Result<OpenedDir>;
     fn readdir(&self, fh: u64) -> Result<DirListing>;
@@ -29,9 +26,9 @@ pub trait Served: Send + Sync {
     /// What `statfs` answers: the local file system under the mount, if any.
     fn statvfs(&self) -> Option<FsStats>;
     /// Run `job` (a request that may wait on the storage, with its reply) where waiting holds
-    /// no FUSE thread: `None` when the storage took it, `Some(job)` handed back to run in place
-    /// (a local disk; see `Storage::run_blocking`).
-    fn run_blocking(&self, job: Job) -> Option<Job>;
+    /// no FUSE thread: on an object store's threads, in place on a local disk (see
+    /// `Storage::run_blocking`).
+    fn run_blocking(&self, job: Job);
 }
 
 impl Served for HudiFs {
@@ -44,11 +41,8 @@ impl Served for HudiFs {
     fn open(&self, ino: u64) -> Result<Opened> {
         HudiFs::open(self, ino)
     }
-    fn read_into(&self, fh: u64, offset: u64, size: u32, f: &mut dyn FnMut(&[u8])) -> Result<()> {
-        self.read_with(fh, offset, size, f)
-    }
-    fn read_later(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer) -> Option<ReadAnswer> {
-        HudiFs::read_later(self, fh, offset, size, done)
+    fn read(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
+        HudiFs::read_to(self, fh, offset, size, done)
     }
     fn release(&self, fh: u64) {
         HudiFs::release(self, fh)
@@ -71,7 +65,7 @@ impl Served for HudiFs {
     fn statvfs(&self) -> Option<FsStats> {
         self.store().local().and_then(|l| l.statvfs())
     }
-    fn run_blocking(&self, job: Job) -> Option<Job> {
+    fn run_blocking(&self, job: Job) {
         self.store().run_blocking(job)
     }
 }

@@ -588,16 +588,10 @@ impl Served for LakeFs {
         }
     }
 
-    fn read_into(&self, fh: u64, offset: u64, size: u32, f: &mut dyn FnMut(&[u8])) -> Result<()> {
-        let (_, fs, inner) = self.table_handle(fh)?;
-        fs.read_with(inner, offset, size, f)
-    }
-
-    fn read_later(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer) -> Option<ReadAnswer> {
+    fn read(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
         match self.table_handle(fh) {
-            Ok((_, fs, inner)) => fs.read_later(inner, offset, size, done),
-            // An unknown handle: read_into gives its error.
-            Err(_) => Some(done),
+            Ok((_, fs, inner)) => fs.read_to(inner, offset, size, done),
+            Err(e) => done(Err(e)),
         }
     }
 
@@ -688,7 +682,7 @@ impl Served for LakeFs {
     fn statvfs(&self) -> Option<FsStats> {
         self.store.local().and_then(|l| l.statvfs())
     }
-    fn run_blocking(&self, job: hudifs_storage::Job) -> Option<hudifs_storage::Job> {
+    fn run_blocking(&self, job: hudifs_storage::Job) {
         self.store.run_blocking(job)
     }
 }

@@ -408,7 +408,7 @@ impl OpenFile for RemoteFile {
         Ok(b.len())
     }
 
-    fn read_later(&self, offset: u64, len: usize, done: ReadDone) -> Option<ReadDone> {
+    fn read(&self, offset: u64, len: usize, done: ReadDone) {
         match self.read_now(offset, len) {
             ReadNow::Ready(Ok(b)) => done(Ok(&b)),
             ReadNow::Ready(Err(e)) => done(Err(e)),
@@ -421,6 +421,5 @@ impl OpenFile for RemoteFile {
                 });
             }
         }
-        None
     }
 }

@@ -635,9 +635,8 @@ impl Storage for ObjectStorage {
     /// On the runtime's blocking threads (as many as are waiting, up to tokio's bound of 512):
     /// their store calls block on the runtime from there, as a FUSE thread would, but FUSE
     /// threads stay free for requests answered from memory (docs/SEMANTICS.md §9).
-    fn run_blocking(&self, job: hudifs_storage::Job) -> Option<hudifs_storage::Job> {
+    fn run_blocking(&self, job: hudifs_storage::Job) {
         drop(self.runtime.spawn_blocking(job));
-        None
     }
 
     /// What the directory's last listing said of the file, as a HEAD would say it.

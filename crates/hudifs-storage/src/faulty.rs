@@ -250,7 +250,7 @@ impl<S: Storage + ?Sized> Storage for FaultyStore<S> {
     fn is_object_store(&self) -> bool {
         self.inner.is_object_store()
     }
-    fn run_blocking(&self, job: crate::Job) -> Option<crate::Job> {
+    fn run_blocking(&self, job: crate::Job) {
         self.inner.run_blocking(job)
     }
     fn list(&self, dir: &TablePath) -> io::Result<Vec<Entry>> {

@@ -72,9 +72,9 @@ pub struct Entry {
     pub meta: Meta,
 }
 
-/// Where a read answered later ([`OpenFile::read_later`]) delivers its bytes: called once,
-/// from whatever thread the storage answers on, with up to the length asked (fewer only at the
-/// end of the file) or the error.
+/// Where a read ([`OpenFile::read`]) delivers its bytes: called once, from whatever thread the
+/// storage answers on, with up to the length asked (fewer only at the end of the file) or the
+/// error.
 pub type ReadDone = Box<dyn FnOnce(io::Result<&[u8]>) + Send>;
 
 /// Work handed to [`Storage::run_blocking`]: it may wait on the storage, and answers for itself.
@@ -88,13 +88,25 @@ pub trait OpenFile: Send + Sync {
     fn size(&self) -> u64;
     /// Read up to `buf.len()` bytes at `offset`; fewer only at the end of the file.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
-    /// Read up to `len` bytes at `offset` without blocking the caller on the network: handles
-    /// whose reads wait on a remote store start the read, return `None` and call `done` when it
-    /// is answered (possibly before returning, when the bytes are already local). Handles that
-    /// read locally give `done` back, and the caller uses [`OpenFile::read_at`].
-    fn read_later(&self, offset: u64, len: usize, done: ReadDone) -> Option<ReadDone> {
-        let _ = (offset, len);
-        Some(done)
+    /// Read up to `len` bytes at `offset` and hand them to `done`, each storage in its own
+    /// way: a handle that reads locally answers in place, on the calling thread, from a buffer
+    /// that thread keeps (a read allocates nothing); one whose reads wait on a remote store
+    /// starts the read and answers from the store's runtime, so the caller never waits on the
+    /// network (possibly before returning, when the bytes are already local).
+    fn read(&self, offset: u64, len: usize, done: ReadDone) {
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        BUF.with(|cell| {
+            let mut buf = cell.borrow_mut();
+            if buf.len() < len {
+                buf.resize(len, 0);
+            }
+            match self.read_at(&mut buf[..len], offset) {
+                Ok(n) => done(Ok(&buf[..n])),
+                Err(e) => done(Err(e)),
+            }
+        })
     }
     /// The local file behind the handle, for kernel passthrough.
     fn as_file(&self) -> Option<&std::fs::File> {
@@ -179,11 +191,11 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     }
 
     /// Run `job`, which may wait on this storage (listings, metadata, timeline reads), where
-    /// waiting holds no thread the caller needs: a storage that waits on a network starts it on
-    /// threads of its own and returns `None`; a local one gives it back and the caller runs it
-    /// in place (a local wait is short, and running in place keeps the path as it was).
-    fn run_blocking(&self, job: Job) -> Option<Job> {
-        Some(job)
+    /// waiting holds no thread the caller needs: a storage that waits on a network runs it on
+    /// threads of its own; a local one runs it in place (a local wait is short, and running in
+    /// place keeps the path as it was).
+    fn run_blocking(&self, job: Job) {
+        job()
     }
 }
 

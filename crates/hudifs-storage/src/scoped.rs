@@ -71,7 +71,7 @@ impl Storage for Scoped {
     fn is_object_store(&self) -> bool {
         self.inner.is_object_store()
     }
-    fn run_blocking(&self, job: Job) -> Option<Job> {
+    fn run_blocking(&self, job: Job) {
         self.inner.run_blocking(job)
     }
 }
@@ -133,9 +133,8 @@ mod tests {
         fn is_object_store(&self) -> bool {
             true
         }
-        fn run_blocking(&self, job: Job) -> Option<Job> {
+        fn run_blocking(&self, job: Job) {
             std::thread::spawn(job);
-            None
         }
     }
 
@@ -147,13 +146,17 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let here = std::thread::current().id();
         let job: Job = Box::new(move || tx.send(std::thread::current().id()).unwrap());
-        assert!(t.run_blocking(job).is_none(), "taken by the store");
+        t.run_blocking(job);
         assert_ne!(rx.recv().unwrap(), here);
-        // A local disk gives the job back, to be run in place.
+        // A local disk runs the job in place.
         let mem: Arc<dyn Storage> = Arc::new(MemStore::new("m"));
         let m = scoped(&mem, &TablePath::new("db/t").unwrap()).unwrap();
         assert!(!m.is_object_store());
-        assert!(m.run_blocking(Box::new(|| ())).is_some());
+        let (tx, rx) = std::sync::mpsc::channel();
+        m.run_blocking(Box::new(move || {
+            tx.send(std::thread::current().id()).unwrap()
+        }));
+        assert_eq!(rx.try_recv().unwrap(), here);
     }
 
     #[test]
