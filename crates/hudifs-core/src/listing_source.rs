@@ -90,7 +90,12 @@ pub fn discover(
     let root = store.describe(&hudifs_storage::TablePath::root());
     match mode {
         ListingMode::Storage => storage(),
-        ListingMode::Auto if !metadata_table::is_enabled(cfg) => storage(),
+        ListingMode::Auto if !metadata_table::is_enabled(cfg) => {
+            log::info!(
+                "{root}: listing from storage: hoodie.table.metadata.partitions does not name files (no metadata table to list from)"
+            );
+            storage()
+        }
         ListingMode::Auto => match from_metadata_table(store, cfg, ctx, meta) {
             Ok(d) => Ok(d),
             Err(e) => {
