@@ -453,7 +453,21 @@ impl Storage for ObjectStorage {
         let prefix = (!key.is_empty()).then(|| ObjPath::from(key.as_str()));
         let (skip_from, skip_to) = (format!("{base}{skip}/"), format!("{base}{skip}0"));
         let abandoned_at = std::cell::Cell::new(0usize);
-        let got = self.block(async {
+        // The two listings start side by side: the keys before `skip/` (usually none, one
+        // request) and the pages after it.
+        let before = async {
+            let mut out: Vec<object_store::ObjectMeta> = Vec::new();
+            let mut before = self.store.list(prefix.as_ref());
+            while let Some(o) = before.next().await {
+                let o = o?;
+                if o.location.as_ref() >= skip_from.as_str() {
+                    break;
+                }
+                out.push(o);
+            }
+            Ok::<_, object_store::Error>(out)
+        };
+        let after = async {
             let mut out: Vec<object_store::ObjectMeta> = Vec::new();
             // Directories seen: the keys come sorted, so a new parent is a new directory.
             let mut dirs = 0usize;
@@ -463,14 +477,6 @@ impl Storage for ObjectStorage {
                     .map_or(String::new(), |(d, _)| d.to_string())
             };
             let mut last_parent: Option<String> = None;
-            let mut before = self.store.list(prefix.as_ref());
-            while let Some(o) = before.next().await {
-                let o = o?;
-                if o.location.as_ref() >= skip_from.as_str() {
-                    break;
-                }
-                out.push(o);
-            }
             let mut after = self
                 .store
                 .list_with_offset(prefix.as_ref(), &ObjPath::from(skip_to.as_str()));
@@ -494,6 +500,14 @@ impl Storage for ObjectStorage {
                 out.push(o);
             }
             Ok::<_, object_store::Error>(Some(out))
+        };
+        let got = self.block(async {
+            let (before, after) = futures::future::join(before, after).await;
+            let mut out = before?;
+            Ok::<_, object_store::Error>(after?.map(|a| {
+                out.extend(a);
+                out
+            }))
         });
         let objects = match got {
             Ok(Some(o)) => o,

@@ -52,13 +52,18 @@ pub fn list_files(store: &dyn Storage, dir: &TablePath) -> Result<Vec<String>> {
         .collect())
 }
 
-/// The names of the regular files of a directory, sorted, read until two listings in a row
-/// agree: a listing taken while files are renamed in can show a later rename and miss an
-/// earlier one (directory order is hash order), which would show a state of the table that
-/// never existed.
+/// The names of the regular files of a directory, sorted. On a file system they are read
+/// until two listings in a row agree: a listing taken while files are renamed in can show a
+/// later rename and miss an earlier one (directory order is hash order), which would show a
+/// state of the table that never existed. An object store lists keys in order and a PUT
+/// appears whole, so a listing that shows an instant file shows every one completed before
+/// it: one listing is enough.
 pub fn stable_listing(store: &dyn Storage, dir: &TablePath) -> Result<Vec<String>> {
     let mut first = list_files(store, dir)?;
     first.sort_unstable();
+    if store.is_object_store() {
+        return Ok(first);
+    }
     stabilize(store, dir, first)
 }
 
