@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use hudifs_storage::{Entry, Kind, Meta, Storage};
 
@@ -69,7 +69,7 @@ pub struct Discovered {
 }
 
 /// The source name of a storage listing.
-pub const STORAGE_SOURCE: &str = "storage";
+const STORAGE_SOURCE: &str = "storage";
 
 /// List the table in `store` as `mode` says.
 pub fn discover(
@@ -189,17 +189,7 @@ fn file_time(cfg: &TableConfig, name: &str) -> SystemTime {
         Some(DataName::Log(l)) => l.instant,
         None => return SystemTime::UNIX_EPOCH,
     };
-    chrono::NaiveDateTime::parse_from_str(instant.get(..14).unwrap_or(""), "%Y%m%d%H%M%S")
-        .ok()
-        .and_then(|t| u64::try_from(t.and_utc().timestamp()).ok())
-        .map(|s| {
-            let ms = instant
-                .get(14..17)
-                .and_then(|m| m.parse::<u64>().ok())
-                .unwrap_or(0);
-            SystemTime::UNIX_EPOCH + Duration::from_millis(s * 1000 + ms)
-        })
-        .unwrap_or(SystemTime::UNIX_EPOCH)
+    crate::timefmt::instant_as_utc(&instant).unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
 /// Log every difference between the storage's listing and the metadata table's; the number of

@@ -31,7 +31,7 @@ pub struct Snapshot {
     pub meta: InstantMetadata,
     pub ctx: Arc<Context>,
     /// Every partition path, sorted.
-    pub partitions: Arc<Vec<Arc<str>>>,
+    pub partitions: Partitions,
     /// The archived timeline's facts, read the first time a view reaches before the active
     /// timeline (and kept by the next snapshot while nothing is archived).
     archive: Arc<OnceLock<Archived>>,
@@ -41,8 +41,14 @@ pub struct Snapshot {
     prelisted: Mutex<listing::Prelisted>,
     /// How partitions are listed, and where this snapshot's listing came from (`storage` or
     /// `metadata-table@<instant>`).
-    listing: Arc<(ListingMode, String)>,
+    listing: Listing,
 }
+
+/// Every partition path of a snapshot, sorted.
+pub type Partitions = Arc<Vec<Arc<str>>>;
+
+/// How a snapshot's partitions are listed, and where its listing came from.
+type Listing = Arc<(ListingMode, String)>;
 
 /// A change that touched more partitions than this is listed again from the metadata table
 /// (where the snapshot was listed from it): reading the table's few files costs less than a
@@ -299,31 +305,10 @@ impl Snapshot {
             None => {
                 let mode = self.listing.0;
                 let d = listing_source::discover(&self.store, &self.cfg, &ctx, &self.meta, mode)?;
-                (
-                    Arc::new(
-                        d.partitions
-                            .into_iter()
-                            .map(|p| Arc::from(p.as_str()))
-                            .collect(),
-                    ),
-                    d.prelisted,
-                    Arc::new((mode, d.source)),
-                )
+                self.listed_by(d)
             }
             Some(t) => match self.relist_from_metadata_table(t, &ctx) {
-                Some(d) => {
-                    let mode = self.listing.0;
-                    (
-                        Arc::new(
-                            d.partitions
-                                .into_iter()
-                                .map(|p| Arc::from(p.as_str()))
-                                .collect(),
-                        ),
-                        d.prelisted,
-                        Arc::new((mode, d.source)),
-                    )
-                }
+                Some(d) => self.listed_by(d),
                 None => (
                     self.with_new_partitions(t),
                     Default::default(),
@@ -348,6 +333,18 @@ impl Snapshot {
             listing,
         };
         Ok(Some((next, touched)))
+    }
+
+    /// A discovery's partitions, first listings and source, under this snapshot's mode.
+    fn listed_by(
+        &self,
+        d: listing_source::Discovered,
+    ) -> (Partitions, listing::Prelisted, Listing) {
+        (
+            Arc::new(d.partitions.iter().map(|p| Arc::from(p.as_str())).collect()),
+            d.prelisted,
+            Arc::new((self.listing.0, d.source)),
+        )
     }
 
     /// Where this snapshot was listed from the metadata table and a change touched more

@@ -317,6 +317,17 @@ fn parse_all_digits(input: &str, zone: &TimelineZone) -> Result<String, String> 
     }
 }
 
+/// The moment a 14- or 17-digit instant stands for when its wall clock is read as UTC; `None`
+/// for anything else (a suffixed metadata-table instant, a date before 1970).
+pub fn instant_as_utc(instant: &str) -> Option<std::time::SystemTime> {
+    let b = instant.as_bytes();
+    if !(b.len() == 14 || b.len() == INSTANT_LEN) || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let ms = instant_datetime(b).ok()?.and_utc().timestamp_millis();
+    Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(ms).ok()?))
+}
+
 /// Validate a 14- or 17-digit instant (all bytes ASCII digits) and return its date and time.
 fn instant_datetime(b: &[u8]) -> Result<NaiveDateTime, String> {
     let field = |from: usize, to: usize| b.get(from..to).and_then(digits).unwrap_or(u32::MAX);

@@ -143,31 +143,17 @@ fn walk_levels(
     let mut level = vec![TablePath::root()];
     let mut depth = 0;
     while !level.is_empty() {
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let results: Vec<std::sync::Mutex<Option<std::io::Result<Vec<Entry>>>>> =
-            level.iter().map(|_| std::sync::Mutex::new(None)).collect();
-        std::thread::scope(|s| {
-            let lists = if tree.is_some() { 1 } else { PARALLEL_LISTS };
-            for _ in 0..lists.min(level.len()) {
-                s.spawn(|| loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(dir) = level.get(i) else { break };
-                    let r = list(dir);
-                    *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-                });
-            }
-        });
+        let lists = if tree.is_some() { 1 } else { PARALLEL_LISTS };
+        let results = crate::side_by_side::map(&level, lists, |dir| list(dir));
         let mut below = Vec::new();
         for (dir, r) in level.iter().zip(results) {
-            let r = r.into_inner().unwrap_or_else(|e| e.into_inner());
             let entries = match r {
-                Some(Ok(e)) => e,
-                Some(Err(e)) if depth > 0 => {
+                Ok(e) => e,
+                Err(e) if depth > 0 => {
                     log::warn!("{}: cannot list, skipped: {e}", store.describe(dir));
                     continue;
                 }
-                Some(Err(e)) => return Err(Error::io(store.describe(dir), e)),
-                None => continue,
+                Err(e) => return Err(Error::io(store.describe(dir), e)),
             };
             let mut is_partition = false;
             let mut subdirs = Vec::new();

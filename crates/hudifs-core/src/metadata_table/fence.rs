@@ -39,8 +39,14 @@ const FILES_INIT_SUFFIX_V1: &str = "010";
 const INSTANT_LEN: usize = 17;
 
 pub struct Fence {
-    /// Instants whose MDT blocks count.
+    /// Instants whose MDT blocks count, but for those rolled back (`rolled_back`).
     valid: HashSet<String>,
+    /// The data table's completed rollbacks and restores, and what reads their metadata.
+    rollbacks: Vec<Arc<Instant>>,
+    meta: InstantMetadata,
+    /// The instants they rolled back: read the first time a block is not otherwise trusted
+    /// (a mount whose MDT holds no such block reads no rollback metadata).
+    rolled_back: std::cell::OnceCell<HashSet<String>>,
     /// Completed data instants that change files (so must have left a `files` block).
     changes_files: HashSet<String>,
     /// Completed MDT instants that stand for no data instant (bookkeeping).
@@ -109,16 +115,14 @@ impl Fence {
     pub fn new(data: &Context, meta: &InstantMetadata, mdt: &Timeline) -> Fence {
         let mut valid = HashSet::new();
         let mut changes_files = HashSet::new();
+        let mut rollbacks = Vec::new();
         for inst in data.timeline.instants().filter(|i| i.is_completed()) {
             valid.insert(inst.requested.as_str().to_string());
             if changes_files_action(inst.action) {
                 changes_files.insert(inst.requested.as_str().to_string());
             }
             if matches!(inst.action, Action::Rollback | Action::Restore) {
-                match meta.json(inst) {
-                    Ok(v) => rolled_back(&v, &mut valid),
-                    Err(e) => log::debug!("metadata table fencing: {e}"),
-                }
+                rollbacks.push(inst.clone());
             }
         }
         let mut mdt_services = HashSet::new();
@@ -156,6 +160,9 @@ impl Fence {
         }
         Fence {
             valid,
+            rollbacks,
+            meta: meta.clone(),
+            rolled_back: std::cell::OnceCell::new(),
             changes_files,
             mdt_services,
             mdt_completed,
@@ -177,12 +184,26 @@ impl Fence {
 
     /// Whether a block of instant `t` counts (counting those that do not).
     pub fn admits(&self, t: &str) -> bool {
-        let ok = self.valid.contains(t);
+        let ok = self.valid.contains(t) || self.rolled_back().contains(t);
         if !ok {
             self.fenced.set(self.fenced.get() + 1);
             log::debug!("metadata table: a block of instant {t} is fenced out");
         }
         ok
+    }
+
+    /// The instants the data table's completed rollbacks and restores rolled back.
+    fn rolled_back(&self) -> &HashSet<String> {
+        self.rolled_back.get_or_init(|| {
+            let mut out = HashSet::new();
+            for inst in &self.rollbacks {
+                match self.meta.json(inst) {
+                    Ok(v) => rolled_back(&v, &mut out),
+                    Err(e) => log::debug!("metadata table fencing: {e}"),
+                }
+            }
+            out
+        })
     }
 
     /// How many blocks [`Fence::admits`] refused.

@@ -152,7 +152,8 @@ pub fn read(
         let mut bytes = Vec::with_capacity(logs.len());
         let mut names = Vec::with_capacity(logs.len());
         let mut present = BTreeSet::new();
-        let read = read_files(&*mstore, logs.iter().map(|(_, p, size)| (p, *size)));
+        let to_read: Vec<(&TablePath, u64)> = logs.iter().map(|(_, p, size)| (p, *size)).collect();
+        let read = read_files(&*mstore, &to_read);
         for ((_, path, _), b) in logs.iter().zip(read) {
             let b = b?;
             let name = mstore.describe(path);
@@ -249,43 +250,14 @@ fn read_file(store: &dyn Storage, path: &TablePath, size: u64) -> Result<Vec<u8>
 /// How many MDT files are read at once (on an object store a read is mostly waiting).
 const PARALLEL_READS: usize = 8;
 
-/// A file's bytes, or why not.
-type Read = Result<Vec<u8>, MdtError>;
-
-/// Whole files, read side by side, in the order given.
-fn read_files<'a>(
-    store: &dyn Storage,
-    files: impl Iterator<Item = (&'a TablePath, u64)>,
-) -> Vec<Read> {
-    let files: Vec<(&TablePath, u64)> = files.collect();
-    let results: Vec<std::sync::Mutex<Option<Read>>> =
-        files.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
+/// Whole files, read side by side on an object store, in the order given.
+fn read_files(store: &dyn Storage, files: &[(&TablePath, u64)]) -> Vec<Result<Vec<u8>, MdtError>> {
     let threads = if store.is_object_store() {
         PARALLEL_READS
     } else {
         1
     };
-    std::thread::scope(|s| {
-        for _ in 0..threads.min(files.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((path, size)) = files.get(i) else {
-                    break;
-                };
-                let r = read_file(store, path, *size);
-                *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-            });
-        }
-    });
-    results
-        .into_iter()
-        .map(|r| {
-            r.into_inner()
-                .unwrap_or_else(|e| e.into_inner())
-                .unwrap_or_else(|| Err(err("not read")))
-        })
-        .collect()
+    crate::side_by_side::map(files, threads, |(path, size)| read_file(store, path, *size))
 }
 
 /// Merge the records of the base HFile at `path` (its writer schema is in its file info).

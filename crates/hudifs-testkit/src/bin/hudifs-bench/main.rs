@@ -188,18 +188,8 @@ enum Cmd {
     /// behind a latency proxy: mount until the first full listing of latest/ from the metadata
     /// table vs from storage, and vs hudi-rs, per latency.
     S3Mdt {
-        table: PathBuf,
-        #[arg(long)]
-        python: PathBuf,
-        /// The hudi-rs timing script (scripts/bench-hudi-rs.py).
-        #[arg(long)]
-        script: PathBuf,
-        /// Per-request latencies to measure at, in ms.
-        #[arg(long, value_delimiter = ',', default_value = "0,20")]
-        latency_ms: Vec<u64>,
-        /// The S3 server: moto, or s3s-fs (in process; a build with --features s3bench).
-        #[arg(long, default_value = "moto")]
-        server: String,
+        #[command(flatten)]
+        s3: s3server::S3Table,
         #[command(flatten)]
         c: Common,
     },
@@ -207,18 +197,8 @@ enum Cmd {
     /// a latency proxy: mount until the first full listing of latest/ vs hudi-rs, per latency;
     /// requests per idle poll and per warm find.
     S3List {
-        table: PathBuf,
-        #[arg(long)]
-        python: PathBuf,
-        /// The hudi-rs timing script (scripts/bench-hudi-rs.py).
-        #[arg(long)]
-        script: PathBuf,
-        /// Per-request latencies to measure at, in ms.
-        #[arg(long, value_delimiter = ',', default_value = "0,20")]
-        latency_ms: Vec<u64>,
-        /// The S3 server: moto, or s3s-fs (in process; a build with --features s3bench).
-        #[arg(long, default_value = "moto")]
-        server: String,
+        #[command(flatten)]
+        s3: s3server::S3Table,
         #[command(flatten)]
         c: Common,
     },
@@ -264,22 +244,8 @@ fn main() -> std::process::ExitCode {
             c,
         } => mount::bench_mount_list(table, python, script, c),
         Cmd::Memory { big, tiny, c } => memory::bench_memory(big, tiny, c),
-        Cmd::S3List {
-            table,
-            python,
-            script,
-            latency_ms,
-            server,
-            c,
-        } => s3list::bench_s3_list(table, python, script, latency_ms, server, c),
-        Cmd::S3Mdt {
-            table,
-            python,
-            script,
-            latency_ms,
-            server,
-            c,
-        } => s3mdt::bench_s3_mdt(table, python, script, latency_ms, server, c),
+        Cmd::S3List { s3, c } => s3list::bench_s3_list(s3, c),
+        Cmd::S3Mdt { s3, c } => s3mdt::bench_s3_mdt(s3, c),
         Cmd::Freshness {
             work,
             files,

@@ -12,7 +12,7 @@ use hudifs_testkit::s3::{store_args, FaultProxy, KEYS};
 use serde::Deserialize;
 
 use crate::record::{append, median, Record, Side};
-use crate::s3server::Server;
+use crate::s3server::{serve, S3Table, Served};
 use crate::sys::{find_files, hudifs_bin, Mount};
 use crate::{Common, Res};
 
@@ -22,32 +22,22 @@ pub struct HudiRsRun {
     pub slices: usize,
 }
 
-pub fn bench_s3_list(
-    table: &Path,
-    python: &Path,
-    script: &Path,
-    latencies_ms: &[u64],
-    server: &str,
-    c: &Common,
-) -> Res<()> {
-    hudifs_testkit::s3::set_keys();
+pub fn bench_s3_list(s3: &S3Table, c: &Common) -> Res<()> {
     let hudifs = hudifs_bin(c);
-    let server = Server::start(server, python)?;
-    let proxy = FaultProxy::start(server.addr(), 1);
     let url = "s3://lake/bench/t";
-    let t = Instant::now();
-    let objects = server.put_table(table, url)?;
+    let Served {
+        server,
+        proxy,
+        objects,
+    } = serve(s3, url)?;
     let on = server.name();
-    println!(
-        "   put {objects} objects on {on} in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
+    let (python, script) = (&s3.python, &s3.script);
     let storage_options = hudi_rs_options(&proxy);
     let requests = request_counts(&hudifs, url, &proxy, c)?;
     let mut args = store_args(&proxy.endpoint);
     // The figure measures the listing; polls are counted separately (above).
     args.extend(["--poll-interval".into(), "3600000".into()]);
-    for &lat in latencies_ms {
+    for &lat in &s3.latency_ms {
         proxy.set_latency(Duration::from_millis(lat));
         let (mut a, mut b) = (Vec::new(), Vec::new());
         let (mut n_view, mut n_slices, mut mount_requests) = (0, 0, String::new());

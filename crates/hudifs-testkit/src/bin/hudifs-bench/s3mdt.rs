@@ -4,43 +4,32 @@
 //! storage`, and vs hudi-rs `build()` + `get_file_slices()` (which reads the metadata table of
 //! a version 8+ table too), with and without the latency; the requests of each hudifs side.
 
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use hudifs_testkit::s3::{store_args, FaultProxy};
+use hudifs_testkit::s3::store_args;
 
 use crate::record::{append, Record, Side};
 use crate::s3list::{first_walk, hudi_rs_options, hudi_rs_slices};
-use crate::s3server::Server;
+use crate::s3server::{serve, S3Table, Served};
 use crate::sys::hudifs_bin;
 use crate::{Common, Res};
 
-pub fn bench_s3_mdt(
-    table: &Path,
-    python: &Path,
-    script: &Path,
-    latencies_ms: &[u64],
-    server: &str,
-    c: &Common,
-) -> Res<()> {
-    hudifs_testkit::s3::set_keys();
+pub fn bench_s3_mdt(s3: &S3Table, c: &Common) -> Res<()> {
     let hudifs = hudifs_bin(c);
-    let server = Server::start(server, python)?;
-    let proxy = FaultProxy::start(server.addr(), 1);
     let url = "s3://lake/bench/mdt";
-    let t = Instant::now();
-    let objects = server.put_table(table, url)?;
+    let Served {
+        server,
+        proxy,
+        objects,
+    } = serve(s3, url)?;
     let on = server.name();
-    println!(
-        "   put {objects} objects on {on} in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
+    let (python, script) = (&s3.python, &s3.script);
     let storage_options = hudi_rs_options(&proxy);
     let mut mdt_args = store_args(&proxy.endpoint);
     mdt_args.extend(["--poll-interval".into(), "3600000".into()]);
     let mut storage_args = mdt_args.clone();
     storage_args.push("--listing=storage".into());
-    for &lat in latencies_ms {
+    for &lat in &s3.latency_ms {
         proxy.set_latency(Duration::from_millis(lat));
         let (mut mdt, mut storage, mut hudi_rs) = (Vec::new(), Vec::new(), Vec::new());
         let (mut mdt_walk, mut storage_walk, mut slices) = (None, None, 0);

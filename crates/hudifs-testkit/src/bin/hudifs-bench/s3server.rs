@@ -3,13 +3,60 @@
 //! process (a table is linked into the directory it serves, no upload).
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 #[cfg(feature = "s3bench")]
 use hudifs_testkit::s3::BUCKET;
-use hudifs_testkit::s3::{upload, Moto};
+use hudifs_testkit::s3::{upload, FaultProxy, Moto};
 
 use crate::Res;
+
+/// What an S3 figure measures on: a table, the server it is put on, the latencies added, and
+/// the hudi-rs side (a Python with `hudi` and `moto[server]`, and the timing script).
+#[derive(clap::Args, Clone)]
+pub struct S3Table {
+    pub table: PathBuf,
+    #[arg(long)]
+    pub python: PathBuf,
+    /// The hudi-rs timing script (scripts/bench-hudi-rs.py).
+    #[arg(long)]
+    pub script: PathBuf,
+    /// Per-request latencies to measure at, in ms.
+    #[arg(long, value_delimiter = ',', default_value = "0,20")]
+    pub latency_ms: Vec<u64>,
+    /// The S3 server: moto, or s3s-fs (in process; a build with --features s3bench).
+    #[arg(long, default_value = "moto")]
+    pub server: String,
+}
+
+/// A figure's table on its server, reached through the test kit's latency proxy.
+pub struct Served {
+    pub server: Server,
+    pub proxy: FaultProxy,
+    /// The objects the table has on the server.
+    pub objects: usize,
+}
+
+/// Start `s3.server`, put `s3.table` on it as `url` and start the proxy in front of it (the
+/// test credentials set in this process, for the programs it starts).
+pub fn serve(s3: &S3Table, url: &str) -> Res<Served> {
+    hudifs_testkit::s3::set_keys();
+    let server = Server::start(&s3.server, &s3.python)?;
+    let proxy = FaultProxy::start(server.addr(), 1);
+    let t = Instant::now();
+    let objects = server.put_table(&s3.table, url)?;
+    println!(
+        "   put {objects} objects on {} in {:.1} s",
+        server.name(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(Served {
+        server,
+        proxy,
+        objects,
+    })
+}
 
 pub enum Server {
     Moto(Moto),
