@@ -232,8 +232,15 @@ fn readdirplus(
     let dots = [(".", this), ("..", this)];
     let all = dots.iter().map(|(n, e)| (*n, *e)).chain(entries.iter());
     for (i, (name, e)) in all.enumerate().skip(offset as usize) {
+        // Files without attributes unless callers stat what they list (`stat_demand.rs`).
+        let full = e.attr.kind != Kind::File || entries.file_attrs();
         let attr = file_attr(&e.attr);
-        if reply.add(attr.ino, (i + 1) as u64, name, &e.ttl, &attr, Generation(0)) {
+        let over = if full {
+            reply.add(attr.ino, (i + 1) as u64, name, &e.ttl, &attr, Generation(0))
+        } else {
+            reply.add_name_only(attr.ino, (i + 1) as u64, kind(e.attr.kind), name)
+        };
+        if over {
             break;
         }
     }

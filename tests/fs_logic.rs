@@ -412,3 +412,42 @@ fn change_feeds_list_without_merging() {
     assert!(f.starts_with(&x["user.hudi.file_id"]));
     assert!(!x["user.hudi.merged_from"].is_empty());
 }
+
+/// Listings hand the kernel file attributes only while callers stat what they list: not to a
+/// name-only walk (`find -type f`), again after a file is looked up (`ls -l`, `rsync`).
+#[test]
+fn listings_carry_file_attributes_once_files_are_looked_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some((fs, _root)) = open_fs(tmp.path()) else {
+        return;
+    };
+    let latest = walk(&fs, &["latest"]).unwrap();
+    let part = fs.readdir_entries(latest).unwrap()[0].entry.attr.ino;
+    let listing = |ino: u64| {
+        let d = fs.opendir(ino).unwrap();
+        let l = fs.readdir(d.fh).unwrap();
+        let got = (
+            l.file_attrs(),
+            l.iter()
+                .map(|(n, e)| (n.to_string(), e.attr.kind))
+                .collect::<Vec<_>>(),
+        );
+        fs.releasedir(d.fh);
+        got
+    };
+    let (attrs, entries) = listing(part);
+    assert!(!attrs, "nothing looked a file up yet: names only");
+    let file = entries
+        .iter()
+        .find(|(_, k)| *k == Kind::File)
+        .map(|(n, _)| n.clone())
+        .expect("the partition lists a file");
+    // Directories are looked up without asking for file attributes.
+    walk(&fs, &["as_of"]).unwrap();
+    assert!(!listing(latest).0);
+    let e = fs.lookup(part, OsStr::new(&file)).unwrap();
+    assert_eq!(e.attr.kind, Kind::File);
+    let (attrs, again) = listing(part);
+    assert!(attrs, "a file was looked up: listings carry attributes");
+    assert_eq!(again, entries, "the same entries either way");
+}

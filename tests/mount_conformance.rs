@@ -49,3 +49,74 @@ fn every_fixture_through_a_real_mount() {
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// A walk by names (`find -type f`: directory listings only, which hand the kernel no file
+/// attributes) and a walk that stats every file (`ls -l`: the first directory's files are
+/// looked up one by one, later listings carry attributes) see the same files with the table's
+/// sizes, in either order, on fresh mounts.
+#[test]
+fn name_walks_and_stat_walks_agree_with_the_table() {
+    if !common::fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let table = tmp.path().join("trips");
+    let out = std::process::Command::new(hudifs_testkit::mount::binary("hudifs-gen"))
+        .args(["demo", "--version", "6"])
+        .arg(&table)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stat_walk = |latest: &std::path::Path| -> Vec<(String, u64)> {
+        let mut got = Vec::new();
+        for part in std::fs::read_dir(latest).unwrap() {
+            let part = part.unwrap();
+            let names: Vec<_> = std::fs::read_dir(part.path())
+                .unwrap()
+                .map(|e| e.unwrap())
+                .collect();
+            for e in names {
+                let md = std::fs::symlink_metadata(e.path()).unwrap();
+                assert!(md.is_file());
+                let rel = format!(
+                    "{}/{}",
+                    part.file_name().to_string_lossy(),
+                    e.file_name().to_string_lossy()
+                );
+                got.push((rel, md.len()));
+            }
+        }
+        got.sort();
+        got
+    };
+    let on_disk = |files: &[String]| -> Vec<(String, u64)> {
+        files
+            .iter()
+            .map(|f| (f.clone(), std::fs::metadata(table.join(f)).unwrap().len()))
+            .collect()
+    };
+
+    // Names first, then stats of what was listed.
+    let m = MountGuard::mount(&table, &[]);
+    let latest = m.path().join("latest");
+    let names = common::walk_files(&latest).unwrap();
+    assert!(names.len() >= 3, "{names:?}");
+    let want = on_disk(&names);
+    let stated: Vec<(String, u64)> = names
+        .iter()
+        .map(|f| (f.clone(), std::fs::metadata(latest.join(f)).unwrap().len()))
+        .collect();
+    assert_eq!(stated, want);
+    assert_eq!(stat_walk(&latest), want);
+    drop(m);
+
+    // A stat walk on a fresh mount, then names.
+    let m = MountGuard::mount(&table, &[]);
+    let latest = m.path().join("latest");
+    assert_eq!(stat_walk(&latest), want);
+    assert_eq!(common::walk_files(&latest).unwrap(), names);
+}

@@ -19,7 +19,7 @@
 //! to the end even if the cleaner deletes it (`ops`). What the kernel may cache of `latest/` and
 //! what a switch invalidates is in `kernel_cache` and `switch`; `timeline/` files are rendered in
 //! `timeline_files`, extended attributes in `xattr`, inode numbers in `inode`, partition listings
-//! in `partitions`, the merged views' slices and change feeds and their materialisation in
+//! in `partitions`, whether listings carry file attributes in `stat_demand`, the merged views' slices and change feeds and their materialisation in
 //! `merged` (SEMANTICS.md §2, §6, §10). `served` is what the FUSE adapter calls: one table, or a lake of them
 //! (`crate::lake`).
 
@@ -29,6 +29,7 @@ mod merged;
 mod ops;
 mod partitions;
 mod served;
+mod stat_demand;
 mod switch;
 mod timeline_files;
 mod views;
@@ -63,6 +64,7 @@ use inode::InodeTable;
 use kernel_cache::KernelCache;
 use merged::MergedRegistry;
 use partitions::PartitionCache;
+use stat_demand::StatDemand;
 use views::{ResolvedPartition, ViewState};
 
 /// How long the kernel may keep names and attributes of views that can no longer change
@@ -178,6 +180,8 @@ pub struct HudiFs {
     open_dirs: Mutex<HashMap<u64, OpenDir>>,
     /// What the kernel holds of `latest/` (names handed out, who may fill its cached listings).
     kernel: KernelCache<Arc<ResolvedPartition>>,
+    /// Whether listings carry their files' attributes now (`stat_demand.rs`).
+    stat_demand: StatDemand,
     next_fh: AtomicU64,
     /// Owner and times of synthetic directories: those of the table root.
     uid: u32,
@@ -249,6 +253,7 @@ impl HudiFs {
             open_files: Mutex::new(HashMap::new()),
             open_dirs: Mutex::new(HashMap::new()),
             kernel: KernelCache::default(),
+            stat_demand: StatDemand::default(),
             next_fh: AtomicU64::new(1),
             uid,
             gid,

@@ -43,6 +43,9 @@ pub struct DirListing {
     ttl_cap: Duration,
     /// The inode numbers the entries get where this table is one of a lake's.
     ino_map: Option<InoMap>,
+    /// Whether files are answered with their attributes (`stat_demand.rs`); directories
+    /// always are.
+    file_attrs: bool,
 }
 
 impl DirListing {
@@ -52,7 +55,15 @@ impl DirListing {
             entries,
             ttl_cap: Duration::MAX,
             ino_map: None,
+            file_attrs: true,
         }
+    }
+
+    /// Whether a `readdirplus` answer gives the kernel the attributes of the files listed
+    /// (directories always get theirs): only while callers stat what they list
+    /// (`stat_demand.rs`).
+    pub fn file_attrs(&self) -> bool {
+        self.file_attrs
     }
 
     /// The same listing with every inode number passed through `map`.
@@ -194,6 +205,15 @@ impl HudiFs {
 
     /// Look `name` up in directory `parent`.
     pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry> {
+        let e = self.lookup_name(parent, name)?;
+        if e.attr.kind == Kind::File {
+            // The kernel had no entry for this file: a caller stats what it lists.
+            self.stat_demand.file_looked_up();
+        }
+        Ok(e)
+    }
+
+    fn lookup_name(&self, parent: u64, name: &OsStr) -> Result<Entry> {
         let name = name
             .to_str()
             .filter(|n| !n.is_empty() && n.len() <= MAX_NAME && *n != "." && *n != "..")
@@ -488,6 +508,7 @@ impl HudiFs {
             entries,
             ttl_cap,
             ino_map: None,
+            file_attrs: self.stat_demand.wants_file_attrs(),
         })
     }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::names::{parse_data_name, DataName};
+use super::names::data_name_spans;
 
 /// One data file found on disk, kept compact: a table of a million files holds a million of
 /// these. The file id, instant and write token are ranges of the name.
@@ -38,29 +38,15 @@ impl DataFile {
         if name.len() > u8::MAX as usize {
             return None;
         }
-        let kind = parse_data_name(name, exts)?;
-        let (file_id, instant, token, version) = match &kind {
-            DataName::Base(b) => (&b.file_id, &b.instant, &b.write_token, 0),
-            DataName::Log(l) => (&l.file_id, &l.instant, &l.write_token, l.version.max(1)),
-        };
-        // Locate the parsed parts inside the name (they are substrings of it).
-        let find = |needle: &str, from: usize| -> Option<(u8, u8)> {
-            let at = name[from..].find(needle)? + from;
-            Some((at as u8, (at + needle.len()) as u8))
-        };
-        let fid = find(file_id, 0)?;
-        let (inst, tok) = if version == 0 {
-            let tok = find(token, fid.1 as usize)?;
-            (find(instant, tok.1 as usize)?, tok)
-        } else {
-            let inst = find(instant, fid.1 as usize)?;
-            let tok = if token.is_empty() {
-                (name.len() as u8, name.len() as u8)
-            } else {
-                find(token, inst.1 as usize)?
-            };
-            (inst, tok)
-        };
+        let spans = data_name_spans(name, exts)?;
+        // A name is at most 255 bytes (checked above): every range fits a byte.
+        let pair = |r: std::ops::Range<usize>| (r.start as u8, r.end as u8);
+        let (fid, inst, tok) = (
+            pair(spans.file_id),
+            pair(spans.instant),
+            pair(spans.write_token),
+        );
+        let version = if spans.log { spans.version.max(1) } else { 0 };
         let (mtime_secs, mtime_nanos) = match mtime.duration_since(SystemTime::UNIX_EPOCH) {
             Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
             Err(e) => (-(e.duration().as_secs() as i64), 0),

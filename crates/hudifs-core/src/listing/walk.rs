@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use hudifs_storage::{Entry, Kind, Storage, TablePath};
 
-use super::{parse_data_name, DataFile, PARTITION_METAFILE};
+use super::{DataFile, PARTITION_METAFILE};
 use crate::error::{Error, Result};
 use crate::table::TableConfig;
 
@@ -241,9 +241,10 @@ pub fn partition_files(cfg: &TableConfig, partition: &str, entries: Vec<Entry>) 
     let part: Arc<str> = Arc::from(partition);
     let mut files = Vec::new();
     for e in entries {
-        if e.meta.kind != Kind::File || parse_data_name(&e.name, &cfg.base_extensions).is_none() {
+        if e.meta.kind != Kind::File {
             continue;
         }
+        // `DataFile::new` is None for every name that is not a data file name.
         files.extend(DataFile::new(
             part.clone(),
             &e.name,

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::record::{append, Record, Side};
-use crate::sys::{find_files, hudifs_bin, Mount};
+use crate::sys::{find_files, find_with, hudifs_bin, Mount};
 use crate::{Common, Res};
 
 pub fn bench_find(table: &Path, c: &Common) -> Res<()> {
@@ -14,17 +14,25 @@ pub fn bench_find(table: &Path, c: &Common) -> Res<()> {
     find_files(&canon)?;
     let (mut cold_a, mut cold_b, mut warm_a, mut warm_b) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut stat_a, mut stat_b) = (Vec::new(), Vec::new());
     let (mut n_view, mut n_table) = (0, 0);
     // Cold: a fresh mount per repetition, its first find; the table side is the plain find
-    // right after (the table's own metadata is warm in both cases).
+    // right after (the table's own metadata is warm in both cases). Then the same for a find
+    // that stats every file (as `ls -l`, `rsync` and `du` do).
+    let sizes = ["-printf", "%s\n"];
     for _ in 0..c.reps {
         let mnt = Mount::new(&hudifs, &canon, &c.mnt, &[])?;
         let (s, n) = find_files(&mnt.latest())?;
         cold_a.push(s);
         n_view = n;
+        drop(mnt);
         let (s, n) = find_files(&canon)?;
         cold_b.push(s);
         n_table = n;
+        let mnt = Mount::new(&hudifs, &canon, &c.mnt, &[])?;
+        stat_a.push(find_with(&mnt.latest(), &sizes)?.0);
+        drop(mnt);
+        stat_b.push(find_with(&canon, &sizes)?.0);
     }
     let mnt = Mount::new(&hudifs, &canon, &c.mnt, &[])?;
     find_files(&mnt.latest())?;
@@ -73,6 +81,17 @@ pub fn bench_find(table: &Path, c: &Common) -> Res<()> {
         "find latest/ -type f (first after mount) vs find TABLE -type f",
         Side::new("view", "s", cold_a),
         Side::new("table", "s", cold_b),
+        "view time / table time",
+        Some(("<=", 3.0)),
+        notes.clone(),
+    );
+    append(&c.out, &r)?;
+    let r = Record::new(
+        2,
+        "find-stat-cold",
+        "find latest/ -type f -printf %s (first after mount) vs the same on TABLE",
+        Side::new("view", "s", stat_a),
+        Side::new("table", "s", stat_b),
         "view time / table time",
         None,
         notes,

@@ -122,10 +122,17 @@ pub fn machine_cpu_seconds() -> (f64, f64) {
 
 /// Run `find PATH -type f`; returns (seconds, lines).
 pub fn find_files(path: &Path) -> Res<(f64, usize)> {
+    find_with(path, &[])
+}
+
+/// `find PATH -type f` with the tests and actions `extra` (`-printf %s\n`: stat every file);
+/// returns (seconds, lines).
+pub fn find_with(path: &Path, extra: &[&str]) -> Res<(f64, usize)> {
     let t = Instant::now();
     let mut child = Command::new("find")
         .arg(path)
         .args(["-type", "f"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
