@@ -18,6 +18,8 @@ mod report;
 mod s3list;
 mod s3mdt;
 #[cfg(feature = "s3bench")]
+mod s3peer;
+#[cfg(feature = "s3bench")]
 mod s3read;
 mod s3server;
 mod sys;
@@ -184,6 +186,29 @@ enum Cmd {
         #[command(flatten)]
         c: Common,
     },
+    /// Figure 10: hudifs vs mount-s3 on one S3 server (s3s-fs with ETag listings, run as
+    /// MOUNT_S3's peer): sequential throughput, daemon CPU per GiB, a Parquet reader's pattern
+    /// (built with the `s3bench` feature).
+    S3peer {
+        table: PathBuf,
+        /// The big file, relative to the table root.
+        #[arg(long)]
+        file: String,
+        /// Scratch directory (the server's root, the peer's mountpoint).
+        #[arg(long)]
+        work: PathBuf,
+        /// The mount-s3 binary (../shared/anchors/build.sh).
+        #[arg(long)]
+        mount_s3: PathBuf,
+        /// The s3s-fs binary that lists ETags (../shared/anchors/build.sh).
+        #[arg(long)]
+        s3s_fs: PathBuf,
+        /// Per-request latencies to inject, in milliseconds.
+        #[arg(long, value_delimiter = ',', default_value = "0,20")]
+        latency_ms: Vec<u64>,
+        #[command(flatten)]
+        c: Common,
+    },
     /// Figure 9: TABLE (many partitions, with a metadata table) uploaded to a moto server
     /// behind a latency proxy: mount until the first full listing of latest/ from the metadata
     /// table vs from storage, and vs hudi-rs, per latency.
@@ -278,6 +303,20 @@ fn main() -> std::process::ExitCode {
             latency_ms,
             c,
         } => s3read::bench_s3read(table, file, work, *multi_bytes, latency_ms, c),
+        #[cfg(feature = "s3bench")]
+        Cmd::S3peer {
+            table,
+            file,
+            work,
+            mount_s3,
+            s3s_fs,
+            latency_ms,
+            c,
+        } => s3peer::bench_s3peer(table, file, work, mount_s3, s3s_fs, latency_ms, c),
+        #[cfg(not(feature = "s3bench"))]
+        Cmd::S3peer { .. } => Err("built without the s3bench feature: \
+            cargo build --release -p hudifs-testkit --features s3bench"
+            .into()),
         #[cfg(not(feature = "s3bench"))]
         Cmd::S3read { .. } => Err("built without the s3bench feature: \
             cargo build --release -p hudifs-testkit --features s3bench"

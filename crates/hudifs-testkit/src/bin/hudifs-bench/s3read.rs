@@ -80,7 +80,11 @@ pub fn start_server(rt: &tokio::runtime::Runtime, root: &Path) -> Res<String> {
 
 /// A proxy to `upstream` that holds every chunk a client sends for `delay` before passing it
 /// on: each request (one write of its head) arrives `delay` late.
-fn start_delay_proxy(rt: &tokio::runtime::Runtime, upstream: &str, delay: Duration) -> Res<String> {
+pub fn start_delay_proxy(
+    rt: &tokio::runtime::Runtime,
+    upstream: &str,
+    delay: Duration,
+) -> Res<String> {
     let up = upstream.trim_start_matches("http://").to_string();
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -121,7 +125,7 @@ fn start_delay_proxy(rt: &tokio::runtime::Runtime, upstream: &str, delay: Durati
     Ok(format!("http://{addr}"))
 }
 
-fn client(endpoint: &str) -> Res<Arc<dyn ObjectStore>> {
+pub fn client(endpoint: &str) -> Res<Arc<dyn ObjectStore>> {
     let s = object_store::aws::AmazonS3Builder::new()
         .with_bucket_name(BUCKET)
         .with_endpoint(endpoint)
@@ -136,7 +140,7 @@ fn client(endpoint: &str) -> Res<Arc<dyn ObjectStore>> {
 }
 
 /// Upload every file under `table` to `s3://lake/<name>/`.
-fn upload(
+pub fn upload(
     rt: &tokio::runtime::Runtime,
     store: &Arc<dyn ObjectStore>,
     table: &Path,
@@ -189,7 +193,7 @@ fn raw_seq(
 }
 
 /// Drop the kernel's cached pages of a file of the mount.
-fn forget_pages(p: &Path) -> Res<()> {
+pub fn forget_pages(p: &Path) -> Res<()> {
     let f = std::fs::File::open(p).map_err(err("open"))?;
     // SAFETY: advice on an open descriptor.
     unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
