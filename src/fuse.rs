@@ -285,6 +285,9 @@ impl Filesystem for FuseAdapter {
         // `ls -l` and `find` get names and attributes in one round trip.
         let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS);
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // Files opened with FOPEN_DIRECT_IO (an object store's) can still be mapped (Linux 6.6+;
+        // older kernels refuse mmap of them with ENODEV).
+        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         if self.uses_passthrough() {
             let granted = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
                 && config.set_max_stack_depth(1).is_ok();
@@ -321,11 +324,15 @@ impl Filesystem for FuseAdapter {
         }
         self.later(move |fs, pass| match fs.open(ino.0) {
             Ok(o) => {
-                let flags = if o.keep_cache {
+                let mut flags = if o.keep_cache {
                     FopenFlags::FOPEN_KEEP_CACHE
                 } else {
                     FopenFlags::empty()
                 };
+                if o.direct_io {
+                    // Maps still work: FUSE_DIRECT_IO_ALLOW_MMAP (init).
+                    flags |= FopenFlags::FOPEN_DIRECT_IO;
+                }
                 match o.backing.as_ref().and_then(|b| b.as_file()) {
                     // The kernel refuses FOPEN_KEEP_CACHE with passthrough (the open fails with
                     // EIO): page caching is the backing file's business then.

@@ -55,6 +55,40 @@ fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     v
 }
 
+/// The pages of `path` in the page cache (before it is touched through the map), and its bytes
+/// read through a shared read-only map.
+fn mapped(path: &Path) -> (usize, Vec<u8>) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).unwrap();
+    let len = f.metadata().unwrap().len() as usize;
+    // SAFETY: a read-only shared map of an open file of `len` bytes, unmapped below; mincore
+    // gets one byte per page of it.
+    unsafe {
+        let addr = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(
+            addr,
+            libc::MAP_FAILED,
+            "mmap {}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        );
+        let pages = len.div_ceil(4096);
+        let mut vec = vec![0u8; pages];
+        assert_eq!(libc::mincore(addr, len, vec.as_mut_ptr()), 0);
+        let resident = vec.iter().filter(|b| **b & 1 == 1).count();
+        let bytes = std::slice::from_raw_parts(addr as *const u8, len).to_vec();
+        libc::munmap(addr, len);
+        (resident, bytes)
+    }
+}
+
 #[test]
 fn s3_tables_list_and_mount_like_local_ones() {
     let Some(dir) = common::fixtures_dir() else {
@@ -119,6 +153,13 @@ fn s3_tables_list_and_mount_like_local_ones() {
         );
         assert!(lt == st, "{name}: latest/ bytes differ");
         compared += lt.len();
+        // Table files on a store are read past the page cache (FOPEN_DIRECT_IO): the reads
+        // above left no page of them behind; they can still be mapped.
+        if let Some((rel, bytes)) = st.iter().find(|(_, b)| !b.is_empty()) {
+            let (resident, via_map) = mapped(&sm.path().join("latest").join(rel));
+            assert_eq!(resident, 0, "{name}: {rel} was read through the page cache");
+            assert!(&via_map == bytes, "{name}: {rel} maps to other bytes");
+        }
         // The incremental pulls of issue #18: merged/incremental/ and cdc/ of the whole history
         // hold the local mount's names and bytes (both are pure functions of the inputs).
         for view in [

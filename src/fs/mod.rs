@@ -123,6 +123,9 @@ pub struct Opened {
     pub keep_cache: bool,
     /// The table file behind a data file, for kernel passthrough (local disks only).
     pub backing: Option<Arc<dyn OpenFile>>,
+    /// Reads bypass the kernel's page cache (`FOPEN_DIRECT_IO`): data files on an object
+    /// store, whose reads the daemon answers from its prefetch window (docs/SEMANTICS.md §9).
+    pub direct_io: bool,
 }
 
 /// Where a read ([`HudiFs::read_to`]) delivers its bytes or its error: once, from the calling

@@ -13,9 +13,11 @@
 //!   retries with backoff and body-length checks.
 //! - [`prefetch`]: the read-ahead window of each open file and the memory budget of all;
 //!   `remote` (the open file: pinned GETs answered from the store's runtime) and [`cache`]
-//!   (the local data cache, `--cache`); `counters`: the requests made, by kind.
+//!   (the local data cache, `--cache`); `counters`: the requests made, by kind; `bufpool`:
+//!   the buffers GET bodies are gathered into, reused.
 
 pub mod azure;
+mod bufpool;
 pub mod cache;
 mod counters;
 pub mod gcs;

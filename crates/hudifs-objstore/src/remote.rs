@@ -74,7 +74,13 @@ pub(crate) async fn fetch_range(
         let res = async {
             let r = store.get_opts(key, opts).await?;
             let version = r.meta.version.clone();
-            Ok::<_, object_store::Error>((r.bytes().await?, version))
+            // Gathered into a reused buffer (`bufpool`): no page faults per byte read.
+            let mut body = crate::bufpool::take(want);
+            let mut parts = r.into_stream();
+            while let Some(part) = parts.next().await {
+                body.extend_from_slice(&part?);
+            }
+            Ok::<_, object_store::Error>((crate::bufpool::freeze(body), version))
         }
         .await;
         match res {
@@ -412,7 +418,21 @@ impl OpenFile for RemoteFile {
         match self.read_now(offset, len) {
             ReadNow::Ready(Ok(b)) => done(Ok(&b)),
             ReadNow::Ready(Err(e)) => done(Err(e)),
-            ReadNow::Later(f) => {
+            ReadNow::Later(mut f) => {
+                // Bytes the window already holds are answered here: no hop to the runtime's
+                // threads and back for most reads of a sequential reader.
+                // (In the runtime's context: a first poll may start a GET.)
+                let polled = {
+                    let _in_runtime = self.runtime.enter();
+                    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                    f.as_mut().poll(&mut cx)
+                };
+                if let std::task::Poll::Ready(r) = polled {
+                    return match r {
+                        Ok(b) => done(Ok(&b)),
+                        Err(e) => done(Err(e)),
+                    };
+                }
                 self.runtime.spawn(async move {
                     match f.await {
                         Ok(b) => done(Ok(&b)),
