@@ -19,14 +19,17 @@
 //! to the end even if the cleaner deletes it (`ops`). What the kernel may cache of `latest/` and
 //! what a switch invalidates is in `kernel_cache` and `switch`; `timeline/` files are rendered in
 //! `timeline_files`, extended attributes in `xattr`, inode numbers in `inode`, partition listings
-//! in `partitions`, whether listings carry file attributes in `stat_demand`, the merged views' slices and change feeds and their materialisation in
+//! in `partitions`, whether listings carry file attributes in `stat_demand`, open handles in
+//! `handles`, every node's owner, modes and times in `owner`, the merged views' slices and change feeds and their materialisation in
 //! `merged` (SEMANTICS.md §2, §6, §10). `served` is what the FUSE adapter calls: one table, or a lake of them
 //! (`crate::lake`).
 
+mod handles;
 mod inode;
 mod kernel_cache;
 mod merged;
 mod ops;
+mod owner;
 mod partitions;
 mod served;
 mod stat_demand;
@@ -35,10 +38,9 @@ mod timeline_files;
 mod views;
 mod xattr;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::num::NonZeroUsize;
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 
@@ -60,11 +62,14 @@ pub use ops::{DirListing, InoMap, OpenedDir, StaleDir};
 pub use served::Served;
 pub use switch::{Invalidations, KernelNotifier};
 
+use handles::{Handles, OpenDir, OpenHandle};
 use inode::InodeTable;
 use kernel_cache::KernelCache;
 use merged::MergedRegistry;
+use owner::Owner;
 use partitions::PartitionCache;
 use stat_demand::StatDemand;
+use timeline_files::Rendered;
 use views::{ResolvedPartition, ViewState};
 
 /// How long the kernel may keep names and attributes of views that can no longer change
@@ -80,8 +85,6 @@ pub const ROOT: u64 = ROOT_INO;
 
 /// Resolved views kept (each holds a few bytes per file it shows).
 const VIEW_CACHE: usize = 32;
-/// Rendered `timeline/` files kept.
-const RENDER_CACHE: usize = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -147,24 +150,6 @@ pub struct FsOptions {
     pub listing: hudifs_core::listing_source::ListingMode,
 }
 
-/// An open file: a table file's storage handle, or the bytes of a rendered timeline file.
-enum OpenHandle {
-    Data(Arc<dyn OpenFile>),
-    Bytes(Arc<Vec<u8>>),
-}
-
-/// An open directory handle: the entries it was opened with, and for `latest/` the directory
-/// and snapshot generation (for the kernel's listing cache).
-struct OpenDir {
-    entries: Arc<Vec<DirEntry>>,
-    latest: Option<(u32, u64)>,
-    /// The handle may read and fill the kernel's cached listing (`kernel_cache.rs`).
-    cached: bool,
-}
-
-/// A timeline file as rendered: its name, length and mtime in the storage.
-type RenderKey = (String, u64, Option<SystemTime>);
-
 /// The file system.
 pub struct HudiFs {
     store: Arc<dyn Storage>,
@@ -172,24 +157,22 @@ pub struct HudiFs {
     snapshot: RwLock<Arc<Snapshot>>,
     partitions: PartitionCache,
     views: Mutex<LruCache<u32, Arc<ViewState>>>,
-    rendered: Mutex<LruCache<RenderKey, Arc<Vec<u8>>>>,
+    /// `timeline/` files rendered lately (`timeline_files.rs`).
+    rendered: Rendered,
     /// One allocation per instant shown, shared by every resolved partition.
     interner: InstantInterner,
     inodes: InodeTable,
     /// The merged slices handed out, and the cache they are merged into (opened on first use).
     merged: MergedRegistry,
     merge_cache: OnceLock<std::result::Result<Arc<MergeCache>, String>>,
-    open_files: Mutex<HashMap<u64, Arc<OpenHandle>>>,
-    open_dirs: Mutex<HashMap<u64, OpenDir>>,
+    /// The open file and directory handles.
+    handles: Handles,
     /// What the kernel holds of `latest/` (names handed out, who may fill its cached listings).
     kernel: KernelCache<Arc<ResolvedPartition>>,
     /// Whether listings carry their files' attributes now (`stat_demand.rs`).
     stat_demand: StatDemand,
-    next_fh: AtomicU64,
-    /// Owner and times of synthetic directories: those of the table root.
-    uid: u32,
-    gid: u32,
-    root_mtime: SystemTime,
+    /// Owner, modes and times of every node.
+    owner: Owner,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -234,9 +217,11 @@ impl HudiFs {
             // SAFETY: plain getters without preconditions.
             None => unsafe { (libc::getuid(), libc::getgid()) },
         };
-        let (uid, gid) = (
-            opts.access.uid.unwrap_or(uid),
-            opts.access.gid.unwrap_or(gid),
+        let owner = Owner::new(
+            uid,
+            gid,
+            root.mtime.unwrap_or(SystemTime::UNIX_EPOCH),
+            opts.access,
         );
         Ok(HudiFs {
             store,
@@ -246,21 +231,15 @@ impl HudiFs {
             views: Mutex::new(LruCache::new(
                 NonZeroUsize::new(VIEW_CACHE).unwrap_or(NonZeroUsize::MIN),
             )),
-            rendered: Mutex::new(LruCache::new(
-                NonZeroUsize::new(RENDER_CACHE).unwrap_or(NonZeroUsize::MIN),
-            )),
+            rendered: Rendered::default(),
             interner: InstantInterner::default(),
             inodes: InodeTable::new(),
             merged: MergedRegistry::default(),
             merge_cache: OnceLock::new(),
-            open_files: Mutex::new(HashMap::new()),
-            open_dirs: Mutex::new(HashMap::new()),
+            handles: Handles::default(),
             kernel: KernelCache::default(),
             stat_demand: StatDemand::default(),
-            next_fh: AtomicU64::new(1),
-            uid,
-            gid,
-            root_mtime: root.mtime.unwrap_or(SystemTime::UNIX_EPOCH),
+            owner,
         })
     }
 
@@ -323,7 +302,7 @@ impl HudiFs {
 
     /// Number of open file handles (for tests).
     pub fn open_file_count(&self) -> usize {
-        lock(&self.open_files).len()
+        self.handles.file_count()
     }
 }
 

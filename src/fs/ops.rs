@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,8 +15,7 @@ use super::kernel_cache::DirCache;
 use super::merged::{Materialised, MergedNode, MergedSlice};
 use super::views::{ResolvedPartition, ViewState};
 use super::{
-    join, lock, Attr, DirEntry, Entry, HudiFs, Kind, OpenDir, OpenHandle, Opened, ReadAnswer,
-    TTL_FRESH,
+    join, DirEntry, Entry, HudiFs, Kind, OpenDir, OpenHandle, Opened, ReadAnswer, TTL_FRESH,
 };
 
 const ROOT_NAMES: [&str; 6] = [
@@ -110,33 +108,11 @@ impl StaleDir {
 
 impl HudiFs {
     fn dir_entry(&self, ino: u64, ttl: Duration) -> Entry {
-        Entry {
-            attr: Attr {
-                ino,
-                kind: Kind::Dir,
-                size: 0,
-                mtime: self.root_mtime,
-                perm: self.opts.access.dir_mode.unwrap_or(0o555),
-                uid: self.uid,
-                gid: self.gid,
-            },
-            ttl,
-        }
+        self.owner.dir(ino, ttl)
     }
 
     fn file_entry(&self, ino: u64, f: &DataFile, ttl: Duration) -> Entry {
-        Entry {
-            attr: Attr {
-                ino,
-                kind: Kind::File,
-                size: f.size,
-                mtime: f.mtime(),
-                perm: self.opts.access.file_mode.unwrap_or(f.mode & 0o555),
-                uid: self.uid,
-                gid: self.gid,
-            },
-            ttl,
-        }
+        self.owner.table_file(ino, f, ttl)
     }
 
     /// The node a name at the mount root stands for.
@@ -193,12 +169,9 @@ impl HudiFs {
             Node::TimelineFile { name } => {
                 let name = self.timeline_name(name)?;
                 let (bytes, mtime) = self.render_timeline_file(&name)?;
-                let mut e = self.dir_entry(ino, TTL_FRESH);
-                e.attr.kind = Kind::File;
-                e.attr.size = bytes.len() as u64;
-                e.attr.perm = self.opts.access.file_mode.unwrap_or(0o444);
-                e.attr.mtime = mtime.unwrap_or(self.root_mtime);
-                Ok(e)
+                Ok(self
+                    .owner
+                    .rendered_file(ino, bytes.len() as u64, mtime, TTL_FRESH))
             }
         }
     }
@@ -449,12 +422,9 @@ impl HudiFs {
                 continue;
             };
             let ino = Node::TimelineFile { name: id }.ino();
-            let entry = self.getattr(ino).unwrap_or_else(|_| {
-                let mut entry = self.dir_entry(ino, TTL_FRESH);
-                entry.attr.kind = Kind::File;
-                entry.attr.perm = self.opts.access.file_mode.unwrap_or(0o444);
-                entry
-            });
+            let entry = self
+                .getattr(ino)
+                .unwrap_or_else(|_| self.owner.rendered_file(ino, 0, None, TTL_FRESH));
             out.push(DirEntry {
                 name: Arc::from(n.as_str()),
                 entry,
@@ -478,28 +448,21 @@ impl HudiFs {
             }
             _ => (DirCache::Off, None),
         };
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        lock(&self.open_dirs).insert(
-            fh,
-            OpenDir {
-                entries,
-                latest,
-                cached: cache != DirCache::Off,
-            },
-        );
+        let fh = self.handles.add_dir(OpenDir {
+            entries,
+            latest,
+            cached: cache != DirCache::Off,
+        });
         Ok(OpenedDir { fh, cache })
     }
 
     /// Entries of an open directory handle. A handle of `latest/` that outlived a switch gives
     /// its names short timeouts: the switch's invalidations may have missed them.
     pub fn readdir(&self, fh: u64) -> Result<DirListing> {
-        let (entries, latest) = {
-            let dirs = lock(&self.open_dirs);
-            let d = dirs
-                .get(&fh)
-                .ok_or_else(|| Error::NotFound(format!("directory handle {fh}")))?;
-            (d.entries.clone(), d.latest)
-        };
+        let (entries, latest) = self
+            .handles
+            .dir(fh)
+            .ok_or_else(|| Error::NotFound(format!("directory handle {fh}")))?;
         let ttl_cap = match latest {
             Some((_, generation)) if generation < self.snapshot().generation => TTL_FRESH,
             _ => Duration::MAX,
@@ -516,7 +479,7 @@ impl HudiFs {
     /// may have filled the kernel's cached listing with the old snapshot: the caller drops that
     /// (invalidates the inode) and then calls [`HudiFs::stale_dir_dropped`].
     pub fn releasedir(&self, fh: u64) -> Option<StaleDir> {
-        let d = lock(&self.open_dirs).remove(&fh)?;
+        let d = self.handles.release_dir(fh)?;
         let (dir, generation) = d.latest.filter(|_| d.cached)?;
         if self.kernel.outlived_a_switch(dir, generation) {
             return Some(StaleDir {
@@ -592,8 +555,7 @@ impl HudiFs {
         let direct_io = matches!(file, OpenHandle::Data(_))
             && backing.is_none()
             && self.store.is_object_store();
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        lock(&self.open_files).insert(fh, Arc::new(file));
+        let fh = self.handles.add_file(file);
         Ok(Opened {
             fh,
             keep_cache,
@@ -651,18 +613,7 @@ impl HudiFs {
     }
 
     fn merged_attr(&self, ino: u64, ms: &MergedSlice, size: u64, ttl: Duration) -> Entry {
-        Entry {
-            attr: Attr {
-                ino,
-                kind: Kind::File,
-                size,
-                mtime: ms.mtime,
-                perm: 0o444,
-                uid: self.uid,
-                gid: self.gid,
-            },
-            ttl,
-        }
+        self.owner.merged_file(ino, size, ms.mtime, ttl)
     }
 
     /// Read up to `size` bytes at `offset` of an open file, waiting for them (tests and tools;
@@ -690,7 +641,7 @@ impl HudiFs {
     /// store's runtime on an object store, so the calling FUSE thread never waits on the
     /// network), a rendered timeline file from memory.
     pub fn read_to(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
-        let file = lock(&self.open_files).get(&fh).cloned();
+        let file = self.handles.file(fh);
         match file.as_deref() {
             None => done(Err(Error::NotFound(format!("file handle {fh}")))),
             Some(OpenHandle::Data(file)) => file.read(
@@ -707,7 +658,7 @@ impl HudiFs {
     }
 
     pub fn release(&self, fh: u64) {
-        lock(&self.open_files).remove(&fh);
+        self.handles.release_file(fh);
     }
 
     /// Where the root of a view of `as_of/`, `incremental/`, `merged/as_of/`,

@@ -5,13 +5,32 @@
 //! follower lists it at every poll, §9), so a listing of `timeline/` costs no request once each
 //! file was read.
 
-use std::sync::Arc;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use hudifs_core::error::{Error, Result};
 use hudifs_core::metadata::{self, DecodeError, MetadataError};
+use lru::LruCache;
 
 use super::{lock, HudiFs};
+
+/// Rendered timeline files kept.
+const RENDER_CACHE: usize = 1024;
+
+/// A timeline file as rendered: its name, length and mtime in the storage.
+type RenderKey = (String, u64, Option<SystemTime>);
+
+/// The timeline files rendered lately, by name, size and time of the instant file.
+pub(super) struct Rendered(Mutex<LruCache<RenderKey, Arc<Vec<u8>>>>);
+
+impl Default for Rendered {
+    fn default() -> Self {
+        Rendered(Mutex::new(LruCache::new(
+            NonZeroUsize::new(RENDER_CACHE).unwrap_or(NonZeroUsize::MIN),
+        )))
+    }
+}
 
 impl HudiFs {
     /// The name of interned timeline file `id`.
@@ -39,7 +58,7 @@ impl HudiFs {
                 .map_err(|e| Error::io(self.store.describe(&path), e))?,
         };
         let key = (name.to_string(), md.size, md.mtime);
-        if let Some(b) = lock(&self.rendered).get(&key) {
+        if let Some(b) = lock(&self.rendered.0).get(&key) {
             return Ok((b.clone(), md.mtime));
         }
         let bytes = self
@@ -57,7 +76,7 @@ impl HudiFs {
             serde_json::to_vec_pretty(&json).map_err(|e| bad(DecodeError::Shape(e.to_string())))?;
         out.push(b'\n');
         let out = Arc::new(out);
-        lock(&self.rendered).put(key, out.clone());
+        lock(&self.rendered.0).put(key, out.clone());
         Ok((out, md.mtime))
     }
 }

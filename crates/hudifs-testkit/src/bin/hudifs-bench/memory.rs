@@ -41,8 +41,8 @@ pub fn bench_memory(big: &Path, tiny: &Path, c: &Common) -> Res<()> {
         "memory-per-file",
         "Daemon resident memory per visible file",
         Side::new("hudifs", "bytes/file", per_file),
-        Side::new("target", "bytes/file", vec![300.0]),
-        "bytes per file / 300",
+        Side::new("target", "bytes/file", vec![200.0]),
+        "bytes per file / 200",
         Some(("<=", 1.0)),
         notes,
     );

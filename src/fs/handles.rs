@@ -1,0 +1,114 @@
+//! The open file and directory handles of a mount: what each handle number holds, handed out
+//! by `open`/`opendir` and dropped by `release`/`releasedir`. One owner for the three pieces
+//! of state (the two tables and the counter) that `ops.rs` used to reach into directly.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hudifs_storage::OpenFile;
+
+use super::DirEntry;
+
+/// An open file: a table file's storage handle, or the bytes of a rendered timeline file.
+pub(super) enum OpenHandle {
+    Data(Arc<dyn OpenFile>),
+    Bytes(Arc<Vec<u8>>),
+}
+
+/// A directory of `latest/` and the snapshot generation it was listed from.
+pub(super) type LatestDir = (u32, u64);
+
+/// An open directory handle: the entries it was opened with, and for `latest/` the directory
+/// and snapshot generation (for the kernel's listing cache).
+pub(super) struct OpenDir {
+    pub entries: Arc<Vec<DirEntry>>,
+    pub latest: Option<LatestDir>,
+    /// The handle may read and fill the kernel's cached listing (`kernel_cache.rs`).
+    pub cached: bool,
+}
+
+/// The handles of a mount. File and directory handles share one number space.
+pub(super) struct Handles {
+    files: Mutex<HashMap<u64, Arc<OpenHandle>>>,
+    dirs: Mutex<HashMap<u64, OpenDir>>,
+    next: AtomicU64,
+}
+
+impl Default for Handles {
+    fn default() -> Self {
+        Handles {
+            files: Mutex::default(),
+            dirs: Mutex::default(),
+            next: AtomicU64::new(1),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Handles {
+    /// Hold an opened file; its handle number.
+    pub fn add_file(&self, file: OpenHandle) -> u64 {
+        let fh = self.next.fetch_add(1, Ordering::Relaxed);
+        lock(&self.files).insert(fh, Arc::new(file));
+        fh
+    }
+
+    pub fn file(&self, fh: u64) -> Option<Arc<OpenHandle>> {
+        lock(&self.files).get(&fh).cloned()
+    }
+
+    pub fn release_file(&self, fh: u64) {
+        lock(&self.files).remove(&fh);
+    }
+
+    pub fn file_count(&self) -> usize {
+        lock(&self.files).len()
+    }
+
+    /// Hold an opened directory; its handle number.
+    pub fn add_dir(&self, dir: OpenDir) -> u64 {
+        let fh = self.next.fetch_add(1, Ordering::Relaxed);
+        lock(&self.dirs).insert(fh, dir);
+        fh
+    }
+
+    /// The entries of an open directory and its `latest/` directory and generation.
+    pub fn dir(&self, fh: u64) -> Option<(Arc<Vec<DirEntry>>, Option<LatestDir>)> {
+        lock(&self.dirs)
+            .get(&fh)
+            .map(|d| (d.entries.clone(), d.latest))
+    }
+
+    pub fn release_dir(&self, fh: u64) -> Option<OpenDir> {
+        lock(&self.dirs).remove(&fh)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_and_directories_share_one_number_space_and_go_away_on_release() {
+        let h = Handles::default();
+        let f = h.add_file(OpenHandle::Bytes(Arc::new(vec![1, 2])));
+        let d = h.add_dir(OpenDir {
+            entries: Arc::new(Vec::new()),
+            latest: Some((3, 4)),
+            cached: true,
+        });
+        assert_ne!(f, d);
+        assert_eq!(h.file_count(), 1);
+        assert!(matches!(h.file(f).as_deref(), Some(OpenHandle::Bytes(b)) if **b == [1, 2]));
+        assert!(h.file(d).is_none(), "a directory handle is not a file");
+        assert_eq!(h.dir(d).map(|(_, l)| l), Some(Some((3, 4))));
+        h.release_file(f);
+        assert_eq!(h.file_count(), 0);
+        assert!(h.release_dir(d).is_some_and(|o| o.cached));
+        assert!(h.dir(d).is_none());
+    }
+}

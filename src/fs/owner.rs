@@ -1,0 +1,88 @@
+//! Who owns what a mount shows, and with which permission bits and times: the table root's
+//! owner (or the serving user's on a store) unless `--uid`/`--gid` say otherwise, and the
+//! `--file-mode`/`--dir-mode` overrides (SEMANTICS.md §7.3). Every node's attributes are
+//! built here, so the rules live in one place.
+
+use std::time::{Duration, SystemTime};
+
+use hudifs_core::listing::DataFile;
+
+use super::{Attr, Entry, Kind};
+use crate::access::Access;
+
+/// The owner and modes of a mount's nodes.
+#[derive(Debug, Clone)]
+pub(super) struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+    /// The time of synthetic directories and of timeline files without one: the table root's.
+    pub root_mtime: SystemTime,
+    access: Access,
+}
+
+impl Owner {
+    /// `uid`/`gid`: the table root's owner (or the serving user's); `--uid`/`--gid` win.
+    pub fn new(uid: u32, gid: u32, root_mtime: SystemTime, access: Access) -> Owner {
+        Owner {
+            uid: access.uid.unwrap_or(uid),
+            gid: access.gid.unwrap_or(gid),
+            root_mtime,
+            access,
+        }
+    }
+
+    fn attr(&self, ino: u64, kind: Kind, size: u64, mtime: SystemTime, perm: u16) -> Attr {
+        Attr {
+            ino,
+            kind,
+            size,
+            mtime,
+            perm,
+            uid: self.uid,
+            gid: self.gid,
+        }
+    }
+
+    /// A directory (every directory is synthetic: the table root's time).
+    pub fn dir(&self, ino: u64, ttl: Duration) -> Entry {
+        let perm = self.access.dir_mode.unwrap_or(0o555);
+        Entry {
+            attr: self.attr(ino, Kind::Dir, 0, self.root_mtime, perm),
+            ttl,
+        }
+    }
+
+    /// A table file: its size and time, its own permission bits without write bits.
+    pub fn table_file(&self, ino: u64, f: &DataFile, ttl: Duration) -> Entry {
+        let perm = self.access.file_mode.unwrap_or(f.mode & 0o555);
+        Entry {
+            attr: self.attr(ino, Kind::File, f.size, f.mtime(), perm),
+            ttl,
+        }
+    }
+
+    /// A file the daemon renders (a `timeline/` file): read-only to all unless overridden;
+    /// `mtime` none: the table root's.
+    pub fn rendered_file(
+        &self,
+        ino: u64,
+        size: u64,
+        mtime: Option<SystemTime>,
+        ttl: Duration,
+    ) -> Entry {
+        let perm = self.access.file_mode.unwrap_or(0o444);
+        let mtime = mtime.unwrap_or(self.root_mtime);
+        Entry {
+            attr: self.attr(ino, Kind::File, size, mtime, perm),
+            ttl,
+        }
+    }
+
+    /// A merged slice: read-only to all.
+    pub fn merged_file(&self, ino: u64, size: u64, mtime: SystemTime, ttl: Duration) -> Entry {
+        Entry {
+            attr: self.attr(ino, Kind::File, size, mtime, 0o444),
+            ttl,
+        }
+    }
+}
