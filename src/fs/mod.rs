@@ -16,13 +16,13 @@
 //! A view is planned against one table snapshot and its partitions are resolved only when a
 //! caller walks into them (`views`). A directory handle holds the entries it was opened with,
 //! so one `readdir` never mixes two snapshots; an open file holds its storage handle, so it reads
-//! to the end even if the cleaner deletes it (`ops`). What the kernel may cache of `latest/` and
-//! what a switch invalidates is in `kernel_cache` and `switch`; `timeline/` files are rendered in
-//! `timeline_files`, extended attributes in `xattr`, inode numbers in `inode`, partition listings
-//! in `partitions`, whether listings carry file attributes in `stat_demand`, open handles in
-//! `handles`, every node's owner, modes and times in `owner`, the merged views' slices and change feeds and their materialisation in
-//! `merged` (SEMANTICS.md §2, §6, §10). `served` is what the FUSE adapter calls: one table, or a lake of them
-//! (`crate::lake`).
+//! to the end even if the cleaner deletes it (`ops`, the handles in `handles`). What the kernel
+//! may cache of `latest/` and what a switch invalidates is in `kernel_cache` and `switch`, and
+//! whether listings carry file attributes in `stat_demand`; `timeline/` files are rendered in
+//! `timeline_files`, extended attributes in `xattr`, inode numbers in `inode`, every node's
+//! owner, modes and times in `owner`, partition listings in `partitions`, the merged views'
+//! slices and change feeds and their materialisation in `merged` (SEMANTICS.md §2, §6, §10).
+//! `served` is what the FUSE adapter calls: one table, or a lake of them (`crate::lake`).
 
 mod handles;
 mod inode;

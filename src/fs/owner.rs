@@ -13,10 +13,10 @@ use crate::access::Access;
 /// The owner and modes of a mount's nodes.
 #[derive(Debug, Clone)]
 pub(super) struct Owner {
-    pub uid: u32,
-    pub gid: u32,
+    uid: u32,
+    gid: u32,
     /// The time of synthetic directories and of timeline files without one: the table root's.
-    pub root_mtime: SystemTime,
+    root_mtime: SystemTime,
     access: Access,
 }
 

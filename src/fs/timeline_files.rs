@@ -32,6 +32,16 @@ impl Default for Rendered {
     }
 }
 
+impl Rendered {
+    fn get(&self, key: &RenderKey) -> Option<Arc<Vec<u8>>> {
+        lock(&self.0).get(key).cloned()
+    }
+
+    fn put(&self, key: RenderKey, bytes: Arc<Vec<u8>>) {
+        lock(&self.0).put(key, bytes);
+    }
+}
+
 impl HudiFs {
     /// The name of interned timeline file `id`.
     pub(super) fn timeline_name(&self, id: u32) -> Result<Arc<str>> {
@@ -58,8 +68,8 @@ impl HudiFs {
                 .map_err(|e| Error::io(self.store.describe(&path), e))?,
         };
         let key = (name.to_string(), md.size, md.mtime);
-        if let Some(b) = lock(&self.rendered.0).get(&key) {
-            return Ok((b.clone(), md.mtime));
+        if let Some(b) = self.rendered.get(&key) {
+            return Ok((b, md.mtime));
         }
         let bytes = self
             .store
@@ -76,7 +86,7 @@ impl HudiFs {
             serde_json::to_vec_pretty(&json).map_err(|e| bad(DecodeError::Shape(e.to_string())))?;
         out.push(b'\n');
         let out = Arc::new(out);
-        lock(&self.rendered.0).put(key, out.clone());
+        self.rendered.put(key, out.clone());
         Ok((out, md.mtime))
     }
 }

@@ -3,7 +3,6 @@
 //! and the directory structure a view shows (partition paths and the directories above them).
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -312,15 +311,8 @@ impl HudiFs {
         if threads < 2 {
             return;
         }
-        let next = AtomicU64::new(0);
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(|| loop {
-                    let k = next.fetch_add(1, Ordering::Relaxed) as usize;
-                    let Some(i) = todo.get(k) else { break };
-                    let _ = self.part(v, *i);
-                });
-            }
+        hudifs_core::side_by_side::map(&todo, threads, |i| {
+            let _ = self.part(v, *i);
         });
     }
 

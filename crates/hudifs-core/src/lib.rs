@@ -26,7 +26,7 @@ pub mod metadata;
 pub mod metadata_table;
 pub mod properties;
 pub mod rules;
-mod side_by_side;
+pub mod side_by_side;
 pub mod snapshot;
 pub mod table;
 pub mod timefmt;

@@ -1,5 +1,6 @@
 //! Work on many items at once, a few threads at a time: listings and reads on an object store
-//! are mostly waiting for the store, so they are run side by side.
+//! are mostly waiting for the store, and the partitions of a view are resolved on every core,
+//! so they are run side by side.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
