@@ -59,6 +59,15 @@ pub fn binary(name: &str) -> PathBuf {
         })
 }
 
+/// Whether something is mounted at `mnt` (this process's mount table).
+pub fn is_mounted(mnt: &Path) -> bool {
+    let target = mnt.to_string_lossy();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(&*target))
+}
+
 /// A live `hudifs mount`, unmounted (and its daemon stopped) on drop.
 pub struct MountGuard {
     hudifs: PathBuf,
@@ -156,13 +165,7 @@ impl MountGuard {
 
     /// Unmount now and wait for the daemon to exit (killing it if it does not).
     pub fn unmount(&mut self) {
-        let mounted = || {
-            let target = self.mnt.to_string_lossy().to_string();
-            std::fs::read_to_string("/proc/self/mountinfo")
-                .unwrap_or_default()
-                .lines()
-                .any(|l| l.split(' ').nth(4) == Some(target.as_str()))
-        };
+        let mounted = || is_mounted(&self.mnt);
         for _ in 0..50 {
             let _ = Command::new(&self.hudifs)
                 .arg("umount")

@@ -27,6 +27,11 @@ impl ServerProcess {
     pub fn id(&self) -> u32 {
         self.child.id()
     }
+
+    /// How it exited, if it has.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
 }
 
 impl Drop for ServerProcess {

@@ -16,44 +16,23 @@
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use hudifs_testkit::mount::is_mounted;
+use hudifs_testkit::server::{free_port, wait_for_port, ServerProcess};
+
 use crate::record::{append, Record, Side};
-use crate::s3read::{client, forget_pages, runtime, start_delay_proxy, upload};
+use crate::s3read::{client, err, forget_pages, runtime, start_delay_proxy, upload};
 use crate::sys::{cpu_seconds, hudifs_bin, mib_per_s, Mount};
 use crate::{Common, Res};
 
 const BUCKET: &str = "lake";
 
-fn err<E: std::fmt::Display>(what: &str) -> impl Fn(E) -> String + '_ {
-    move |e| format!("{what}: {e}")
-}
-
-/// A child process killed (and waited for) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> Res<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(err("bind"))?;
-    Ok(l.local_addr().map_err(err("bind"))?.port())
-}
-
-fn mounted(mnt: &Path) -> bool {
-    let want = format!(" {} ", mnt.display());
-    std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|m| m.contains(&want))
-}
-
 /// A running `mount-s3` in the foreground; unmounted and stopped when dropped.
 struct PeerMount {
     mnt: PathBuf,
-    proc: Option<Proc>,
+    proc: Option<ServerProcess>,
 }
 
 impl PeerMount {
@@ -73,12 +52,12 @@ impl PeerMount {
             .map_err(err("mount-s3"))?;
         let mut m = PeerMount {
             mnt: mnt.to_path_buf(),
-            proc: Some(Proc(child)),
+            proc: Some(ServerProcess::new(child)),
         };
         let t = Instant::now();
-        while !mounted(mnt) {
+        while !is_mounted(mnt) {
             if let Some(p) = m.proc.as_mut() {
-                if let Ok(Some(status)) = p.0.try_wait() {
+                if let Some(status) = p.try_wait() {
                     return Err(format!("mount-s3 exited: {status}"));
                 }
             }
@@ -91,22 +70,22 @@ impl PeerMount {
     }
 
     fn pid(&self) -> u32 {
-        self.proc.as_ref().map_or(0, |p| p.0.id())
+        self.proc.as_ref().map_or(0, ServerProcess::id)
     }
 }
 
 impl Drop for PeerMount {
     fn drop(&mut self) {
-        if mounted(&self.mnt) {
+        if is_mounted(&self.mnt) {
             let _ = Command::new("umount").arg(&self.mnt).status();
-            if mounted(&self.mnt) {
+            if is_mounted(&self.mnt) {
                 let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
             }
         }
         if let Some(mut p) = self.proc.take() {
             let t = Instant::now();
             while t.elapsed() < Duration::from_secs(5) {
-                if let Ok(Some(_)) = p.0.try_wait() {
+                if p.try_wait().is_some() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
@@ -160,20 +139,14 @@ pub fn bench_s3peer(
     latencies: &[u64],
     c: &Common,
 ) -> Res<()> {
-    for (k, v) in [
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-    ] {
-        std::env::set_var(k, v);
-    }
+    hudifs_testkit::s3::set_keys();
     let hudifs = hudifs_bin(c);
     let rt = runtime()?;
     let root = work.join("peer-root");
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(root.join(BUCKET)).map_err(err("server root"))?;
-    let port = free_port()?;
-    let _server = Proc(
+    let port = free_port();
+    let _server = ServerProcess::new(
         Command::new(s3s_fs)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--access-key", "testing", "--secret-key", "testing"])
@@ -184,13 +157,7 @@ pub fn bench_s3peer(
             .map_err(err("s3s-fs"))?,
     );
     let server = format!("http://127.0.0.1:{port}");
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if t.elapsed() > Duration::from_secs(10) {
-            return Err("s3s-fs did not listen in 10 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_port(([127, 0, 0, 1], port).into(), "s3s-fs");
     let direct = client(&server)?;
     let t = Instant::now();
     upload(&rt, &direct, table, "big")?;

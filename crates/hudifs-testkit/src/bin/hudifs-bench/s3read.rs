@@ -36,7 +36,7 @@ const PART: u64 = 8 << 20;
 /// The daemon's prefetch budget (hudifs-objstore's DEFAULT_BUDGET).
 const BUDGET_MIB: f64 = 256.0;
 
-fn err<E: std::fmt::Display>(what: &str) -> impl Fn(E) -> String + '_ {
+pub fn err<E: std::fmt::Display>(what: &str) -> impl Fn(E) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
@@ -238,13 +238,7 @@ pub fn bench_s3read(
     latencies: &[u64],
     c: &Common,
 ) -> Res<()> {
-    for (k, v) in [
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-    ] {
-        std::env::set_var(k, v);
-    }
+    hudifs_testkit::s3::set_keys();
     let hudifs = hudifs_bin(c);
     let rt = runtime()?;
     let root = work.join("s3root");
