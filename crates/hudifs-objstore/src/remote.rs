@@ -418,21 +418,7 @@ impl OpenFile for RemoteFile {
         match self.read_now(offset, len) {
             ReadNow::Ready(Ok(b)) => done(Ok(&b)),
             ReadNow::Ready(Err(e)) => done(Err(e)),
-            ReadNow::Later(mut f) => {
-                // Bytes the window already holds are answered here: no hop to the runtime's
-                // threads and back for most reads of a sequential reader.
-                // (In the runtime's context: a first poll may start a GET.)
-                let polled = {
-                    let _in_runtime = self.runtime.enter();
-                    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-                    f.as_mut().poll(&mut cx)
-                };
-                if let std::task::Poll::Ready(r) = polled {
-                    return match r {
-                        Ok(b) => done(Ok(&b)),
-                        Err(e) => done(Err(e)),
-                    };
-                }
+            ReadNow::Later(f) => {
                 self.runtime.spawn(async move {
                     match f.await {
                         Ok(b) => done(Ok(&b)),
