@@ -155,10 +155,16 @@ mod tests {
         );
         assert!(again.is_empty());
         assert_eq!(lock(p).idle_bytes, 0);
-        // Another class does not take it.
+        // A take of another class leaves it idle.
         let p2 = pool(IDLE_MAX);
-        freeze_into(p2, take_from(p2, 1 << 20));
-        assert_ne!(take_from(p2, 4 << 20).capacity(), 1 << 20);
+        drop(freeze_into(p2, take_from(p2, 1 << 20)));
+        let big = take_from(p2, 4 << 20);
+        assert_eq!(big.capacity(), 4 << 20);
+        assert_eq!(
+            lock(p2).idle_bytes,
+            1 << 20,
+            "the 1 MiB buffer is still idle"
+        );
     }
 
     #[test]
