@@ -288,6 +288,9 @@ impl Filesystem for FuseAdapter {
         // Files opened with FOPEN_DIRECT_IO (an object store's) can still be mapped (Linux 6.6+;
         // older kernels refuse mmap of them with ENODEV).
         let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        // A large read of such a file reaches the daemon as several requests at once, not one
+        // after another (each a round trip to the store).
+        let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);
         if self.uses_passthrough() {
             let granted = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
                 && config.set_max_stack_depth(1).is_ok();

@@ -11,9 +11,10 @@
 //! - A stream is read ahead of only once it is known to be sequential: it started at the
 //!   beginning of the file, or it went on beyond twice its first read (further than the
 //!   kernel's own read-ahead of one random read goes). Until then each read costs one GET of
-//!   what it asks, at least [`PrefetchConfig::first_request`] (256 KiB): a Parquet footer or a
-//!   column chunk costs one GET of about its bytes, and nothing is fetched for a next read that
-//!   does not come.
+//!   what it asks, at least [`PrefetchConfig::first_request`] (256 KiB), extended backwards
+//!   where the file ends first: a Parquet footer's length and the footer before it cost one
+//!   GET, a column chunk one GET of about its bytes, and nothing is fetched for a next read
+//!   that does not come.
 //! - The window ahead of a sequential reader is twice what the stream has read, at least
 //!   [`PrefetchConfig::first_request`] and at most [`PrefetchConfig::max_ahead`]; it is cut into
 //!   GETs of half the window (at most [`PrefetchConfig::max_request`]), several in flight, each
@@ -323,7 +324,15 @@ impl Prefetcher {
             (st.fetched_to, (end + ahead).min(self.size), request)
         } else {
             let target = end.max(offset + cfg.first_request).min(self.size);
-            (st.fetched_to.max(offset), target, cfg.max_request)
+            // A new stream the end of the file cuts short (a Parquet reader's footer length)
+            // fetches the bytes before it instead, up to the first request: the footer, read
+            // next, is there. Through the page cache the kernel's read-ahead did this.
+            let from = if !continues && offset + cfg.first_request > self.size {
+                self.size.saturating_sub(cfg.first_request).min(offset)
+            } else {
+                st.fetched_to.max(offset)
+            };
+            (from, target, cfg.max_request)
         };
         let mut s = from;
         while s < target {
