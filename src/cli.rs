@@ -393,6 +393,10 @@ pub struct MountArgs {
     /// on network or FUSE file systems), in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 1000, help_heading = FOLLOWING)]
     pub poll_interval: u64,
+    /// Serve metrics (OpenMetrics text at /metrics, a liveness answer at /healthz) on this
+    /// address: HOST:PORT, or :PORT for 127.0.0.1.
+    #[arg(long, value_name = "ADDR", help_heading = MOUNTING)]
+    pub metrics: Option<String>,
     /// When the root is a lake: how many directory levels below it to look for tables.
     #[arg(long, value_name = "N", default_value_t = crate::lake::DEFAULT_DEPTH, help_heading = MOUNTING)]
     pub lake_depth: usize,

@@ -285,6 +285,9 @@ impl Follower {
             } else if result.is_err() && watch.is_some() && relist.is_none() {
                 relist = Some(Clock::now() + backoff);
             }
+            if result.is_ok() {
+                hudifs_storage::observe::followed();
+            }
             match result {
                 Ok(Some(inv)) => {
                     log::debug!(

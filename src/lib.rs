@@ -30,6 +30,7 @@ pub mod fs;
 pub mod fuse;
 pub mod lake;
 pub mod manual;
+pub mod metrics;
 pub mod notify;
 pub mod options;
 pub mod status;

@@ -123,6 +123,15 @@ pub const OPTIONS: &[MountOpt] = &[
         "--poll-interval: timeline polling period in milliseconds",
     ),
     value(
+        "metrics",
+        "ADDR",
+        |a, v| {
+            a.metrics = Some(v.to_string());
+            Ok(())
+        },
+        "--metrics: serve metrics on HOST:PORT",
+    ),
+    value(
         "lake_depth",
         "N",
         |a, v| {

@@ -26,7 +26,13 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(2);
 pub struct State {
     pub mountpoint: PathBuf,
     pub table: String,
+    /// The process serving the mount's requests.
     pub pid: u32,
+    /// The process holding the mount and restarting the serving one when it dies
+    /// (`daemon/keeper.rs`); none for a daemon that serves its mount alone.
+    pub keeper_pid: Option<u32>,
+    /// How many times the keeper started a new serving daemon.
+    pub restarts: u32,
     /// The log file, or `stderr` / `journal`.
     pub log: String,
     /// `table` is a lake's root: many tables, each mounted at its path (SEMANTICS.md §7.1.1).
@@ -39,6 +45,8 @@ impl State {
             "mountpoint": self.mountpoint,
             "table": redact(&self.table),
             "pid": self.pid,
+            "keeper_pid": self.keeper_pid,
+            "restarts": self.restarts,
             "log": self.log,
             "lake": self.lake,
             "version": crate::VERSION,
@@ -50,6 +58,15 @@ impl State {
             mountpoint: PathBuf::from(v.get("mountpoint")?.as_str()?),
             table: v.get("table")?.as_str()?.to_string(),
             pid: u32::try_from(v.get("pid")?.as_u64()?).ok()?,
+            keeper_pid: v
+                .get("keeper_pid")
+                .and_then(Value::as_u64)
+                .and_then(|p| u32::try_from(p).ok()),
+            restarts: v
+                .get("restarts")
+                .and_then(Value::as_u64)
+                .and_then(|p| u32::try_from(p).ok())
+                .unwrap_or(0),
             log: v.get("log")?.as_str()?.to_string(),
             lake: v.get("lake").and_then(Value::as_bool).unwrap_or(false),
         })
@@ -64,6 +81,13 @@ impl State {
         std::fs::write(&tmp, format!("{:#}\n", self.to_json()))?;
         std::fs::rename(&tmp, path)?;
         Ok(StateFile(path.to_path_buf()))
+    }
+
+    /// Replace the state file of `file` with this state (atomically).
+    pub fn rewrite(&self, file: &StateFile) -> std::io::Result<()> {
+        let tmp = file.0.with_extension("state.tmp");
+        std::fs::write(&tmp, format!("{:#}\n", self.to_json()))?;
+        std::fs::rename(&tmp, &file.0)
     }
 }
 
@@ -190,7 +214,9 @@ fn find_state(m: &MountEntry) -> Option<State> {
             else {
                 continue;
             };
-            if state.mountpoint == m.mountpoint && process_alive(state.pid) {
+            if state.mountpoint == m.mountpoint
+                && process_alive(state.keeper_pid.unwrap_or(state.pid))
+            {
                 return Some(state);
             }
         }
@@ -231,13 +257,32 @@ fn read_xattr(path: &Path, name: &str) -> std::io::Result<String> {
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
     let n = std::ffi::CString::new(name).expect("attribute name");
     let mut buf = vec![0u8; 256];
-    // SAFETY: valid C strings and a buffer of the length given.
-    let len = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    if len < 0 {
-        return Err(std::io::Error::last_os_error());
+    loop {
+        // SAFETY: valid C strings and a buffer of the length given.
+        let len =
+            unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if len >= 0 {
+            buf.truncate(len as usize);
+            return Ok(String::from_utf8_lossy(&buf).to_string());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::ERANGE) || buf.len() >= 1 << 16 {
+            return Err(err);
+        }
+        // Larger than asked for (the metrics): the kernel allows up to 64 KiB.
+        buf.resize(1 << 16, 0);
     }
-    buf.truncate(len as usize);
-    Ok(String::from_utf8_lossy(&buf).to_string())
+}
+
+/// The daemon's counters (the mount root's `user.hudifs.metrics`), within the time limit.
+fn counters(mp: &Path) -> Option<Value> {
+    let path = mp.to_path_buf();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(read_xattr(&path, "user.hudifs.metrics"));
+    });
+    let text = rx.recv_timeout(ANSWER_WITHIN).ok()?.ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 /// One mount as status reports it.
@@ -256,6 +301,11 @@ fn describe(m: &MountEntry) -> Value {
             Err(e) => (None, Some(e)),
         },
     };
+    let metrics = if problem.is_none() && !lake {
+        counters(&m.mountpoint)
+    } else {
+        None
+    };
     json!({
         "mountpoint": m.mountpoint,
         "source": redact(&m.source),
@@ -264,6 +314,9 @@ fn describe(m: &MountEntry) -> Value {
         "latest_instant": latest,
         "problem": problem,
         "pid": state.as_ref().map(|s| s.pid),
+        "keeper_pid": state.as_ref().and_then(|s| s.keeper_pid),
+        "restarts": state.as_ref().map(|s| s.restarts),
+        "metrics": metrics,
         "log": state.as_ref().map(|s| s.log.clone()),
     })
 }
@@ -394,6 +447,8 @@ mod tests {
             mountpoint: "/mnt/trips".into(),
             table: "s3://k:s@b/t".into(),
             pid: std::process::id(),
+            keeper_pid: Some(1),
+            restarts: 3,
             log: log.display().to_string(),
             lake: true,
         };
@@ -405,6 +460,7 @@ mod tests {
         let back = State::from_json(&serde_json::from_str(&text).unwrap()).unwrap();
         assert_eq!(back.table, "s3://b/t");
         assert_eq!((back.pid, &back.mountpoint), (st.pid, &st.mountpoint));
+        assert_eq!((back.keeper_pid, back.restarts), (Some(1), 3));
         assert!(back.lake);
         let old = serde_json::json!({"mountpoint": "/m", "table": "/t", "pid": 1, "log": "x"});
         assert!(

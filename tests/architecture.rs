@@ -299,7 +299,10 @@ fn fuser_is_confined_to_the_adapter() {
         })
         .map(|(m, _)| m)
         .collect();
-    assert_eq!(users, ["fuse"], "modules that use fuser");
+    assert!(
+        !users.is_empty() && users.iter().all(|m| *m == "fuse" || m.starts_with("fuse/")),
+        "modules that use fuser: {users:?}"
+    );
 }
 
 #[test]

@@ -451,3 +451,124 @@ fn listings_carry_file_attributes_once_files_are_looked_up() {
     assert!(attrs, "a file was looked up: listings carry attributes");
     assert_eq!(again, entries, "the same entries either way");
 }
+
+/// Every byte of `ino` through handle `fh` read with `read_node` (as the mount reads, inode
+/// given), `None` when a read fails.
+fn read_via(fs: &HudiFs, ino: u64, fh: u64) -> Option<Vec<u8>> {
+    let mut got = Vec::new();
+    loop {
+        let (tx, rx) = std::sync::mpsc::channel();
+        fs.read_node(
+            ino,
+            fh,
+            got.len() as u64,
+            65_536,
+            Box::new(move |r| {
+                let _ = tx.send(r.map(<[u8]>::to_vec).ok());
+            }),
+        );
+        let chunk = rx.recv().ok()??;
+        if chunk.is_empty() {
+            return Some(got);
+        }
+        got.extend(chunk);
+    }
+}
+
+#[test]
+fn a_daemon_that_takes_over_gives_every_number_and_handle_the_same_meaning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let Some((first, root)) = open_merged_fs(tmp.path(), &cache) else {
+        return;
+    };
+    let journal = std::sync::Arc::new(hudifs::fs::RestartJournal::create().unwrap());
+    first.resume_from(&journal).unwrap();
+    // What the kernel could hold from the first daemon: inodes of every kind, with what they
+    // are, and open file and directory handles.
+    let mut held: Vec<(Vec<String>, u64, hudifs::fs::Attr)> = Vec::new();
+    let mut paths: Vec<Vec<String>> = vec![vec!["timeline".into()]];
+    for t in names(&first, walk(&first, &["as_of"]).unwrap()) {
+        for p in names(&first, walk(&first, &["merged", "as_of", &t]).unwrap()) {
+            for f in names(&first, walk(&first, &["merged", "as_of", &t, &p]).unwrap()) {
+                paths.push(vec![
+                    "merged".into(),
+                    "as_of".into(),
+                    t.clone(),
+                    p.clone(),
+                    f,
+                ]);
+            }
+            for f in names(&first, walk(&first, &["as_of", &t, &p]).unwrap()) {
+                paths.push(vec!["as_of".into(), t.clone(), p.clone(), f]);
+            }
+        }
+    }
+    for t in names(&first, walk(&first, &["timeline"]).unwrap()) {
+        paths.push(vec!["timeline".into(), t]);
+    }
+    for p in &paths {
+        let parts: Vec<&str> = p.iter().map(String::as_str).collect();
+        let ino = walk(&first, &parts).unwrap();
+        held.push((p.clone(), ino, first.getattr(ino).unwrap().attr));
+    }
+    let merged_files = held
+        .iter()
+        .filter(|(p, _, _)| p[0] == "merged" && p[4].ends_with(".merged.parquet"))
+        .count();
+    assert!(merged_files >= 3, "{paths:?}");
+    let files: Vec<(u64, u64, Vec<u8>)> = held
+        .iter()
+        .filter(|(_, _, a)| a.kind == Kind::File)
+        .map(|(_, ino, _)| {
+            let fh = first.open(*ino).unwrap().fh;
+            (*ino, fh, read_via(&first, *ino, fh).unwrap())
+        })
+        .collect();
+    let dir = walk(&first, &["as_of"]).unwrap();
+    let dir_fh = first.opendir(dir).unwrap().fh;
+    let dir_names: Vec<String> = first
+        .readdir(dir_fh)
+        .unwrap()
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
+    drop(first);
+
+    // The daemon that takes over: the same table, the same journal.
+    let (next, _) = open_merged_fs(tmp.path(), &cache).unwrap();
+    next.resume_from(&journal).unwrap();
+    // Handles first, before any lookup: the kernel sends reads on what it holds.
+    for (ino, fh, bytes) in &files {
+        assert_eq!(
+            read_via(&next, *ino, *fh).as_ref(),
+            Some(bytes),
+            "handle {fh} of inode {ino:#x}"
+        );
+    }
+    let listed: Vec<String> = next
+        .readdir_node(dir, dir_fh)
+        .unwrap()
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
+    assert_eq!(listed, dir_names);
+    for (path, ino, attr) in &held {
+        let now = next.getattr(*ino).unwrap().attr;
+        assert_eq!((now.kind, now.size), (attr.kind, attr.size), "{path:?}");
+        let parts: Vec<&str> = path.iter().map(String::as_str).collect();
+        let again = walk(&next, &parts).unwrap();
+        // A merged slice's id says it was taken, not what it is: a name looked up again gets
+        // a new number (the kernel's old one keeps working, as above). Everything else keeps
+        // its number.
+        if !path[path.len() - 1].ends_with(".merged.parquet") {
+            assert_eq!(again, *ino, "{path:?}: a new number");
+        }
+    }
+    // New handles do not collide with the first daemon's.
+    let fresh = next.open(files[0].0).unwrap().fh;
+    assert!(files.iter().all(|(_, fh, _)| *fh != fresh));
+    // A handle number nobody handed out is still refused.
+    assert!(read_via(&next, files[0].0, fresh + 1_000_000).is_none());
+    let _ = root;
+}

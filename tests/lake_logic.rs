@@ -77,7 +77,7 @@ fn lookup(fs: &dyn Served, path: &[&str]) -> Result<u64, i32> {
 fn list(fs: &dyn Served, ino: u64) -> Result<Vec<(String, u64, Kind)>, i32> {
     let d = fs.opendir(ino).map_err(errno)?;
     let out = fs
-        .readdir(d.fh)
+        .readdir(ino, d.fh)
         .map_err(errno)?
         .iter()
         .map(|(n, e)| (n.to_string(), e.attr.ino, e.attr.kind))
@@ -95,6 +95,7 @@ fn names(fs: &dyn Served, path: &[&str]) -> Vec<String> {
 fn read(fs: &dyn Served, fh: u64, offset: u64, size: u32) -> hudifs_core::error::Result<Vec<u8>> {
     let (tx, rx) = std::sync::mpsc::channel();
     fs.read(
+        0,
         fh,
         offset,
         size,

@@ -212,13 +212,27 @@ fn umount_clears_the_mount_of_a_killed_daemon() {
         return;
     }
     let m = MountGuard::mount(&root, &[]);
-    let pid = m.pid.unwrap();
-    Command::new("kill")
-        .arg("-9")
-        .arg(pid.to_string())
-        .status()
+    // The keeper (the pid `hudifs mount` printed) and the daemon serving the mount: a serving
+    // daemon alone that dies is replaced (tests/crash_restart.rs); both dead, the mount is.
+    let out = Command::new(env!("CARGO_BIN_EXE_hudifs"))
+        .args(["status", "--json"])
+        .arg(m.path())
+        .output()
         .unwrap();
-    // The kernel ends the connection when the dying process's /dev/fuse descriptor closes.
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let serving = status["mounts"][0]["pid"].as_u64().expect("serving pid");
+    assert_eq!(
+        status["mounts"][0]["keeper_pid"].as_u64(),
+        m.pid.map(u64::from)
+    );
+    for pid in [m.pid.unwrap() as u64, serving] {
+        Command::new("kill")
+            .arg("-9")
+            .arg(pid.to_string())
+            .status()
+            .unwrap();
+    }
+    // The kernel ends the connection when the last /dev/fuse descriptor closes.
     let t0 = Instant::now();
     let err = loop {
         let err = std::fs::read_dir(m.path())

@@ -362,7 +362,8 @@ fn a_store_mount_follows_hudifs_writer_on_the_store() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let m = common::MountGuard::mount(std::path::Path::new(url), &args);
     // The table's configuration costs one GET in the launcher (which checks the table before
-    // touching the mount point) and one in the daemon: the check's GET serves the load.
+    // touching the mount point) and one in the keeper, which hands what it read to the daemon it
+    // starts (docs/SEMANTICS.md §7.11).
     let props: Vec<String> = proxy
         .counts()
         .lines

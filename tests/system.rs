@@ -650,7 +650,11 @@ fn status_lists_live_mounts_with_table_instant_pid_and_log() {
         .clone();
     assert_eq!(mine["table"], root.to_str().unwrap(), "{mine}");
     assert_eq!(mine["latest_instant"], instant.as_str(), "{mine}");
-    assert_eq!(mine["pid"], m.pid.unwrap(), "{mine}");
+    // `hudifs mount` prints the keeper's pid; `pid` is the daemon serving the mount.
+    assert_eq!(mine["keeper_pid"], m.pid.unwrap(), "{mine}");
+    let serving = mine["pid"].as_u64().expect("serving pid") as u32;
+    assert_ne!(serving, m.pid.unwrap());
+    assert_eq!(mine["restarts"], 0, "{mine}");
     assert_eq!(
         mine["log"],
         m.log.as_ref().unwrap().to_str().unwrap(),
@@ -667,7 +671,7 @@ fn status_lists_live_mounts_with_table_instant_pid_and_log() {
         mp.to_str().unwrap(),
         root.to_str().unwrap(),
         &instant,
-        &m.pid.unwrap().to_string(),
+        &serving.to_string(),
     ] {
         assert!(lines[1].contains(word), "{word} not in {text}");
     }
@@ -676,14 +680,15 @@ fn status_lists_live_mounts_with_table_instant_pid_and_log() {
     assert_eq!(code, 1);
     assert!(err.contains("not a hudifs mount"), "{err}");
 
-    // A dead daemon: listed, with why, and without a pid.
-    let pid = m.pid.unwrap();
-    Command::new("kill")
-        .arg("-9")
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
-    assert!(process_gone(pid, Duration::from_secs(10)));
+    // A dead daemon (the keeper and the one serving): listed, with why, and without a pid.
+    for pid in [m.pid.unwrap(), serving] {
+        Command::new("kill")
+            .arg("-9")
+            .arg(pid.to_string())
+            .status()
+            .unwrap();
+        assert!(process_gone(pid, Duration::from_secs(10)));
+    }
     let (_, out, _) = common::run_hudifs([
         OsStr::new("status"),
         OsStr::new("--json"),
@@ -711,7 +716,8 @@ fn the_state_file_goes_with_the_daemon() {
     let state = hudifs::status::state_path(&hudifs::daemon::log_path(m.path()));
     let text = std::fs::read_to_string(&state).expect("state file while mounted");
     let v: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(v["pid"], m.pid.unwrap());
+    assert_eq!(v["keeper_pid"], m.pid.unwrap());
+    assert!(v["pid"].as_u64().is_some());
     m.unmount();
     assert!(!state.exists(), "state file left after unmount");
 }

@@ -4,11 +4,15 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use hudifs_storage::OpenFile;
 
+use super::restart_journal::{Fields, RestartJournal, Tag};
 use super::DirEntry;
+
+/// Handle numbers are reserved in the restart journal this many at a time.
+const RESERVE: u64 = 1 << 16;
 
 /// An open file: a table file's storage handle, or the bytes of a rendered timeline file.
 pub(super) enum OpenHandle {
@@ -33,6 +37,11 @@ pub(super) struct Handles {
     files: Mutex<HashMap<u64, Arc<OpenHandle>>>,
     dirs: Mutex<HashMap<u64, OpenDir>>,
     next: AtomicU64,
+    /// After a restart: the first number this daemon hands out. Numbers below it are the
+    /// previous daemons' handles, which the kernel may still use (0: no previous daemon).
+    first: AtomicU64,
+    /// Where handle numbers are reserved before they are handed out (`restart_journal.rs`).
+    journal: OnceLock<Arc<RestartJournal>>,
 }
 
 impl Default for Handles {
@@ -41,6 +50,8 @@ impl Default for Handles {
             files: Mutex::default(),
             dirs: Mutex::default(),
             next: AtomicU64::new(1),
+            first: AtomicU64::new(0),
+            journal: OnceLock::new(),
         }
     }
 }
@@ -50,11 +61,53 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Handles {
+    /// Start above every handle number the previous daemons of this mount may have handed out,
+    /// and reserve numbers in `journal` from now on.
+    pub fn resume(&self, records: &[(Tag, Vec<u8>)], journal: &Arc<RestartJournal>) {
+        let reserved = records
+            .iter()
+            .filter(|(t, _)| *t == Tag::Handles)
+            .filter_map(|(_, p)| Fields(p).u64())
+            .max();
+        if let Some(limit) = reserved {
+            self.next.store(limit, Ordering::SeqCst);
+            self.first.store(limit, Ordering::SeqCst);
+        }
+        let next = self.next.load(Ordering::SeqCst);
+        journal.append(Tag::Handles, &(next + 2 * RESERVE).to_le_bytes());
+        let _ = self.journal.set(journal.clone());
+    }
+
+    /// Whether `fh` is a handle of a previous daemon of this mount.
+    pub fn inherited(&self, fh: u64) -> bool {
+        fh < self.first.load(Ordering::Relaxed)
+    }
+
+    fn next_number(&self) -> u64 {
+        let fh = self.next.fetch_add(1, Ordering::Relaxed);
+        if fh.is_multiple_of(RESERVE) {
+            if let Some(journal) = self.journal.get() {
+                journal.append(Tag::Handles, &(fh + 2 * RESERVE).to_le_bytes());
+            }
+        }
+        fh
+    }
+
     /// Hold an opened file; its handle number.
     pub fn add_file(&self, file: OpenHandle) -> u64 {
-        let fh = self.next.fetch_add(1, Ordering::Relaxed);
+        let fh = self.next_number();
         lock(&self.files).insert(fh, Arc::new(file));
         fh
+    }
+
+    /// Hold a file reopened for a handle of a previous daemon, under that handle's number.
+    pub fn adopt_file(&self, fh: u64, file: Arc<OpenHandle>) -> Arc<OpenHandle> {
+        lock(&self.files).entry(fh).or_insert(file).clone()
+    }
+
+    /// Hold a directory reopened for a handle of a previous daemon, under its number.
+    pub fn adopt_dir(&self, fh: u64, dir: OpenDir) {
+        lock(&self.dirs).entry(fh).or_insert(dir);
     }
 
     pub fn file(&self, fh: u64) -> Option<Arc<OpenHandle>> {
@@ -71,7 +124,7 @@ impl Handles {
 
     /// Hold an opened directory; its handle number.
     pub fn add_dir(&self, dir: OpenDir) -> u64 {
-        let fh = self.next.fetch_add(1, Ordering::Relaxed);
+        let fh = self.next_number();
         lock(&self.dirs).insert(fh, dir);
         fh
     }

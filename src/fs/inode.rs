@@ -18,9 +18,13 @@
 //! callers look up, not with the number of files.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use hudifs_core::viewkey::ViewKey;
+
+use hudifs_core::instant_time::InstantTime;
+
+use super::restart_journal::{put_str, Fields, RestartJournal, Tag};
 
 pub const ROOT_INO: u64 = 1;
 pub const AS_OF_INO: u64 = 2;
@@ -155,11 +159,68 @@ pub fn ino_of_fields(kind: u64, view: u64, item: u64) -> Option<u64> {
     Some((kind << KIND_SHIFT) | (view << VIEW_SHIFT) | item)
 }
 
+/// How an interner records the ids it hands out: the journal, the record's tag, the encoding.
+type JournalHook<T> = (Arc<RestartJournal>, Tag, fn(&T) -> Vec<u8>);
+
+/// A view name as a record: flags, then its key.
+pub fn encode_view(v: &ViewName) -> Vec<u8> {
+    let mut out = vec![u8::from(v.merged) | (u8::from(v.cdc) << 1)];
+    match &v.key {
+        ViewKey::Latest => out.push(0),
+        ViewKey::AsOf(t) => {
+            out.push(1);
+            put_str(&mut out, t.as_str());
+        }
+        ViewKey::Incremental { start, end } => {
+            out.push(2);
+            for side in [start, end] {
+                match side {
+                    None => out.push(0),
+                    Some(t) => {
+                        out.push(1);
+                        put_str(&mut out, t.as_str());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+pub fn decode_view(payload: &[u8]) -> Option<ViewName> {
+    let mut f = Fields(payload);
+    let flags = f.u8()?;
+    let time = |f: &mut Fields<'_>| InstantTime::parse(f.str()?);
+    let key = match f.u8()? {
+        0 => ViewKey::Latest,
+        1 => ViewKey::AsOf(time(&mut f)?),
+        2 => {
+            let side = |f: &mut Fields<'_>| -> Option<Option<InstantTime>> {
+                match f.u8()? {
+                    0 => Some(None),
+                    _ => Some(Some(time(f)?)),
+                }
+            };
+            let start = side(&mut f)?;
+            let end = side(&mut f)?;
+            ViewKey::Incremental { start, end }
+        }
+        _ => return None,
+    };
+    Some(ViewName {
+        key,
+        merged: flags & 1 != 0,
+        cdc: flags & 2 != 0,
+    })
+}
+
 /// A two-way interner: values get small stable ids.
 pub struct Interner<T> {
     inner: Mutex<(HashMap<T, u32>, Vec<T>)>,
     /// The largest id it hands out.
     limit: u32,
+    /// Where each new id is recorded before anyone hears of it (`restart_journal.rs`).
+    journal: OnceLock<JournalHook<T>>,
 }
 
 impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
@@ -167,7 +228,13 @@ impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
         Interner {
             inner: Mutex::new((HashMap::new(), Vec::new())),
             limit,
+            journal: OnceLock::new(),
         }
+    }
+
+    /// Record every id handed out from now on in `journal`.
+    pub fn record_in(&self, journal: Arc<RestartJournal>, tag: Tag, encode: fn(&T) -> Vec<u8>) {
+        let _ = self.journal.set((journal, tag, encode));
     }
 
     /// The id of `value`, assigning the next one if it has none (None when ids ran out).
@@ -179,6 +246,9 @@ impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
         let id = g.1.len() as u32;
         if id > self.limit {
             return None;
+        }
+        if let Some((journal, tag, encode)) = self.journal.get() {
+            journal.append(*tag, &encode(value));
         }
         g.1.push(value.clone());
         g.0.insert(value.clone(), id);
@@ -234,6 +304,39 @@ impl InodeTable {
             cdc: false,
         }));
         t
+    }
+
+    /// Take over the ids a previous daemon of this mount handed out (in the order of `records`),
+    /// then record every new one in `journal`. A record that does not read back is an error:
+    /// every id after it would name something else.
+    pub fn resume(
+        &self,
+        records: &[(Tag, Vec<u8>)],
+        journal: &Arc<RestartJournal>,
+    ) -> Result<(), String> {
+        for (tag, payload) in records {
+            let text = || std::str::from_utf8(payload).ok().map(Arc::<str>::from);
+            let taken = match tag {
+                Tag::View => decode_view(payload).and_then(|v| self.views.id(&Arc::new(v))),
+                Tag::Dir => text().and_then(|d| self.dirs.id(&d)),
+                Tag::TimelineName => text().and_then(|n| self.timeline_names.id(&n)),
+                _ => continue,
+            };
+            if taken.is_none() {
+                return Err(format!(
+                    "a {tag:?} record of the restart journal does not read back"
+                ));
+            }
+        }
+        self.views
+            .record_in(journal.clone(), Tag::View, |v| encode_view(v));
+        self.dirs
+            .record_in(journal.clone(), Tag::Dir, |d| d.as_bytes().to_vec());
+        self.timeline_names
+            .record_in(journal.clone(), Tag::TimelineName, |n| {
+                n.as_bytes().to_vec()
+            });
+        Ok(())
     }
 }
 
@@ -313,5 +416,42 @@ mod tests {
         assert_eq!(small.id(&1), Some(0));
         assert_eq!(small.id(&2), Some(1));
         assert_eq!(small.id(&3), None, "ids run out instead of wrapping");
+    }
+
+    #[test]
+    fn views_round_trip_as_records() {
+        let t = |s: &str| InstantTime::parse(s).unwrap();
+        for v in [
+            ViewName {
+                key: ViewKey::Latest,
+                merged: true,
+                cdc: false,
+            },
+            ViewName {
+                key: ViewKey::AsOf(t("20240101000000000")),
+                merged: false,
+                cdc: false,
+            },
+            ViewName {
+                key: ViewKey::Incremental {
+                    start: None,
+                    end: Some(t("20240102000000000")),
+                },
+                merged: false,
+                cdc: true,
+            },
+            ViewName {
+                key: ViewKey::Incremental {
+                    start: Some(t("20240101000000000")),
+                    end: None,
+                },
+                merged: true,
+                cdc: false,
+            },
+        ] {
+            assert_eq!(decode_view(&encode_view(&v)), Some(v));
+        }
+        assert_eq!(decode_view(&[0, 9]), None);
+        assert_eq!(decode_view(&[0, 1, 200, 0, 0, 0]), None);
     }
 }

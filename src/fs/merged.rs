@@ -20,7 +20,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
 use hudifs_core::error::{Error, Result};
@@ -37,6 +37,7 @@ use hudifs_merge::{
 };
 
 use super::partitions::PartitionListing;
+use super::restart_journal::{put_str, Fields, RestartJournal, Tag};
 use super::{lock, HudiFs};
 
 /// Default size of the merge cache.
@@ -170,18 +171,27 @@ struct SliceKey {
     cdc: Option<Vec<(String, String, Vec<u64>)>>,
 }
 
+/// A partition and a name in it.
+type PlacedName = (Arc<str>, Arc<str>);
+
 /// Every merged slice the mount has handed out, by stable id (append-only: an id never changes
-/// meaning).
+/// meaning). The restart journal records each id with the partition and name it was handed out
+/// under; after a restart such an id is found again by that name in its view, on first use
+/// (`HudiFs::merged_slice`).
 #[derive(Default)]
 pub struct MergedRegistry {
-    slices: RwLock<Vec<Arc<MergedSlice>>>,
+    slices: RwLock<Vec<Option<Arc<MergedSlice>>>>,
     index: Mutex<HashMap<SliceKey, u64>>,
+    journal: OnceLock<Arc<RestartJournal>>,
+    /// Ids a previous daemon of the mount handed out and this one has not found again: their
+    /// partition and name.
+    inherited: Mutex<HashMap<u64, PlacedName>>,
 }
 
 impl MergedRegistry {
     pub fn get(&self, id: u64) -> Option<Arc<MergedSlice>> {
         let s = self.slices.read().unwrap_or_else(|e| e.into_inner());
-        s.get(usize::try_from(id).ok()?).cloned()
+        s.get(usize::try_from(id).ok()?).cloned().flatten()
     }
 
     fn register(&self, key: SliceKey, make: impl FnOnce() -> MergedSlice) -> u64 {
@@ -191,9 +201,44 @@ impl MergedRegistry {
         }
         let mut s = self.slices.write().unwrap_or_else(|e| e.into_inner());
         let id = s.len() as u64;
-        s.push(Arc::new(make()));
+        if let Some(journal) = self.journal.get() {
+            let mut payload = Vec::new();
+            put_str(&mut payload, &key.partition);
+            put_str(&mut payload, &key.name);
+            journal.append(Tag::MergedSlice, &payload);
+        }
+        s.push(Some(Arc::new(make())));
         index.insert(key, id);
         id
+    }
+
+    /// Keep the ids a previous daemon of this mount handed out, to be found again by name, then
+    /// record every new one in `journal`.
+    pub fn resume(&self, records: &[(Tag, Vec<u8>)], journal: &Arc<RestartJournal>) {
+        let mut s = self.slices.write().unwrap_or_else(|e| e.into_inner());
+        let mut inherited = lock(&self.inherited);
+        for (_, payload) in records.iter().filter(|(t, _)| *t == Tag::MergedSlice) {
+            let mut f = Fields(payload);
+            if let (Some(partition), Some(name)) = (f.str(), f.str()) {
+                inherited.insert(s.len() as u64, (Arc::from(partition), Arc::from(name)));
+            }
+            s.push(None);
+        }
+        let _ = self.journal.set(journal.clone());
+    }
+
+    /// The partition and name of an id a previous daemon handed out, not found again yet.
+    pub fn inherited(&self, id: u64) -> Option<PlacedName> {
+        lock(&self.inherited).get(&id).cloned()
+    }
+
+    /// An id of a previous daemon found again: it names `slice` from now on.
+    pub fn found_again(&self, id: u64, slice: Arc<MergedSlice>) {
+        let mut s = self.slices.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = usize::try_from(id).ok().and_then(|i| s.get_mut(i)) {
+            slot.get_or_insert(slice);
+        }
+        lock(&self.inherited).remove(&id);
     }
 }
 
@@ -499,7 +544,21 @@ impl HudiFs {
         if let Some(e) = &*lock(&ms.refused) {
             return Err(e.clone_refusal());
         }
+        let started = std::time::Instant::now();
+        let before = self.merges_run();
         let r = self.merge_now(ms);
+        let outcome = match &r {
+            Ok(Done::Base(_)) => "base",
+            Ok(Done::Merged { .. }) if self.merges_run() > before => "merged",
+            Ok(Done::Merged { .. }) => "cached",
+            Err(Error::Unsupported(_) | Error::TooBig(_)) => "refused",
+            Err(_) => "failed",
+        };
+        let written = match &r {
+            Ok(Done::Merged { size, .. }) if outcome == "merged" => *size,
+            _ => 0,
+        };
+        hudifs_storage::observe::merge(outcome, started, written);
         match r {
             Ok(d) => {
                 *done = Some(d.clone());

@@ -31,6 +31,7 @@ mod merged;
 mod ops;
 mod owner;
 mod partitions;
+mod restart_journal;
 mod served;
 mod stat_demand;
 mod switch;
@@ -59,6 +60,9 @@ pub use inode::{
 pub use kernel_cache::{Deferred, DirCache, AGAIN};
 pub use merged::{default_cache_dir, MergeSettings, DEFAULT_CACHE_BYTES, DEFAULT_MEMORY_CAP};
 pub use ops::{DirListing, InoMap, OpenedDir, StaleDir};
+pub use restart_journal::{
+    decode_properties, encode_properties, RestartJournal, Tag as JournalTag,
+};
 pub use served::Served;
 pub use switch::{Invalidations, KernelNotifier};
 
@@ -241,6 +245,23 @@ impl HudiFs {
             stat_demand: StatDemand::default(),
             owner,
         })
+    }
+
+    /// Serve a mount that may outlive this daemon (docs/SEMANTICS.md §7.11): take over the
+    /// inode numbers and handles that the previous daemons of the mount handed out, as
+    /// `journal` records them, and record every new one in it. Call before serving.
+    pub fn resume_from(&self, journal: &Arc<RestartJournal>) -> Result<()> {
+        let records = journal
+            .records()
+            .map_err(|e| Error::io("the restart journal", e))?;
+        let exts = self.snapshot().cfg.base_extensions.clone();
+        self.inodes
+            .resume(&records, journal)
+            .and_then(|()| self.partitions.registry.resume(&records, &exts, journal))
+            .map_err(Error::Corrupt)?;
+        self.merged.resume(&records, journal);
+        self.handles.resume(&records, journal);
+        Ok(())
     }
 
     /// The storage the table is read from.

@@ -144,7 +144,7 @@ impl HudiFs {
             | Node::MergedIncrementalDir
             | Node::CdcDir => Ok(self.dir_entry(ino, TTL_FRESH)),
             Node::MergedFile { view, slice } => {
-                let ms = self.merged_slice(slice)?;
+                let ms = self.merged_slice(view, slice)?;
                 let ttl = self.view(view).map(|v| v.ttl()).unwrap_or(TTL_FRESH);
                 self.merged_entry(ino, &ms, ttl)
             }
@@ -257,7 +257,7 @@ impl HudiFs {
                         Ok(self.file_entry(Node::ViewFile { view, file }.ino(), &f, ttl))
                     }
                     MergedNode::Slice(slice) => {
-                        let ms = self.merged_slice(slice)?;
+                        let ms = self.merged_slice(view, slice)?;
                         self.merged_entry(Node::MergedFile { view, slice }.ino(), &ms, ttl)
                     }
                 };
@@ -372,7 +372,7 @@ impl HudiFs {
                                 self.file_entry(Node::ViewFile { view, file }.ino(), &f, v.ttl())
                             }
                             MergedNode::Slice(slice) => {
-                                let ms = self.merged_slice(slice)?;
+                                let ms = self.merged_slice(view, slice)?;
                                 self.merged_listed(
                                     Node::MergedFile { view, slice }.ino(),
                                     &ms,
@@ -459,6 +459,23 @@ impl HudiFs {
     /// Entries of an open directory handle. A handle of `latest/` that outlived a switch gives
     /// its names short timeouts: the switch's invalidations may have missed them.
     pub fn readdir(&self, fh: u64) -> Result<DirListing> {
+        self.readdir_node(0, fh)
+    }
+
+    /// [`HudiFs::readdir`] of handle `fh` of directory `ino`, also of a handle a previous daemon
+    /// of this mount opened: listed again under its number.
+    pub fn readdir_node(&self, ino: u64, fh: u64) -> Result<DirListing> {
+        if self.handles.dir(fh).is_none() && self.handles.inherited(fh) {
+            let entries = Arc::new(self.readdir_entries(ino)?);
+            self.handles.adopt_dir(
+                fh,
+                OpenDir {
+                    entries,
+                    latest: None,
+                    cached: false,
+                },
+            );
+        }
         let (entries, latest) = self
             .handles
             .dir(fh)
@@ -521,13 +538,32 @@ impl HudiFs {
 
     /// Open a file for reading.
     pub fn open(&self, ino: u64) -> Result<Opened> {
-        let (file, keep_cache, backing) = match Self::node(ino)? {
+        let (file, keep_cache, backing) = self.open_parts(ino)?;
+        // A table file on an object store: the kernel's page cache would cost more than it
+        // saves on a sequential read (its read-ahead keeps a dozen 1 MiB requests in flight;
+        // measured in scripts/bench figure 10: 200-240 MiB/s through it, 320-365 without).
+        let direct_io = matches!(file, OpenHandle::Data(_))
+            && backing.is_none()
+            && self.store.is_object_store();
+        let fh = self.handles.add_file(file);
+        Ok(Opened {
+            fh,
+            keep_cache,
+            backing,
+            direct_io,
+        })
+    }
+
+    /// What opening `ino` holds: the handle, whether the kernel may keep its cached pages, and
+    /// the local file to pass through.
+    fn open_parts(&self, ino: u64) -> Result<OpenedParts> {
+        Ok(match Self::node(ino)? {
             // Visibility was decided when the name was looked up (a listing of one snapshot); a
             // file that left the view since keeps opening for whoever listed it, as in a Hudi
             // reader working from its listing. Lookups no longer find it.
             Node::ViewFile { view: _, file } => self.open_table_file(file)?,
-            Node::MergedFile { view: _, slice } => {
-                let ms = self.merged_slice(slice)?;
+            Node::MergedFile { view, slice } => {
+                let ms = self.merged_slice(view, slice)?;
                 match self.materialise(&ms)? {
                     Materialised::Base(file) => self.open_table_file(file)?,
                     Materialised::Merged { path, size } => {
@@ -548,20 +584,25 @@ impl HudiFs {
                 )
             }
             _ => return Err(Error::Invalid("is a directory".into())),
-        };
-        // A table file on an object store: the kernel's page cache would cost more than it
-        // saves on a sequential read (its read-ahead keeps a dozen 1 MiB requests in flight;
-        // measured in scripts/bench figure 10: 200-240 MiB/s through it, 320-365 without).
-        let direct_io = matches!(file, OpenHandle::Data(_))
-            && backing.is_none()
-            && self.store.is_object_store();
-        let fh = self.handles.add_file(file);
-        Ok(Opened {
-            fh,
-            keep_cache,
-            backing,
-            direct_io,
         })
+    }
+
+    /// The open file of handle `fh` of inode `ino`. A handle of a previous daemon of this mount
+    /// (the kernel kept using it across a restart) is opened again under its number.
+    fn file_handle(&self, ino: u64, fh: u64) -> Option<Arc<OpenHandle>> {
+        if let Some(f) = self.handles.file(fh) {
+            return Some(f);
+        }
+        if !self.handles.inherited(fh) {
+            return None;
+        }
+        match self.open_parts(ino) {
+            Ok((file, _, _)) => Some(self.handles.adopt_file(fh, Arc::new(file))),
+            Err(e) => {
+                log::info!("handle {fh} of a previous daemon (inode {ino:#x}): {e}");
+                None
+            }
+        }
     }
 
     /// A table file by registry id, opened through the storage.
@@ -587,11 +628,25 @@ impl HudiFs {
             .ok_or_else(|| Error::NotFound(format!("file {file}")))
     }
 
-    /// A merged slice of the registry.
-    pub(super) fn merged_slice(&self, slice: u64) -> Result<Arc<MergedSlice>> {
-        self.merged
-            .get(slice)
-            .ok_or_else(|| Error::NotFound(format!("merged slice {slice}")))
+    /// A merged slice of the registry, in view `view`. One that a previous daemon of this mount
+    /// handed out (docs/SEMANTICS.md §7.11) is found again by its partition and name in the view.
+    pub(super) fn merged_slice(&self, view: u32, slice: u64) -> Result<Arc<MergedSlice>> {
+        if let Some(ms) = self.merged.get(slice) {
+            return Ok(ms);
+        }
+        let missing = || Error::NotFound(format!("merged slice {slice}"));
+        let (partition, name) = self.merged.inherited(slice).ok_or_else(missing)?;
+        let dir = self.inodes.dirs.find(&*partition).ok_or_else(missing)?;
+        let entry = self.lookup(
+            Node::ViewDir { view, dir }.ino(),
+            std::ffi::OsStr::new(&*name),
+        )?;
+        let Some(Node::MergedFile { slice: now, .. }) = Node::from_ino(entry.attr.ino) else {
+            return Err(missing());
+        };
+        let ms = self.merged.get(now).ok_or_else(missing)?;
+        self.merged.found_again(slice, ms.clone());
+        Ok(ms)
     }
 
     /// The entry of a merged slice: merged now if it is not yet.
@@ -641,7 +696,13 @@ impl HudiFs {
     /// store's runtime on an object store, so the calling FUSE thread never waits on the
     /// network), a rendered timeline file from memory.
     pub fn read_to(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
-        let file = self.handles.file(fh);
+        self.read_node(0, fh, offset, size, done)
+    }
+
+    /// [`HudiFs::read_to`] of handle `fh` of inode `ino`, also of a handle a previous daemon of
+    /// this mount opened (the mount's reads).
+    pub fn read_node(&self, ino: u64, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
+        let file = self.file_handle(ino, fh);
         match file.as_deref() {
             None => done(Err(Error::NotFound(format!("file handle {fh}")))),
             Some(OpenHandle::Data(file)) => file.read(

@@ -11,20 +11,30 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 
 use hudifs_core::error::{Error, Result};
 use hudifs_core::listing::{partition_dir, DataFile};
 use hudifs_core::snapshot::Snapshot;
 
+use super::restart_journal::{get_time, put_str, put_time, Fields, RestartJournal, Tag};
+
 /// How close to a directory's last change a listing must not trust the directory's mtime.
 pub const RACY_WINDOW: Duration = Duration::from_secs(2);
+
+/// A table file by partition and name.
+type FileKey = (Arc<str>, Box<str>);
 
 /// Every table file the mount has seen, by stable id. Append-only: an id never changes meaning.
 #[derive(Default)]
 pub struct FileRegistry {
     files: RwLock<Vec<Arc<DataFile>>>,
+    /// Where new ids are recorded before anyone hears of them (`restart_journal.rs`).
+    journal: OnceLock<Arc<RestartJournal>>,
+    /// After a restart: the ids the previous daemons gave, by partition and name, so that a
+    /// file listed again keeps its number (empty otherwise).
+    recovered: Mutex<HashMap<FileKey, u64>>,
 }
 
 impl FileRegistry {
@@ -35,10 +45,88 @@ impl FileRegistry {
 
     fn push_all(&self, new: Vec<Arc<DataFile>>) -> std::ops::Range<u64> {
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        if let (Some(journal), false) = (self.journal.get(), new.is_empty()) {
+            journal.append(Tag::Files, &encode_files(&new));
+        }
         let start = files.len() as u64;
         files.extend(new);
         start..files.len() as u64
     }
+
+    /// Take over the files a previous daemon of this mount registered (in the order of
+    /// `records`), then record every new one in `journal`. `exts` are the table's base file
+    /// extensions.
+    pub fn resume(
+        &self,
+        records: &[(Tag, Vec<u8>)],
+        exts: &[String],
+        journal: &Arc<RestartJournal>,
+    ) -> std::result::Result<(), String> {
+        let mut recovered = self.recovered.lock().unwrap_or_else(|e| e.into_inner());
+        for (tag, payload) in records {
+            if *tag != Tag::Files {
+                continue;
+            }
+            let files = decode_files(payload, exts)
+                .ok_or("a Files record of the restart journal does not read back")?;
+            let range = self.push_all(files.into_iter().map(Arc::new).collect());
+            let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+            for id in range {
+                let f = &files[id as usize];
+                recovered.insert((f.partition.clone(), f.name().into()), id);
+            }
+        }
+        let _ = self.journal.set(journal.clone());
+        Ok(())
+    }
+
+    /// The id a previous daemon gave `file`, if it is the same file (name, size, time).
+    fn recovered_id(&self, file: &DataFile) -> Option<(Arc<DataFile>, u64)> {
+        let recovered = self.recovered.lock().unwrap_or_else(|e| e.into_inner());
+        if recovered.is_empty() {
+            return None;
+        }
+        let id = *recovered.get(&(file.partition.clone(), Box::<str>::from(file.name())))?;
+        let old = self.get(id)?;
+        (old.size == file.size && old.mtime() == file.mtime()).then_some((old, id))
+    }
+}
+
+/// Files of one partition as a `Files` record: the partition, then per file its name, size,
+/// time and mode.
+fn encode_files(files: &[Arc<DataFile>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + files.len() * 96);
+    put_str(&mut out, files.first().map_or("", |f| &*f.partition));
+    out.extend_from_slice(&(files.len() as u32).to_le_bytes());
+    for f in files {
+        put_str(&mut out, f.name());
+        out.extend_from_slice(&f.size.to_le_bytes());
+        put_time(&mut out, f.mtime());
+        out.extend_from_slice(&f.mode.to_le_bytes());
+    }
+    out
+}
+
+fn decode_files(payload: &[u8], exts: &[String]) -> Option<Vec<DataFile>> {
+    let mut f = Fields(payload);
+    let partition: Arc<str> = Arc::from(f.str()?);
+    let n = f.u32()? as usize;
+    let mut out = Vec::with_capacity(n.min(payload.len() / 16));
+    for _ in 0..n {
+        let name = f.str()?;
+        let size = f.u64()?;
+        let mtime = get_time(&mut f)?;
+        let mode = f.u16()?;
+        out.push(DataFile::new(
+            partition.clone(),
+            name,
+            exts,
+            size,
+            mtime,
+            mode as u32,
+        )?);
+    }
+    Some(out)
 }
 
 /// What keeps a listing good after the snapshot it was taken for.
@@ -202,11 +290,14 @@ impl PartitionCache {
         let mut new_files = Vec::new();
         let mut new_slots = Vec::new();
         for f in files {
-            let known = previous.and_then(|p| {
-                let i = p.position(f.name())?;
-                let old = &p.files[i];
-                (old.size == f.size && old.mtime() == f.mtime()).then(|| (old.clone(), p.ids[i]))
-            });
+            let known = previous
+                .and_then(|p| {
+                    let i = p.position(f.name())?;
+                    let old = &p.files[i];
+                    (old.size == f.size && old.mtime() == f.mtime())
+                        .then(|| (old.clone(), p.ids[i]))
+                })
+                .or_else(|| self.registry.recovered_id(&f));
             match known {
                 Some((file, id)) => {
                     out.files.push(file);

@@ -16,10 +16,12 @@ pub trait Served: Send + Sync {
     fn open(&self, ino: u64) -> Result<Opened>;
     /// Read up to `size` bytes at `offset` of an open file and hand them, or the error, to
     /// `done` (once): in place, or later from an object store's runtime ([`HudiFs::read_to`]).
-    fn read(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer);
+    /// `ino` is the handle's inode: a daemon that took the mount over after a crash reopens a
+    /// handle of the one before it by its inode.
+    fn read(&self, ino: u64, fh: u64, offset: u64, size: u32, done: ReadAnswer);
     fn release(&self, fh: u64);
     fn opendir(&self, ino: u64) -> Result<OpenedDir>;
-    fn readdir(&self, fh: u64) -> Result<DirListing>;
+    fn readdir(&self, ino: u64, fh: u64) -> Result<DirListing>;
     fn releasedir(&self, fh: u64) -> Option<StaleDir>;
     fn stale_dir_dropped(&self, s: StaleDir);
     fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>>;
@@ -41,8 +43,8 @@ impl Served for HudiFs {
     fn open(&self, ino: u64) -> Result<Opened> {
         HudiFs::open(self, ino)
     }
-    fn read(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
-        HudiFs::read_to(self, fh, offset, size, done)
+    fn read(&self, ino: u64, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
+        HudiFs::read_node(self, ino, fh, offset, size, done)
     }
     fn release(&self, fh: u64) {
         HudiFs::release(self, fh)
@@ -50,8 +52,8 @@ impl Served for HudiFs {
     fn opendir(&self, ino: u64) -> Result<OpenedDir> {
         HudiFs::opendir(self, ino)
     }
-    fn readdir(&self, fh: u64) -> Result<DirListing> {
-        HudiFs::readdir(self, fh)
+    fn readdir(&self, ino: u64, fh: u64) -> Result<DirListing> {
+        HudiFs::readdir_node(self, ino, fh)
     }
     fn releasedir(&self, fh: u64) -> Option<StaleDir> {
         HudiFs::releasedir(self, fh)

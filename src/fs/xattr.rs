@@ -1,7 +1,8 @@
 //! Provenance as extended attributes (`user.hudi.*`, SEMANTICS.md §2.7): on a view root the
 //! instant it shows (or an incremental window's selected instants and effective end), on a
 //! file the instant that wrote it, its file group, partition and slice; on a merged file the
-//! newest instant it holds and the table files merged into it (SEMANTICS.md §10).
+//! newest instant it holds and the table files merged into it (SEMANTICS.md §10); on the mount
+//! root the daemon's counters (`user.hudifs.metrics`, SEMANTICS.md §7.12).
 
 use hudifs_core::error::Result;
 use hudifs_core::instant_time::EARLIEST;
@@ -80,13 +81,18 @@ impl HudiFs {
             Node::MergedFile { view, slice } => {
                 // Asked of a node the kernel holds: the view must still be servable.
                 self.view(view)?;
-                let ms = self.merged_slice(slice)?;
+                let ms = self.merged_slice(view, slice)?;
                 out.push(("user.hudi.instant".into(), ms.newest.clone()));
                 out.push(("user.hudi.file_id".into(), ms.slice.file_id.clone()));
                 out.push(("user.hudi.partition".into(), ms.partition.to_string()));
                 out.push(("user.hudi.slice".into(), ms.slice.instant.clone()));
                 out.push(("user.hudi.merged_from".into(), ms.inputs().join("\n")));
             }
+            // The daemon's counters (docs/SEMANTICS.md §7.12), for `hudifs status --json`.
+            Node::Root => out.push((
+                "user.hudifs.metrics".into(),
+                crate::metrics::global().summary_json(),
+            )),
             _ => {}
         }
         Ok(out)

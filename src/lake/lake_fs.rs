@@ -588,7 +588,9 @@ impl Served for LakeFs {
         }
     }
 
-    fn read(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
+    // A lake is never taken over by a new daemon (`daemon/keeper.rs`): its handles are all its
+    // own, and the inode is not needed.
+    fn read(&self, _ino: u64, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
         match self.table_handle(fh) {
             Ok((_, fs, inner)) => fs.read_to(inner, offset, size, done),
             Err(e) => done(Err(e)),
@@ -638,7 +640,7 @@ impl Served for LakeFs {
         }
     }
 
-    fn readdir(&self, fh: u64) -> Result<DirListing> {
+    fn readdir(&self, _ino: u64, fh: u64) -> Result<DirListing> {
         if let Some(Handle::Dir(entries)) = lock(&self.handles).get(&fh) {
             return Ok(DirListing::fixed(entries.clone()));
         }

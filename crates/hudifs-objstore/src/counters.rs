@@ -45,4 +45,38 @@ impl Counters {
     pub(crate) fn add(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// Count a request of `kind` (`GET`, `HEAD`, `LIST`) in `c` and time it for the daemon's
+    /// metrics: report how it ended with [`Timed::done`].
+    pub(crate) fn start(c: &AtomicU64, kind: &'static str) -> Timed {
+        Counters::add(c);
+        Timed {
+            kind,
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+/// A request under way, timed (`hudifs_storage::observe`).
+pub(crate) struct Timed {
+    kind: &'static str,
+    started: std::time::Instant,
+}
+
+impl Timed {
+    /// The request ended with `r`.
+    pub(crate) fn done<T>(self, r: &Result<T, object_store::Error>) {
+        let outcome = match r {
+            Ok(_) => "ok",
+            Err(object_store::Error::NotFound { .. }) => "not_found",
+            Err(_) => "error",
+        };
+        hudifs_storage::observe::store_request(self.kind, outcome, self.started);
+    }
+
+    /// The request ended, well or not (its error is not an `object_store` one).
+    pub(crate) fn ended(self, ok: bool) {
+        let outcome = if ok { "ok" } else { "error" };
+        hudifs_storage::observe::store_request(self.kind, outcome, self.started);
+    }
 }

@@ -70,7 +70,7 @@ pub(crate) async fn fetch_range(
             range: Some(GetRange::Bounded(start..end)),
             ..Default::default()
         };
-        Counters::add(&counters.get);
+        let timed = Counters::start(&counters.get, "GET");
         let res = async {
             let r = store.get_opts(key, opts).await?;
             let version = r.meta.version.clone();
@@ -83,6 +83,7 @@ pub(crate) async fn fetch_range(
             Ok::<_, object_store::Error>((crate::bufpool::freeze(body), version))
         }
         .await;
+        timed.done(&res);
         match res {
             Ok((b, v)) if b.len() == want => return Ok((b, v)),
             Ok((b, _)) => last_short = b.len(),
@@ -157,8 +158,10 @@ impl Pin {
         let Some(version) = self.version.get() else {
             return false;
         };
-        Counters::add(&self.counters.head);
-        match self.store.head(&self.key).await {
+        let timed = Counters::start(&self.counters.head, "HEAD");
+        let r = self.store.head(&self.key).await;
+        timed.done(&r);
+        match r {
             Ok(m) => m.version.as_ref() != Some(version) || m.e_tag != self.etag,
             Err(_) => false,
         }
@@ -309,7 +312,10 @@ impl RemoteFile {
         match &self.cache {
             Some((cache, CacheUse::Cached(c))) if !self.cache_bad.load(Ordering::Relaxed) => {
                 match c.read(offset, end) {
-                    Ok(v) => return ReadNow::Ready(Ok(Bytes::from(v))),
+                    Ok(v) => {
+                        hudifs_storage::observe::cache_lookup("data", true, v.len() as u64);
+                        return ReadNow::Ready(Ok(Bytes::from(v)));
+                    }
                     Err(e) => {
                         self.cache_bad.store(true, Ordering::Relaxed);
                         let id = self.cache_id.as_deref().unwrap_or("");
@@ -319,11 +325,15 @@ impl RemoteFile {
             }
             Some((_, CacheUse::Filling(f))) => {
                 if let Some(Ok(v)) = f.read(offset, end) {
+                    hudifs_storage::observe::cache_lookup("data", true, v.len() as u64);
                     return ReadNow::Ready(Ok(Bytes::from(v)));
                 }
                 fill = Some(f.clone());
             }
             _ => {}
+        }
+        if self.cache.is_some() {
+            hudifs_storage::observe::cache_lookup("data", false, 0);
         }
         let Some(f) = fill else {
             return ReadNow::Later(self.prefetch.read(offset, len));
@@ -364,7 +374,7 @@ async fn fill(pin: Arc<Pin>, mut w: FillWriter) {
         version: pin.version.get().cloned(),
         ..Default::default()
     };
-    Counters::add(&pin.counters.get);
+    let timed = Counters::start(&pin.counters.get, "GET");
     let res = match pin.store.get_opts(&pin.key, opts).await {
         Ok(r) => {
             let mut body = r.into_stream();
@@ -387,6 +397,7 @@ async fn fill(pin: Arc<Pin>, mut w: FillWriter) {
         }
         Err(e) => Err(e.to_string()),
     };
+    timed.ended(res.is_ok());
     match res {
         Ok(()) => {
             if let Err(e) = w.finish() {

@@ -277,8 +277,10 @@ impl ObjectStorage {
     ) -> Result<object_store::ListResult, object_store::Error> {
         let mut tries = 0;
         loop {
-            Counters::add(&self.counters.list);
-            match self.block(self.store.list_with_delimiter(prefix)) {
+            let timed = Counters::start(&self.counters.list, "LIST");
+            let r = self.block(self.store.list_with_delimiter(prefix));
+            timed.done(&r);
+            match r {
                 Err(object_store::Error::Generic { source, .. }) if tries < BODY_RETRIES => {
                     log::debug!("LIST {prefix:?} failed: {source}; again");
                     tries += 1;
@@ -292,8 +294,10 @@ impl ObjectStorage {
     /// A HEAD that returns an object version shows a versioned bucket: opens then ask for the
     /// version (a listing has none) so that a file deleted while open reads to its end.
     fn head(&self, key: &ObjPath) -> Result<object_store::ObjectMeta, object_store::Error> {
-        Counters::add(&self.counters.head);
-        let m = self.block(self.store.head(key))?;
+        let timed = Counters::start(&self.counters.head, "HEAD");
+        let r = self.block(self.store.head(key));
+        timed.done(&r);
+        let m = r?;
         if m.version.is_some() {
             self.reads.versioned.store(true, Ordering::Relaxed);
         }
@@ -322,13 +326,14 @@ impl ObjectStorage {
     /// `hoodie.properties`, whose bytes then serve the first read of it.
     pub fn check(&self) -> io::Result<()> {
         let key = ObjPath::from(self.url.key(".hoodie/hoodie.properties"));
-        Counters::add(&self.counters.get);
+        let timed = Counters::start(&self.counters.get, "GET");
         let got = self.block(async {
             let r = self.store.get(&key).await?;
             let meta = r.meta.clone();
             // The store answered; a body cut off on the way is left for the read to fetch again.
             Ok::<_, object_store::Error>((meta, r.bytes().await.ok()))
         });
+        timed.done(&got);
         match got {
             Ok((meta, bytes)) => {
                 if meta.version.is_some() {
@@ -501,6 +506,7 @@ impl Storage for ObjectStorage {
             }
             Ok::<_, object_store::Error>(Some(out))
         };
+        let started = std::time::Instant::now();
         let got = self.block(async {
             let (before, after) = futures::future::join(before, after).await;
             let mut out = before?;
@@ -513,9 +519,11 @@ impl Storage for ObjectStorage {
             Ok(Some(o)) => o,
             Ok(None) => {
                 // The pages listed before the listing was abandoned.
-                for _ in 0..2 + abandoned_at.get() / PAGE {
+                let pages = 2 + abandoned_at.get() / PAGE;
+                for _ in 0..pages {
                     Counters::add(&self.counters.list);
                 }
+                report_pages(pages, "ok", started);
                 log::debug!(
                     "{}: a tree listing does not pay: listed by directory",
                     self.url
@@ -523,6 +531,7 @@ impl Storage for ObjectStorage {
                 return None;
             }
             Err(e) => {
+                report_pages(1, "error", started);
                 log::debug!(
                     "{}: tree listing failed ({e}): listed by directory",
                     self.url
@@ -532,9 +541,11 @@ impl Storage for ObjectStorage {
         };
         // The client pages on its own: count the two listings' first pages and one per 1,000
         // keys more (the keys before `skip/`, usually none, may have cost a page of their own).
-        for _ in 0..2 + objects.len() / PAGE {
+        let pages = 2 + objects.len() / PAGE;
+        for _ in 0..pages {
             Counters::add(&self.counters.list);
         }
+        report_pages(pages, "ok", started);
         // Each directory's ETags, as its own listing would have recorded them.
         let mut by_dir: HashMap<String, HashMap<String, Listed>> = HashMap::new();
         let mut out = Vec::with_capacity(objects.len());
@@ -603,13 +614,14 @@ impl Storage for ObjectStorage {
         }
         let what = self.describe(path);
         for _ in 0..=BODY_RETRIES {
-            Counters::add(&self.counters.get);
+            let timed = Counters::start(&self.counters.get, "GET");
             let res = self.block(async {
                 let r = self.store.get(&key).await?;
                 let size = r.meta.size;
                 let b = r.bytes().await?;
                 Ok::<_, object_store::Error>((size, b))
             });
+            timed.done(&res);
             match res {
                 Ok((size, b)) if b.len() as u64 == size => return Ok(b.to_vec()),
                 Ok(_) | Err(object_store::Error::Generic { .. }) => continue,
@@ -701,6 +713,15 @@ impl Storage for ObjectStorage {
             self.describe(path),
             m,
         )))
+    }
+}
+
+/// The pages of a tree listing for the metrics: the client pages on its own, so each page is
+/// reported with an equal share of the listing's time.
+fn report_pages(pages: usize, outcome: &'static str, started: std::time::Instant) {
+    let each = started.elapsed().as_secs_f64() / pages.max(1) as f64;
+    for _ in 0..pages {
+        hudifs_storage::observe::store_request_took("LIST", outcome, each);
     }
 }
 

@@ -16,6 +16,7 @@
 mod faulty;
 mod local;
 mod memory;
+pub mod observe;
 mod path;
 mod scoped;
 

@@ -189,7 +189,23 @@ impl MountGuard {
                 false
             });
             if !gone {
-                let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+                // A keeper (`hudifs status`'s keeper_pid) that did not stop: its serving daemon
+                // (the state file's pid) goes with it, or it would go on holding the mount.
+                let serving = self
+                    .log
+                    .as_ref()
+                    .and_then(|l| std::fs::read_to_string(l.with_extension("state")).ok())
+                    .and_then(|t| {
+                        let rest = t.split("\"pid\":").nth(1)?;
+                        rest.trim_start()
+                            .split(|c: char| !c.is_ascii_digit())
+                            .next()?
+                            .parse::<u32>()
+                            .ok()
+                    });
+                for p in [Some(pid), serving].into_iter().flatten() {
+                    let _ = Command::new("kill").arg("-9").arg(p.to_string()).status();
+                }
             }
         }
         if let Some(log) = self.log.take().filter(|l| l.is_absolute()) {

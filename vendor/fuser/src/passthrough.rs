@@ -75,6 +75,12 @@ impl BackingId {
         }
     }
 
+    /// The kernel's number of this backing file, kept by the caller for a daemon that takes the
+    /// connection over (hudifs patch, see HUDIFS-PATCH.md).
+    pub fn raw(&self) -> u32 {
+        self.backing_id
+    }
+
     /// Converts this backing file reference into the raw `backing_id` value as returned by the kernel.
     ///
     /// This method transfers ownership of the backing file to the caller, who must invoke the

@@ -221,6 +221,26 @@ impl<FS: Filesystem> Session<FS> {
         Ok(session)
     }
 
+    /// Wrap a /dev/fuse descriptor whose connection another process already initialised (it
+    /// answered the kernel's INIT). No handshake happens and `Filesystem::init` is not called:
+    /// the caller configures the file system as that INIT decided. Used by a daemon that takes
+    /// over a live mount from one that died (hudifs patch, see HUDIFS-PATCH.md).
+    pub fn from_fd_initialized(filesystem: FS, fd: OwnedFd, acl: SessionACL, config: Config) -> Self {
+        Session {
+            filesystem: FilesystemHolder {
+                fs: Some(filesystem),
+            },
+            ch: Channel::new(Arc::new(DevFuse(File::from(fd)))),
+            mount: UmountOnDrop {
+                mount: Arc::new(Mutex::new(None)),
+            },
+            allowed: acl,
+            session_owner: geteuid(),
+            proto_version: Some(Version(abi::FUSE_KERNEL_VERSION, abi::FUSE_KERNEL_MINOR_VERSION)),
+            config,
+        }
+    }
+
     /// Run the session loop in a background thread. If the returned handle is dropped,
     /// the filesystem is unmounted and the given session ends.
     pub fn spawn(self) -> io::Result<BackgroundSession> {

@@ -2,28 +2,34 @@
 //! (each method calls the plain logic in `fs`, turns `Ok` into a reply and `Err` into an errno,
 //! and logs the error once: lookups of missing names at debug level, everything else as a
 //! warning), the errno of each error, the mount options in FUSE terms, and the session with its
-//! notifier ([`mount`]). No file-system decision is made here.
+//! notifier (`session.rs`), kernel passthrough (`passthrough.rs`). No file-system decision is
+//! made here.
 
-use std::collections::HashMap;
+mod passthrough;
+mod session;
+
+pub use session::{
+    mount, mount_kept, serve_kept, Kept, MountConfig, MountFailure, Mounted, Unmounter,
+};
+
 use std::ffi::OsStr;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::SystemTime;
+use std::sync::{Arc, OnceLock};
+use std::time::{Instant, SystemTime};
 
 use fuser::{
-    AccessFlags, BackingId, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle,
-    FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
-    OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
-    Request, TimeOrNow, WriteFlags,
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType,
+    Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenAccMode,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
-use fuser::{MountOption, SessionACL};
 
-use crate::fs::{Attr, DirCache, KernelNotifier, Kind, ReadAnswer, Served};
+use crate::fs::{Attr, DirCache, Kind, ReadAnswer, Served};
 use hudifs_core::error::Error;
+use passthrough::Passthrough;
 
-pub struct FuseAdapter {
+struct FuseAdapter {
     /// One table, or a lake of them.
     fs: Arc<dyn Served>,
     /// Kernel passthrough and its backing files (shared with requests answered off the FUSE
@@ -33,30 +39,15 @@ pub struct FuseAdapter {
     notifier: Arc<OnceLock<fuser::Notifier>>,
 }
 
-/// Kernel passthrough: whether reads use it, and the backing files registered for it.
-struct Passthrough {
-    /// Whether reads go through kernel passthrough (asked for, and granted by the kernel).
-    on: AtomicBool,
-    /// Backing files registered with the kernel, one per inode while it is open, with the
-    /// number of open handles using it (the kernel allows one backing file per inode).
-    backing: Mutex<HashMap<u64, (BackingId, usize)>>,
-    /// Inode of each open passthrough handle.
-    handle_inode: Mutex<HashMap<u64, u64>>,
-}
-
 impl FuseAdapter {
-    pub fn new(
+    fn new(
         fs: Arc<dyn Served>,
-        passthrough: bool,
+        pass: Passthrough,
         notifier: Arc<OnceLock<fuser::Notifier>>,
     ) -> FuseAdapter {
         FuseAdapter {
             fs,
-            pass: Arc::new(Passthrough {
-                on: AtomicBool::new(passthrough),
-                backing: Mutex::new(HashMap::new()),
-                handle_inode: Mutex::new(HashMap::new()),
-            }),
+            pass: Arc::new(pass),
             notifier,
         }
     }
@@ -74,56 +65,6 @@ impl FuseAdapter {
         let (fs, pass) = (self.fs.clone(), self.pass.clone());
         self.fs.run_blocking(Box::new(move || f(&*fs, &pass)));
     }
-}
-
-impl Passthrough {
-    fn on(&self) -> bool {
-        self.on.load(Ordering::Relaxed)
-    }
-
-    /// Reply to an open with passthrough to the table file, reusing the inode's backing id.
-    fn open(&self, ino: u64, fh: u64, file: &std::fs::File, flags: FopenFlags, reply: ReplyOpen) {
-        let mut backing = lock(&self.backing);
-        if let Some((id, count)) = backing.get_mut(&ino) {
-            *count += 1;
-            lock(&self.handle_inode).insert(fh, ino);
-            return reply.opened_passthrough(FileHandle(fh), flags, id);
-        }
-        match reply.open_backing(file) {
-            Ok(id) => {
-                reply.opened_passthrough(FileHandle(fh), flags, &id);
-                backing.insert(ino, (id, 1));
-                lock(&self.handle_inode).insert(fh, ino);
-            }
-            Err(e) => {
-                log::warn!(
-                    "kernel passthrough refused ({e}); reading through the daemon from now on"
-                );
-                self.on.store(false, Ordering::Relaxed);
-                reply.opened(FileHandle(fh), flags);
-            }
-        }
-    }
-
-    /// A handle is released: drop its inode's backing file with the last handle using it.
-    fn release(&self, fh: u64) {
-        let ino = lock(&self.handle_inode).remove(&fh);
-        if let Some(ino) = ino {
-            // Lock order: `backing`, then `handle_inode` (as in open); never both here.
-            let mut backing = lock(&self.backing);
-            if let Some((_, count)) = backing.get_mut(&ino) {
-                *count -= 1;
-                if *count == 0 {
-                    // Dropping the id closes the backing file in the kernel.
-                    backing.remove(&ino);
-                }
-            }
-        }
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn errno(op: &str, what: &dyn std::fmt::Display, e: &Error) -> Errno {
@@ -192,10 +133,20 @@ fn kind(k: Kind) -> FileType {
 }
 
 /// Answer a `readdir` of open directory `fh` (inode `ino`) from entry `offset` on.
-fn readdir(fs: &dyn Served, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-    let entries = match fs.readdir(fh.0) {
+fn readdir(
+    fs: &dyn Served,
+    ino: INodeNo,
+    fh: FileHandle,
+    offset: u64,
+    mut reply: ReplyDirectory,
+    mut t: Timed,
+) {
+    let entries = match fs.readdir(ino.0, fh.0) {
         Ok(e) => e,
-        Err(e) => return reply.error(errno("readdir", &ino.0, &e)),
+        Err(e) => {
+            t.fail();
+            return reply.error(errno("readdir", &ino.0, &e));
+        }
     };
     // Offsets: 1 = ".", 2 = "..", 3.. = entries.
     let dots = [(ino.0, ".", Kind::Dir), (ino.0, "..", Kind::Dir)];
@@ -219,10 +170,14 @@ fn readdirplus(
     fh: FileHandle,
     offset: u64,
     mut reply: ReplyDirectoryPlus,
+    mut t: Timed,
 ) {
-    let entries = match fs.readdir(fh.0) {
+    let entries = match fs.readdir(ino.0, fh.0) {
         Ok(e) => e,
-        Err(e) => return reply.error(errno("readdirplus", &ino.0, &e)),
+        Err(e) => {
+            t.fail();
+            return reply.error(errno("readdirplus", &ino.0, &e));
+        }
     };
     let this = match fs.getattr(ino.0) {
         Ok(e) => e,
@@ -249,7 +204,14 @@ fn readdirplus(
 
 /// Answer `getxattr` (`name` given) or `listxattr` (`name` none) of inode `ino` for a buffer
 /// of `size` bytes (0: how many are needed).
-fn xattr(fs: &dyn Served, ino: INodeNo, name: Option<&OsStr>, size: u32, reply: ReplyXattr) {
+fn xattr(
+    fs: &dyn Served,
+    ino: INodeNo,
+    name: Option<&OsStr>,
+    size: u32,
+    reply: ReplyXattr,
+    mut t: Timed,
+) {
     let op = if name.is_some() {
         "getxattr"
     } else {
@@ -257,7 +219,10 @@ fn xattr(fs: &dyn Served, ino: INodeNo, name: Option<&OsStr>, size: u32, reply: 
     };
     let attrs = match fs.xattrs(ino.0) {
         Ok(a) => a,
-        Err(e) => return reply.error(errno(op, &ino.0, &e)),
+        Err(e) => {
+            t.fail();
+            return reply.error(errno(op, &ino.0, &e));
+        }
     };
     let bytes = match name {
         Some(name) => match attrs.iter().find(|(n, _)| OsStr::new(n) == name) {
@@ -278,46 +243,87 @@ fn xattr(fs: &dyn Served, ino: INodeNo, name: Option<&OsStr>, size: u32, reply: 
     }
 }
 
+/// A request being answered, timed for the metrics (`hudifs_storage::observe`): reported when
+/// dropped (with its reply), as failed if [`Timed::fail`] was called.
+struct Timed {
+    op: &'static str,
+    started: Instant,
+    ok: bool,
+}
+
+impl Timed {
+    fn start(op: &'static str) -> Timed {
+        Timed {
+            op,
+            started: Instant::now(),
+            ok: true,
+        }
+    }
+
+    fn fail(&mut self) {
+        self.ok = false;
+    }
+}
+
+impl Drop for Timed {
+    fn drop(&mut self) {
+        hudifs_storage::observe::fuse_request(self.op, self.ok, self.started);
+    }
+}
+
+/// Answer the kernel's INIT of a mount: the capabilities every hudifs mount asks for, and
+/// passthrough if `passthrough` (whether it was granted).
+fn negotiate(config: &mut KernelConfig, passthrough: bool) -> bool {
+    // Large requests for sequential reads of big Parquet files.
+    let _ = config.set_max_readahead(1 << 20);
+    // `ls -l` and `find` get names and attributes in one round trip.
+    let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS);
+    let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+    // Files opened with FOPEN_DIRECT_IO (an object store's) can still be mapped (Linux 6.6+;
+    // older kernels refuse mmap of them with ENODEV).
+    let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+    // A large read of such a file reaches the daemon as several requests at once, not one
+    // after another (each a round trip to the store).
+    let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);
+    let granted = passthrough
+        && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+        && config.set_max_stack_depth(1).is_ok();
+    if granted {
+        log::info!("data path: kernel passthrough (reads go straight to the table files)");
+    } else {
+        log::info!("data path: reads through the daemon (passthrough off or unsupported)");
+    }
+    granted
+}
+
 impl Filesystem for FuseAdapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // Large requests for sequential reads of big Parquet files.
-        let _ = config.set_max_readahead(1 << 20);
-        // `ls -l` and `find` get names and attributes in one round trip.
-        let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS);
-        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
-        // Files opened with FOPEN_DIRECT_IO (an object store's) can still be mapped (Linux 6.6+;
-        // older kernels refuse mmap of them with ENODEV).
-        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
-        // A large read of such a file reaches the daemon as several requests at once, not one
-        // after another (each a round trip to the store).
-        let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);
-        if self.uses_passthrough() {
-            let granted = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
-                && config.set_max_stack_depth(1).is_ok();
-            if !granted {
-                self.pass.on.store(false, Ordering::Relaxed);
-            }
-        }
-        if self.uses_passthrough() {
-            log::info!("data path: kernel passthrough (reads go straight to the table files)");
-        } else {
-            log::info!("data path: reads through the daemon (passthrough off or unsupported)");
+        if !negotiate(config, self.uses_passthrough()) {
+            self.pass.turn_off();
         }
         Ok(())
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let name = name.to_os_string();
+        let mut t = Timed::start("lookup");
         self.later(move |fs, _| match fs.lookup(parent.0, &name) {
             Ok(e) => reply.entry(&e.ttl, &file_attr(&e.attr), Generation(0)),
-            Err(e) => reply.error(errno("lookup", &Path::new(&name).display(), &e)),
+            Err(e) => {
+                t.fail();
+                reply.error(errno("lookup", &Path::new(&name).display(), &e))
+            }
         })
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let mut t = Timed::start("getattr");
         self.later(move |fs, _| match fs.getattr(ino.0) {
             Ok(e) => reply.attr(&e.ttl, &file_attr(&e.attr)),
-            Err(e) => reply.error(errno("getattr", &ino.0, &e)),
+            Err(e) => {
+                t.fail();
+                reply.error(errno("getattr", &ino.0, &e))
+            }
         })
     }
 
@@ -325,6 +331,7 @@ impl Filesystem for FuseAdapter {
         if flags.acc_mode() != OpenAccMode::O_RDONLY {
             return reply.error(Errno::EROFS);
         }
+        let mut t = Timed::start("open");
         self.later(move |fs, pass| match fs.open(ino.0) {
             Ok(o) => {
                 let mut flags = if o.keep_cache {
@@ -345,7 +352,10 @@ impl Filesystem for FuseAdapter {
                     _ => reply.opened(FileHandle(o.fh), flags),
                 }
             }
-            Err(e) => reply.error(errno("open", &ino.0, &e)),
+            Err(e) => {
+                t.fail();
+                reply.error(errno("open", &ino.0, &e))
+            }
         })
     }
 
@@ -362,11 +372,15 @@ impl Filesystem for FuseAdapter {
     ) {
         // Files on an object store are answered from the store's runtime: this thread goes
         // back to the kernel at once (docs/SEMANTICS.md §9).
+        let mut t = Timed::start("read");
         let answer: ReadAnswer = Box::new(move |r| match r {
             Ok(data) => reply.data(data),
-            Err(e) => reply.error(errno("read", &ino.0, &e)),
+            Err(e) => {
+                t.fail();
+                reply.error(errno("read", &ino.0, &e))
+            }
         });
-        self.fs.read(fh.0, offset, size, answer);
+        self.fs.read(ino.0, fh.0, offset, size, answer);
     }
 
     fn release(
@@ -379,12 +393,14 @@ impl Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let _t = Timed::start("release");
         self.fs.release(fh.0);
         self.pass.release(fh.0);
         reply.ok();
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let mut t = Timed::start("opendir");
         self.later(move |fs, _| match fs.opendir(ino.0) {
             Ok(d) => {
                 let flags = match d.cache {
@@ -394,7 +410,10 @@ impl Filesystem for FuseAdapter {
                 };
                 reply.opened(FileHandle(d.fh), flags)
             }
-            Err(e) => reply.error(errno("opendir", &ino.0, &e)),
+            Err(e) => {
+                t.fail();
+                reply.error(errno("opendir", &ino.0, &e))
+            }
         })
     }
 
@@ -406,7 +425,8 @@ impl Filesystem for FuseAdapter {
         offset: u64,
         reply: ReplyDirectory,
     ) {
-        self.later(move |fs, _| readdir(fs, ino, fh, offset, reply))
+        let t = Timed::start("readdir");
+        self.later(move |fs, _| readdir(fs, ino, fh, offset, reply, t))
     }
 
     fn readdirplus(
@@ -417,7 +437,8 @@ impl Filesystem for FuseAdapter {
         offset: u64,
         reply: ReplyDirectoryPlus,
     ) {
-        self.later(move |fs, _| readdirplus(fs, ino, fh, offset, reply))
+        let t = Timed::start("readdirplus");
+        self.later(move |fs, _| readdirplus(fs, ino, fh, offset, reply, t))
     }
 
     fn releasedir(
@@ -428,6 +449,7 @@ impl Filesystem for FuseAdapter {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        let _t = Timed::start("releasedir");
         if let Some(stale) = self.fs.releasedir(fh.0) {
             // Drop what the handle may have put in the kernel's cached listing, then let other
             // handles reuse that cache again.
@@ -440,6 +462,7 @@ impl Filesystem for FuseAdapter {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let _t = Timed::start("statfs");
         match self.fs.statvfs() {
             Some(st) => reply.statfs(
                 st.blocks, st.bfree, st.bavail, st.files, st.ffree, st.bsize, 255, st.frsize,
@@ -450,20 +473,26 @@ impl Filesystem for FuseAdapter {
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let name = name.to_os_string();
-        self.later(move |fs, _| xattr(fs, ino, Some(&name), size, reply))
+        let t = Timed::start("getxattr");
+        self.later(move |fs, _| xattr(fs, ino, Some(&name), size, reply, t))
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.later(move |fs, _| xattr(fs, ino, None, size, reply))
+        let t = Timed::start("listxattr");
+        self.later(move |fs, _| xattr(fs, ino, None, size, reply, t))
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         if mask.contains(AccessFlags::W_OK) {
             return reply.error(Errno::EROFS);
         }
+        let mut t = Timed::start("access");
         self.later(move |fs, _| match fs.getattr(ino.0) {
             Ok(_) => reply.ok(),
-            Err(e) => reply.error(errno("access", &ino.0, &e)),
+            Err(e) => {
+                t.fail();
+                reply.error(errno("access", &ino.0, &e))
+            }
         })
     }
 
@@ -634,147 +663,3 @@ impl Filesystem for FuseAdapter {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The session.
-
-/// A mount's options, in the daemon's terms.
-#[derive(Debug, Clone)]
-pub struct MountConfig {
-    /// What `mount` shows as the source (`hudifs:<table>` unless `-o fsname=` says otherwise).
-    pub fsname: String,
-    /// `-o` options as given (comma-separated groups).
-    pub options: Vec<String>,
-    pub allow_other: bool,
-    /// FUSE worker threads.
-    pub threads: usize,
-    /// Ask the kernel for passthrough of table files.
-    pub passthrough: bool,
-}
-
-impl MountConfig {
-    /// The kernel's mount options and the session's configuration.
-    fn fuser_config(&self) -> Result<fuser::Config, String> {
-        let mut opts = vec![
-            MountOption::RO,
-            MountOption::NoDev,
-            MountOption::NoSuid,
-            MountOption::FSName(self.fsname.clone()),
-            MountOption::Subtype("hudifs".into()),
-        ];
-        let mut allow_other = self.allow_other;
-        for group in &self.options {
-            for o in group.split(',').map(str::trim).filter(|o| !o.is_empty()) {
-                let opt = match o {
-                    "rw" => return Err("-o rw: hudifs mounts are always read-only".into()),
-                    "ro" => MountOption::RO,
-                    "default_permissions" => MountOption::DefaultPermissions,
-                    "noexec" => MountOption::NoExec,
-                    "allow_other" => {
-                        allow_other = true;
-                        continue;
-                    }
-                    o => match o.split_once('=') {
-                        Some(("fsname", v)) => {
-                            // Replaces the default: the mount takes the first name given.
-                            opts.retain(|o| !matches!(o, MountOption::FSName(_)));
-                            MountOption::FSName(v.to_string())
-                        }
-                        _ => MountOption::CUSTOM(o.to_string()),
-                    },
-                };
-                if !opts.contains(&opt) {
-                    opts.push(opt);
-                }
-            }
-        }
-        let mut cfg = fuser::Config::default();
-        cfg.mount_options = opts;
-        cfg.acl = if allow_other {
-            SessionACL::All
-        } else {
-            SessionACL::Owner
-        };
-        cfg.n_threads = Some(self.threads);
-        cfg.clone_fd = true;
-        Ok(cfg)
-    }
-}
-
-/// Why a mount failed: bad options, or the kernel said no.
-#[derive(Debug)]
-pub enum MountFailure {
-    Usage(String),
-    Kernel(String),
-}
-
-/// A live FUSE session: serve it with [`Mounted::run`].
-pub struct Mounted {
-    session: fuser::Session<FuseAdapter>,
-}
-
-/// Unmounts a live session from another thread (a signal handler).
-pub struct Unmounter(fuser::SessionUnmounter);
-
-impl Unmounter {
-    pub fn unmount(&mut self) -> std::io::Result<()> {
-        self.0.unmount()
-    }
-}
-
-/// The session's notifier as the file system's sink for invalidations.
-struct Notifier(fuser::Notifier);
-
-impl KernelNotifier for Notifier {
-    fn inval_entry(&self, parent: u64, name: &str) {
-        let _ = self.0.inval_entry(INodeNo(parent), OsStr::new(name));
-    }
-    fn inval_inode(&self, ino: u64) {
-        let _ = self.0.inval_inode(INodeNo(ino), 0, 0);
-    }
-}
-
-/// Mount `fs` (a table or a lake) at `mountpoint`.
-pub fn mount(
-    fs: Arc<dyn Served>,
-    mountpoint: &Path,
-    cfg: &MountConfig,
-) -> Result<Mounted, MountFailure> {
-    let config = cfg.fuser_config().map_err(MountFailure::Usage)?;
-    let notifier = Arc::new(OnceLock::new());
-    let session = fuser::Session::new(
-        FuseAdapter::new(fs, cfg.passthrough, notifier.clone()),
-        mountpoint,
-        &config,
-    )
-    .map_err(|e| MountFailure::Kernel(mount_error(mountpoint, e)))?;
-    let _ = notifier.set(session.notifier());
-    Ok(Mounted { session })
-}
-
-impl Mounted {
-    /// Where the file system sends invalidations of the kernel's caches.
-    pub fn notifier(&self) -> Arc<dyn KernelNotifier> {
-        Arc::new(Notifier(self.session.notifier()))
-    }
-
-    pub fn unmounter(&mut self) -> Unmounter {
-        Unmounter(self.session.unmount_callable())
-    }
-
-    /// Serve requests until unmounted.
-    pub fn run(self) -> std::io::Result<()> {
-        self.session.run()
-    }
-}
-
-fn mount_error(mp: &Path, e: std::io::Error) -> String {
-    let hint = match e.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) => {
-            " (mounting needs root, or fusermount3 from the fuse3 package)"
-        }
-        Some(libc::ENOENT) if !Path::new("/dev/fuse").exists() => {
-            " (/dev/fuse is missing: load the fuse module with `modprobe fuse`)"
-        }
-        _ => "",
-    };
-    format!("cannot mount at {}: {e}{hint}", mp.display())
-}

@@ -1,0 +1,367 @@
+//! The keeper of a table's mount (docs/SEMANTICS.md §7.11): the process that mounts, answers the
+//! kernel's INIT and then only holds the connection's descriptor, while a serving daemon
+//! (`takeover.rs`) answers requests. When the serving daemon dies (a crash, an OOM kill, a
+//! `kill`), the mount stays: the kernel keeps what it was asked and what the daemon had read, the
+//! keeper starts a new daemon on the same descriptor, and that one asks the kernel to send again
+//! what the dead one never answered. Processes reading the mount see a pause, not an error.
+//!
+//! The keeper is one thread: it waits for a signal (stop: unmount; child: a daemon exited) and
+//! does nothing else. A daemon that exits 0 saw its session end (the mount is gone); one that
+//! dies any other way is replaced: at once, unless daemons keep dying before they serve (a crash
+//! loop: the table cannot be read now), then after a pause that doubles up to 30 s. `HUDIFS_KEEPER=0` serves the mount without a keeper, in
+//! one process, as a lake's always is.
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::cli::MountArgs;
+use crate::error::{Error, Result};
+use crate::fs::{encode_properties, JournalTag, RestartJournal};
+use crate::fuse::{Kept, MountFailure};
+
+use super::launch::{daemon_argv, log_path, report_ready, DAEMON_ENV, LOG_ENV, READY_FD_ENV};
+use super::mountpoint::{is_mount_point, match_read_ahead, set_store_read_ahead, unmount_busy};
+use super::takeover::Handoff;
+use super::{mount_config, Table};
+
+/// Whether table mounts are kept (`HUDIFS_KEEPER=0` turns it off).
+pub(super) fn wanted() -> bool {
+    std::env::var("HUDIFS_KEEPER").map_or(true, |v| v != "0")
+}
+
+/// The longest pause between restarts in a crash loop.
+const MAX_PAUSE: Duration = Duration::from_secs(30);
+
+/// The signals the keeper waits for.
+fn keeper_signals() -> libc::sigset_t {
+    // SAFETY: plain libc signal-set manipulation on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD] {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Mount the table of `args` and keep the mount until it is unmounted or the keeper is told to
+/// stop.
+pub(super) fn run(args: &MountArgs, table: Table) -> Result<()> {
+    let sigset = keeper_signals();
+    let (store, cfg) = table;
+    let described = store.describe(&Default::default());
+    let local = store.local().cloned();
+    drop(store);
+    // Bound before the mount, so that an address in use fails the mount; held here, so that
+    // scrapes wait through a restart instead of being refused.
+    let metrics = match &args.metrics {
+        Some(addr) => Some(
+            crate::metrics::bind(addr)
+                .map_err(|e| Error::Mount(format!("--metrics: cannot listen on {e}")))?,
+        ),
+        None => None,
+    };
+    let mount_path = args.mountpoint.canonicalize().ok();
+    let mp = mount_path
+        .clone()
+        .unwrap_or_else(|| args.mountpoint.clone());
+    let journal =
+        Arc::new(RestartJournal::create().map_err(|e| Error::io("the restart journal", e))?);
+    // Read once here: the first daemon takes it from the journal (one GET fewer on a store).
+    journal.append(JournalTag::TableConfig, &encode_properties(&cfg.properties));
+    let mut kept = crate::fuse::mount_kept(&args.mountpoint, &mount_config(args, &described))
+        .map_err(|e| match e {
+            MountFailure::Usage(m) => Error::Usage(m),
+            MountFailure::Kernel(m) => Error::Mount(m),
+        })?;
+    match &local {
+        Some(local) => match_read_ahead(local, &mp),
+        None => set_store_read_ahead(&mp),
+    }
+    let mut keeper = Keeper {
+        args: args.clone(),
+        kept: &kept,
+        journal,
+        metrics: metrics.as_ref().map(|l| l.as_raw_fd()),
+        restarts: 0,
+    };
+    let (first, ready) = keeper.start(false)?;
+    // The first daemon fails before serving (the table cannot be read now): it said why on
+    // the standard error this keeper shares with it. Unmount and exit as it did.
+    if !ready {
+        let status = wait(first.id());
+        drop(kept);
+        std::process::exit(exit_code(status).unwrap_or(1).max(1));
+    }
+    let log = log_path(&args.mountpoint);
+    let state_path = crate::status::state_path(&log);
+    let state = |pid: u32, restarts: u32| crate::status::State {
+        mountpoint: mp.clone(),
+        table: described.clone(),
+        lake: false,
+        pid,
+        keeper_pid: Some(std::process::id()),
+        restarts,
+        log: if std::env::var_os(DAEMON_ENV).is_some() {
+            std::env::var(LOG_ENV).unwrap_or_else(|_| log.display().to_string())
+        } else if crate::notify::stderr_is_journal() {
+            "journal".into()
+        } else {
+            "stderr".into()
+        },
+    };
+    let mut state_file = state(first.id(), 0)
+        .write(&state_path)
+        .map_err(|e| log::warn!("no state file for hudifs status: {e}"))
+        .ok();
+    log::info!(
+        "mounted {described} at {} (serving daemon pid {}, keeper pid {})",
+        args.mountpoint.display(),
+        first.id(),
+        std::process::id()
+    );
+    report_ready();
+    crate::notify::ready(
+        std::process::id(),
+        &format!("mounted {described} at {}", args.mountpoint.display()),
+    );
+
+    let mut child = first;
+    let mut started = Instant::now();
+    // Daemons in a row that died before they served.
+    let mut crash_loop = 0u32;
+    loop {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: `sigset` holds the signals blocked above; `sig` is a valid out-pointer.
+        unsafe { libc::sigwait(&sigset, &mut sig) };
+        if sig != libc::SIGCHLD {
+            log::info!("signal {sig}: unmounting {}", mp.display());
+            crate::notify::stopping();
+            if let Err(e) = kept.unmounter().unmount() {
+                log::info!("unmount of {} failed: {e}", mp.display());
+                unmount_busy(&mp);
+            }
+            stop(&mut child);
+            return Ok(());
+        }
+        let Some(status) = try_wait(child.id()) else {
+            continue;
+        };
+        if exit_code(status) == Some(0) || !is_mount_point(&mp) {
+            // The session ended: unmounted from outside.
+            log::info!("{} was unmounted", mp.display());
+            return Ok(());
+        }
+        let lived = started.elapsed();
+        crash_loop = if child.served() { 0 } else { crash_loop + 1 };
+        log::warn!(
+            "the serving daemon (pid {}) died ({}) after {:.1} s: starting another",
+            child.id(),
+            describe_status(status),
+            lived.as_secs_f64()
+        );
+        if crash_loop >= 3 {
+            let pause =
+                (Duration::from_millis(100) * 2u32.saturating_pow(crash_loop - 3)).min(MAX_PAUSE);
+            log::warn!(
+                "{crash_loop} daemons in a row died before serving: waiting {:.1} s",
+                pause.as_secs_f64()
+            );
+            // Waited out while still answering a stop signal (there is no daemon to stop).
+            let deadline = Instant::now() + pause;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let ts = libc::timespec {
+                    tv_sec: left.as_secs() as libc::time_t,
+                    tv_nsec: left.subsec_nanos() as libc::c_long,
+                };
+                // SAFETY: `sigset` holds blocked signals; a null info pointer is allowed.
+                let sig = unsafe { libc::sigtimedwait(&sigset, std::ptr::null_mut(), &ts) };
+                if sig > 0 && sig != libc::SIGCHLD {
+                    log::info!("signal {sig}: unmounting {}", mp.display());
+                    crate::notify::stopping();
+                    if let Err(e) = kept.unmounter().unmount() {
+                        log::info!("unmount of {} failed: {e}", mp.display());
+                        unmount_busy(&mp);
+                    }
+                    return Ok(());
+                }
+                if Instant::now() >= deadline {
+                    break;
+                }
+            }
+        }
+        keeper.restarts += 1;
+        let (next, _) = keeper.start(true)?;
+        child = next;
+        started = Instant::now();
+        // Rewritten, not removed in between: `hudifs status` always finds one.
+        let restarts = keeper.restarts;
+        if let Some(f) = state_file.as_mut() {
+            if let Err(e) = state(child.id(), restarts).rewrite(f) {
+                log::warn!("state file for hudifs status: {e}");
+            }
+        }
+    }
+}
+
+/// What the keeper needs to start a serving daemon.
+struct Keeper<'a> {
+    args: MountArgs,
+    kept: &'a Kept,
+    journal: Arc<RestartJournal>,
+    /// The `--metrics` listening socket.
+    metrics: Option<i32>,
+    restarts: u32,
+}
+
+/// A started serving daemon, with the read end of the pipe it reports on once it serves.
+struct Child {
+    pid: u32,
+    ready: Option<std::fs::File>,
+}
+
+impl Child {
+    fn id(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether it reported that it served (also after it died: the report stays in the pipe).
+    fn served(&mut self) -> bool {
+        let Some(f) = self.ready.as_mut() else {
+            return true;
+        };
+        // SAFETY: fcntl on a descriptor this process owns.
+        unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        let mut buf = [0u8; 1];
+        let served = matches!(f.read(&mut buf), Ok(1) if buf[0] == b'R');
+        if served {
+            self.ready = None;
+        }
+        served
+    }
+}
+
+impl Keeper<'_> {
+    /// Start a serving daemon on the kept connection; with it, whether it reported that it
+    /// serves (waited for only for the first daemon: `resumed` ones are not waited for, so that
+    /// a slow start of one never holds up the keeper's signals; [`Child::served`] asks later).
+    fn start(&self, resumed: bool) -> Result<(Child, bool)> {
+        let exe = std::env::current_exe().map_err(|e| Error::io("current executable", e))?;
+        let fd = self
+            .kept
+            .fd()
+            .map_err(|e| Error::io("the mount's connection", e))?;
+        let journal_fd = self.journal.raw_fd();
+        let (ready_read, ready_write) = pipe()?;
+        let handoff = Handoff {
+            fd: fd.as_raw_fd(),
+            journal: journal_fd,
+            passthrough: self.kept.passthrough(),
+            resumed,
+            metrics: self.metrics,
+        };
+        let mut cmd = std::process::Command::new(exe);
+        let wfd = ready_write.as_raw_fd();
+        let keep = [fd.as_raw_fd(), journal_fd, wfd, self.metrics.unwrap_or(-1)];
+        cmd.args(daemon_argv(&self.args))
+            .envs(handoff.to_env())
+            .env(READY_FD_ENV, wfd.to_string())
+            .env_remove("NOTIFY_SOCKET")
+            .stdin(std::process::Stdio::null());
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                for fd in keep.into_iter().filter(|fd| *fd >= 0) {
+                    libc::fcntl(fd, libc::F_SETFD, 0);
+                }
+                // The keeper's blocked signals are not the daemon's; a terminal's Ctrl-C is the
+                // keeper's to handle (it unmounts), not the daemon's.
+                let mut all: libc::sigset_t = std::mem::zeroed();
+                libc::sigfillset(&mut all);
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &all, std::ptr::null_mut());
+                libc::setpgid(0, 0);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|e| Error::io("spawn daemon", e))?;
+        drop(ready_write);
+        drop(fd);
+        let pid = child.id();
+        // The std handle is not kept: the keeper reaps with waitpid itself.
+        drop(child);
+        let mut child = Child {
+            pid,
+            ready: Some(std::fs::File::from(ready_read)),
+        };
+        if resumed {
+            return Ok((child, true));
+        }
+        // The first daemon is waited for: the mount is live once it serves.
+        let mut buf = [0u8; 1];
+        let reader = child.ready.as_mut().expect("just set");
+        let ready = matches!(reader.read(&mut buf), Ok(1) if buf[0] == b'R');
+        child.ready = None;
+        Ok((child, ready))
+    }
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a valid two-element array for pipe2.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::io("pipe", std::io::Error::last_os_error()));
+    }
+    // SAFETY: pipe2 returned two fresh descriptors we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// The status of child `pid` once it exited (waits).
+fn wait(pid: u32) -> libc::c_int {
+    let mut status = 0;
+    // SAFETY: waitpid on our own child with a valid out-pointer.
+    while unsafe { libc::waitpid(pid as i32, &mut status, 0) } < 0
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+    {}
+    status
+}
+
+/// The status of child `pid` if it exited (does not wait).
+fn try_wait(pid: u32) -> Option<libc::c_int> {
+    let mut status = 0;
+    // SAFETY: waitpid on our own child with a valid out-pointer.
+    let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
+    (r == pid as i32).then_some(status)
+}
+
+fn exit_code(status: libc::c_int) -> Option<i32> {
+    libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status))
+}
+
+fn describe_status(status: libc::c_int) -> String {
+    if libc::WIFSIGNALED(status) {
+        format!("signal {}", libc::WTERMSIG(status))
+    } else {
+        format!("exit status {}", libc::WEXITSTATUS(status))
+    }
+}
+
+/// After the unmount: the serving daemon's session ends by itself; one that does not within the
+/// grace period is killed.
+fn stop(child: &mut Child) {
+    let deadline = Instant::now() + super::mountpoint::STOP_GRACE;
+    while Instant::now() < deadline {
+        if try_wait(child.id()).is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    wait(child.id());
+}

@@ -1,0 +1,205 @@
+//! A serving daemon of a kept mount (`keeper.rs`, docs/SEMANTICS.md §7.11): it gets the
+//! mount's connection and restart journal from its keeper, opens the table, takes over the inode
+//! numbers, handles and backing files the daemons before it handed out, and serves until the
+//! mount goes away. It has no signal handling of its own: a signal that ends it ends only this
+//! daemon, and the keeper starts another.
+
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cli::MountArgs;
+use crate::error::{Error, Result};
+use crate::follow::Follower;
+use crate::fs::{decode_properties, HudiFs, JournalTag, RestartJournal, Served};
+use crate::fuse::MountFailure;
+use hudifs_core::table::TableConfig;
+use hudifs_storage::TablePath;
+
+use super::launch::report_ready;
+use super::session::return_large_buffers_at_free;
+use super::{fs_options, mount_config, open_store_checked};
+
+const FD_ENV: &str = "HUDIFS_KEPT_FD";
+const JOURNAL_ENV: &str = "HUDIFS_KEPT_JOURNAL";
+const PASSTHROUGH_ENV: &str = "HUDIFS_KEPT_PASSTHROUGH";
+const RESUMED_ENV: &str = "HUDIFS_KEPT_RESUMED";
+const METRICS_ENV: &str = "HUDIFS_KEPT_METRICS";
+
+/// What a keeper hands a serving daemon (in its environment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Handoff {
+    /// The mount's connection (`/dev/fuse`), INIT answered.
+    pub fd: RawFd,
+    /// The restart journal (`fs/restart_journal.rs`).
+    pub journal: RawFd,
+    /// Whether the kernel granted passthrough at INIT.
+    pub passthrough: bool,
+    /// A daemon served the mount before this one.
+    pub resumed: bool,
+    /// The listening socket of `--metrics` (the keeper's: it stays open across restarts).
+    pub metrics: Option<RawFd>,
+}
+
+impl Handoff {
+    pub fn to_env(self) -> Vec<(&'static str, String)> {
+        let mut env = vec![
+            (FD_ENV, self.fd.to_string()),
+            (JOURNAL_ENV, self.journal.to_string()),
+            (PASSTHROUGH_ENV, u8::from(self.passthrough).to_string()),
+            (RESUMED_ENV, u8::from(self.resumed).to_string()),
+        ];
+        if let Some(m) = self.metrics {
+            env.push((METRICS_ENV, m.to_string()));
+        }
+        env
+    }
+
+    /// The handoff of this process, if a keeper started it; an error if it is garbled.
+    pub fn from_env() -> Result<Option<Handoff>> {
+        let Some(fd) = std::env::var_os(FD_ENV) else {
+            return Ok(None);
+        };
+        let num = |v: Option<std::ffi::OsString>, what: &str| -> Result<i32> {
+            v.and_then(|v| v.to_str()?.parse().ok())
+                .ok_or_else(|| Error::Usage(format!("{what}: not a number from a hudifs keeper")))
+        };
+        let h = Handoff {
+            fd: num(Some(fd), FD_ENV)?,
+            journal: num(std::env::var_os(JOURNAL_ENV), JOURNAL_ENV)?,
+            passthrough: num(std::env::var_os(PASSTHROUGH_ENV), PASSTHROUGH_ENV)? == 1,
+            resumed: num(std::env::var_os(RESUMED_ENV), RESUMED_ENV)? == 1,
+            metrics: match std::env::var_os(METRICS_ENV) {
+                Some(v) => Some(num(Some(v), METRICS_ENV)?),
+                None => None,
+            },
+        };
+        for k in [
+            FD_ENV,
+            JOURNAL_ENV,
+            PASSTHROUGH_ENV,
+            RESUMED_ENV,
+            METRICS_ENV,
+        ] {
+            std::env::remove_var(k);
+        }
+        Ok(Some(h))
+    }
+}
+
+/// Serve the kept mount of `args` on the connection `h` names, until the mount goes away.
+pub(super) fn serve(args: &MountArgs, h: Handoff) -> Result<()> {
+    // SAFETY: the keeper passed these descriptors to this process alone, under these numbers.
+    let (fd, journal) = unsafe {
+        (
+            OwnedFd::from_raw_fd(h.fd),
+            Arc::new(RestartJournal::from_raw_fd(h.journal)),
+        )
+    };
+    // SAFETY: as above.
+    let listener = h
+        .metrics
+        .map(|fd| unsafe { std::net::TcpListener::from(OwnedFd::from_raw_fd(fd)) });
+    for raw in [Some(h.fd), Some(h.journal), h.metrics]
+        .into_iter()
+        .flatten()
+    {
+        // SAFETY: fcntl on a descriptor this process owns: not inherited by what it starts.
+        unsafe { libc::fcntl(raw, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    if crate::store::is_remote(&args.table) {
+        return_large_buffers_at_free();
+    }
+    let started = std::time::Instant::now();
+    // Installed first: the requests that open the table count too.
+    let metrics = crate::metrics::global();
+    // The first daemon takes the table's configuration as its keeper read it (the keeper
+    // checked the store too); one that takes over reads it again (the table may have been
+    // upgraded since).
+    let given = if h.resumed {
+        None
+    } else {
+        journal
+            .records()
+            .map_err(|e| Error::io("the restart journal", e))?
+            .into_iter()
+            .find(|(t, _)| *t == JournalTag::TableConfig)
+            .and_then(|(_, p)| decode_properties(&p))
+    };
+    let store = open_store_checked(args, given.is_none())?;
+    let cfg = match given {
+        Some(props) => TableConfig::from_properties(
+            &store.describe(&TablePath::new(".hoodie/hoodie.properties").unwrap_or_default()),
+            props,
+        )?,
+        None => TableConfig::load(&*store)?,
+    };
+    let fs = Arc::new(HudiFs::with_config(store, cfg, fs_options(args)?)?);
+    let latest = fs.clone();
+    metrics.set_latest(Box::new(move || latest.latest_instant()));
+    if let Some(l) = listener {
+        crate::metrics::serve(l, metrics.clone()).map_err(|e| Error::io("metrics thread", e))?;
+    }
+    fs.resume_from(&journal)?;
+    let table = fs.store().describe(&Default::default());
+    let session = crate::fuse::serve_kept(
+        fs.clone() as Arc<dyn Served>,
+        fd,
+        &mount_config(args, &table),
+        h.passthrough,
+        journal,
+        h.resumed,
+    )
+    .map_err(|e| match e {
+        MountFailure::Usage(m) => Error::Usage(m),
+        MountFailure::Kernel(m) => Error::Mount(m),
+    })?;
+    if h.resumed {
+        log::info!(
+            "took over the mount of {table} at {} in {} ms (latest instant {})",
+            args.mountpoint.display(),
+            started.elapsed().as_millis(),
+            fs.latest_instant().unwrap_or_else(|| "none".into())
+        );
+    } else {
+        log::info!(
+            "serving {table} at {} (latest instant {})",
+            args.mountpoint.display(),
+            fs.latest_instant().unwrap_or_else(|| "none".into())
+        );
+    }
+    let poll = Duration::from_millis(args.poll_interval.max(10));
+    let notifier = session.notifier();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_follow = stop.clone();
+    let fs_follow = fs.clone();
+    std::thread::Builder::new()
+        .name("hudifs-follow".into())
+        .spawn(move || Follower::new().run(fs_follow, Some(notifier), poll, stop_follow))
+        .map_err(|e| Error::io("follow thread", e))?;
+    report_ready();
+    let result = session.run();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    result.map_err(|e| Error::io(args.mountpoint.display().to_string(), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handoff_survives_the_environment() {
+        let h = Handoff {
+            fd: 7,
+            journal: 9,
+            passthrough: true,
+            resumed: false,
+            metrics: Some(11),
+        };
+        let env = h.to_env();
+        assert_eq!(env.len(), 5);
+        assert!(env.iter().any(|(k, v)| *k == FD_ENV && v == "7"));
+        assert!(env.iter().any(|(k, v)| *k == PASSTHROUGH_ENV && v == "1"));
+    }
+}
