@@ -296,3 +296,55 @@ fn daemons_that_cannot_open_the_table_are_retried_until_one_can() {
     );
     assert!(std::fs::read(&path).unwrap() == want);
 }
+
+#[test]
+fn a_commit_the_dead_daemon_never_saw_shows_after_the_takeover() {
+    if !fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("t");
+    let spec = TableSpec::new("crash", TableType::CopyOnWrite, 9).partitioned_by(&["part"], true);
+    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    let action = w.write_action();
+    let mut t = w.begin(action).unwrap();
+    t.insert_sized("part=a", 64 << 10).unwrap();
+    t.complete().unwrap();
+    let m = MountGuard::mount(&root, &[]);
+    let dir = m.path().join("latest/part=a");
+    let names = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    // Listed twice: the kernel keeps the listing of latest/ directories.
+    let before = names();
+    assert_eq!(names(), before);
+    assert_eq!(before.len(), 1);
+    // The serving daemon stops following (stopped), the table moves on, the daemon dies: the
+    // one that takes over opens the new state, while the kernel holds the old listing.
+    let (pid, _, _) = status(&m).unwrap();
+    // SAFETY: signals to the serving daemon this test's mount started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
+    let action = w.write_action();
+    let mut t = w.begin(action).unwrap();
+    t.insert_sized("part=a", 64 << 10).unwrap();
+    t.complete().unwrap();
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    let t0 = Instant::now();
+    loop {
+        let now = names();
+        if now.len() == 2 {
+            assert!(now.contains(&before[0]), "{now:?}");
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "latest/part=a still lists {now:?} after the takeover"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -171,6 +171,17 @@ pub(super) fn serve(args: &MountArgs, h: Handoff) -> Result<()> {
     }
     let poll = Duration::from_millis(args.poll_interval.max(10));
     let notifier = session.notifier();
+    if h.resumed {
+        // What the kernel holds of latest/ may predate a switch the dead daemon never told it
+        // about. From a thread: an invalidation can wait on a read that only this daemon,
+        // once serving, answers.
+        let (dirs, n) = (fs.inherited_latest_dirs(), notifier.clone());
+        std::thread::spawn(move || {
+            for ino in dirs {
+                n.inval_inode(ino);
+            }
+        });
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let stop_follow = stop.clone();
     let fs_follow = fs.clone();

@@ -265,6 +265,12 @@ impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
         g.0.get(value).copied()
     }
 
+    /// How many ids it handed out.
+    pub fn count(&self) -> u32 {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.1.len() as u32
+    }
+
     pub fn get(&self, id: u32) -> Option<T> {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.1.get(id as usize).cloned()

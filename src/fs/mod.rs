@@ -264,6 +264,20 @@ impl HudiFs {
         Ok(())
     }
 
+    /// The directories of `latest/` and `merged/latest/` the kernel may hold listings or
+    /// attributes of from a previous daemon of this mount (every interned directory): a daemon
+    /// that takes over has the kernel drop them, since it cannot tell what a switch of
+    /// `latest/` made stale before it started.
+    pub fn inherited_latest_dirs(&self) -> Vec<u64> {
+        let mut out = vec![ROOT_INO];
+        for dir in 0..self.inodes.dirs.count() {
+            for view in [inode::LATEST_VIEW, inode::MERGED_LATEST_VIEW] {
+                out.push(Node::ViewDir { view, dir }.ino());
+            }
+        }
+        out
+    }
+
     /// The storage the table is read from.
     pub fn store(&self) -> &Arc<dyn Storage> {
         &self.store
