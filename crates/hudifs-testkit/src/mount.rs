@@ -150,6 +150,23 @@ impl MountGuard {
         }
     }
 
+    /// The pid of the daemon serving the mount's requests: the state file's `pid` (under a
+    /// keeper, not the pid `hudifs mount` printed), else the printed one.
+    pub fn serving_pid(&self) -> Option<u32> {
+        self.log
+            .as_ref()
+            .and_then(|l| std::fs::read_to_string(l.with_extension("state")).ok())
+            .and_then(|t| {
+                let rest = t.split("\"pid\":").nth(1)?;
+                rest.trim_start()
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()?
+                    .parse::<u32>()
+                    .ok()
+            })
+            .or(self.pid)
+    }
+
     /// The mount point.
     pub fn path(&self) -> &Path {
         &self.mnt
@@ -178,6 +195,7 @@ impl MountGuard {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+        let serving = self.serving_pid();
         if let Some(pid) = self.pid.take() {
             // The daemon exits once unmounted; make sure it does.
             let gone = (0..100).any(|_| {
@@ -190,19 +208,7 @@ impl MountGuard {
             });
             if !gone {
                 // A keeper (`hudifs status`'s keeper_pid) that did not stop: its serving daemon
-                // (the state file's pid) goes with it, or it would go on holding the mount.
-                let serving = self
-                    .log
-                    .as_ref()
-                    .and_then(|l| std::fs::read_to_string(l.with_extension("state")).ok())
-                    .and_then(|t| {
-                        let rest = t.split("\"pid\":").nth(1)?;
-                        rest.trim_start()
-                            .split(|c: char| !c.is_ascii_digit())
-                            .next()?
-                            .parse::<u32>()
-                            .ok()
-                    });
+                // goes with it, or it would go on holding the mount.
                 for p in [Some(pid), serving].into_iter().flatten() {
                     let _ = Command::new("kill").arg("-9").arg(p.to_string()).status();
                 }

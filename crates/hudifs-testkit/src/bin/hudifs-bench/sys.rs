@@ -21,6 +21,7 @@ pub fn drop_caches() -> bool {
 /// the daemon waited for, so the next measurement has the machine to itself).
 pub struct Mount {
     pub guard: MountGuard,
+    /// The daemon serving the mount.
     pub pid: u32,
 }
 
@@ -48,8 +49,9 @@ impl Mount {
     ) -> Res<Mount> {
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let guard = MountGuard::try_mount_at(hudifs, table, mnt, &extra, env)?;
+        // The daemon serving the mount (its memory and CPU are the figures), not its keeper.
         let pid = guard
-            .pid
+            .serving_pid()
             .ok_or_else(|| format!("hudifs mount {} printed no daemon pid", table.display()))?;
         Ok(Mount { guard, pid })
     }
