@@ -157,6 +157,18 @@ pub(super) fn run(args: &MountArgs, table: Table) -> Result<()> {
             log::info!("{} was unmounted", mp.display());
             return Ok(());
         }
+        if !kept.can_resend() {
+            // Requests the dead daemon had read would never be answered: end the mount as a
+            // daemon without a keeper does (callers get "Transport endpoint is not connected",
+            // `hudifs umount` clears it), leaving it mounted for that.
+            log::error!(
+                "the serving daemon (pid {}) died ({}); this kernel cannot resend what it had \
+                 read (FUSE_NOTIFY_RESEND, Linux 6.9): the mount ends",
+                child.id(),
+                describe_status(status)
+            );
+            std::process::exit(1);
+        }
         let lived = started.elapsed();
         crash_loop = if child.served() { 0 } else { crash_loop + 1 };
         log::warn!(

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use fuser::{Filesystem, INodeNo, KernelConfig, MountOption, Request, SessionACL};
+use fuser::{Filesystem, INodeNo, InitFlags, KernelConfig, MountOption, Request, SessionACL};
 
 use super::passthrough::Passthrough;
 use super::{negotiate, FuseAdapter};
@@ -167,10 +167,16 @@ fn mount_error(mp: &Path, e: std::io::Error) -> String {
 struct Handshake {
     passthrough: bool,
     granted: Arc<AtomicBool>,
+    /// Whether the kernel can send again what a dead daemon had read (`FUSE_HAS_RESEND`).
+    resend: Arc<AtomicBool>,
 }
 
 impl Filesystem for Handshake {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        self.resend.store(
+            config.capabilities().contains(InitFlags::FUSE_HAS_RESEND),
+            Ordering::SeqCst,
+        );
         self.granted
             .store(negotiate(config, self.passthrough), Ordering::SeqCst);
         Ok(())
@@ -182,6 +188,7 @@ impl Filesystem for Handshake {
 pub struct Kept {
     session: fuser::Session<Handshake>,
     passthrough: bool,
+    resend: bool,
 }
 
 impl Kept {
@@ -196,6 +203,12 @@ impl Kept {
         self.passthrough
     }
 
+    /// Whether the kernel resends what a dead daemon had read (Linux 6.9+): without it, callers
+    /// waiting on a dead daemon's requests would wait for good under a new daemon.
+    pub fn can_resend(&self) -> bool {
+        self.resend
+    }
+
     pub fn unmounter(&mut self) -> Unmounter {
         Unmounter(self.session.unmount_callable())
     }
@@ -205,15 +218,18 @@ impl Kept {
 pub fn mount_kept(mountpoint: &Path, cfg: &MountConfig) -> Result<Kept, MountFailure> {
     let config = cfg.fuser_config().map_err(MountFailure::Usage)?;
     let granted = Arc::new(AtomicBool::new(false));
+    let resend = Arc::new(AtomicBool::new(false));
     let hs = Handshake {
         passthrough: cfg.passthrough,
         granted: granted.clone(),
+        resend: resend.clone(),
     };
     let session = fuser::Session::new(hs, mountpoint, &config)
         .map_err(|e| MountFailure::Kernel(mount_error(mountpoint, e)))?;
     Ok(Kept {
         session,
         passthrough: granted.load(Ordering::SeqCst),
+        resend: resend.load(Ordering::SeqCst),
     })
 }
 
