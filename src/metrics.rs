@@ -66,8 +66,8 @@ fn now_ms() -> u64 {
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let mut registry = Registry::default();
-        let m = Metrics {
+        let mut m = Metrics {
+            registry: Registry::default(),
             fuse_requests: Family::default(),
             fuse_seconds: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             store_requests: Family::default(),
@@ -84,9 +84,8 @@ impl Metrics {
             followed_at: AtomicU64::new(0),
             latest: OnceLock::new(),
             scrape: Mutex::new(()),
-            registry: Registry::default(),
         };
-        let r = &mut registry;
+        let r = &mut m.registry;
         r.register(
             "hudifs_fuse_requests",
             "FUSE requests answered, by operation and outcome",
@@ -152,7 +151,7 @@ impl Metrics {
             "Resident memory of the serving daemon",
             m.memory.clone(),
         );
-        Metrics { registry, ..m }
+        m
     }
 
     /// Where scrapes find the instant `latest/` shows.
@@ -169,15 +168,8 @@ impl Metrics {
                     .duration_since(UNIX_EPOCH)
                     .map_or(0.0, |d| d.as_secs_f64());
                 self.latest_instant.set(secs);
-                let utc_now = hudifs_core::timefmt::instant_from_epoch_millis(
-                    now as i64,
-                    &hudifs_core::timefmt::TimelineZone::Utc,
-                )
-                .ok()
-                .and_then(|n| hudifs_core::timefmt::instant_as_utc(&n))
-                .and_then(|n| n.duration_since(at).ok());
-                self.latest_age
-                    .set(utc_now.map_or(0.0, |d: Duration| d.as_secs_f64()));
+                let age = SystemTime::now().duration_since(at).unwrap_or_default();
+                self.latest_age.set(age.as_secs_f64());
             }
         }
         let followed = self.followed_at.load(Ordering::Relaxed);
@@ -273,37 +265,14 @@ impl hudifs_storage::observe::Observer for Metrics {
     }
 }
 
-/// Make `metrics` the process's observer (once; a second call is ignored).
-pub fn install(metrics: Arc<Metrics>) {
-    struct Shared(Arc<Metrics>);
-    impl hudifs_storage::observe::Observer for Shared {
-        fn store_request(&self, kind: &'static str, outcome: &'static str, seconds: f64) {
-            self.0.store_request(kind, outcome, seconds)
-        }
-        fn cache_lookup(&self, cache: &'static str, hit: bool, bytes: u64) {
-            self.0.cache_lookup(cache, hit, bytes)
-        }
-        fn merge(&self, outcome: &'static str, seconds: f64, bytes: u64) {
-            self.0.merge(outcome, seconds, bytes)
-        }
-        fn fuse_request(&self, op: &'static str, ok: bool, seconds: f64) {
-            self.0.fuse_request(op, ok, seconds)
-        }
-        fn followed(&self) {
-            self.0.followed()
-        }
-    }
-    hudifs_storage::observe::install(Box::new(Shared(metrics)));
-}
-
-/// The process's metrics, once installed ([`install`]).
+/// The process's metrics.
 static GLOBAL: OnceLock<Arc<Metrics>> = OnceLock::new();
 
-/// The metrics of this daemon: made and installed on first use.
+/// The metrics of this daemon: made and installed as the storage layers' observer on first use.
 pub fn global() -> &'static Arc<Metrics> {
     GLOBAL.get_or_init(|| {
         let m = Arc::new(Metrics::new());
-        install(m.clone());
+        hudifs_storage::observe::install(Box::new(m.clone()));
         m
     })
 }

@@ -22,7 +22,7 @@ fn table(root: &Path, files: usize, bytes: u64) -> Vec<String> {
     let spec = TableSpec::new("crash", TableType::CopyOnWrite, 9).partitioned_by(&["part"], true);
     let mut w = TableWriter::create(root, spec, 1_767_225_600_000).unwrap();
     let mut out = Vec::new();
-    for commit in 0..2 {
+    for _ in 0..2 {
         let action = w.write_action();
         let mut t = w.begin(action).unwrap();
         for i in 0..files / 2 {
@@ -31,7 +31,6 @@ fn table(root: &Path, files: usize, bytes: u64) -> Vec<String> {
         }
         t.complete().unwrap();
         out.extend(w.events().last().unwrap().written.clone());
-        let _ = commit;
     }
     out.retain(|p| p.ends_with(".parquet"));
     out

@@ -8,8 +8,8 @@
 //! The keeper is one thread: it waits for a signal (stop: unmount; child: a daemon exited) and
 //! does nothing else. A daemon that exits 0 saw its session end (the mount is gone); one that
 //! dies any other way is replaced: at once, unless daemons keep dying before they serve (a crash
-//! loop: the table cannot be read now), then after a pause that doubles up to 30 s. `HUDIFS_KEEPER=0` serves the mount without a keeper, in
-//! one process, as a lake's always is.
+//! loop: the table cannot be read now), then after a pause that doubles up to 30 s.
+//! `HUDIFS_KEEPER=0` serves the mount without a keeper, in one process, as a lake's always is.
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -20,12 +20,12 @@ use std::time::{Duration, Instant};
 use crate::cli::MountArgs;
 use crate::error::{Error, Result};
 use crate::fs::{encode_properties, JournalTag, RestartJournal};
-use crate::fuse::{Kept, MountFailure};
+use crate::fuse::Kept;
 
-use super::launch::{daemon_argv, log_path, report_ready, DAEMON_ENV, LOG_ENV, READY_FD_ENV};
+use super::launch::{daemon_argv, log_name, log_path, report_ready, READY_FD_ENV};
 use super::mountpoint::{is_mount_point, match_read_ahead, set_store_read_ahead, unmount_busy};
 use super::takeover::Handoff;
-use super::{mount_config, Table};
+use super::{bind_metrics, mount_config, mount_failure, Table};
 
 /// Whether table mounts are kept (`HUDIFS_KEEPER=0` turns it off).
 pub(super) fn wanted() -> bool {
@@ -57,15 +57,8 @@ pub(super) fn run(args: &MountArgs, table: Table) -> Result<()> {
     let described = store.describe(&Default::default());
     let local = store.local().cloned();
     drop(store);
-    // Bound before the mount, so that an address in use fails the mount; held here, so that
-    // scrapes wait through a restart instead of being refused.
-    let metrics = match &args.metrics {
-        Some(addr) => Some(
-            crate::metrics::bind(addr)
-                .map_err(|e| Error::Mount(format!("--metrics: cannot listen on {e}")))?,
-        ),
-        None => None,
-    };
+    // Held here, so that scrapes wait through a restart instead of being refused.
+    let metrics = bind_metrics(args)?;
     let mount_path = args.mountpoint.canonicalize().ok();
     let mp = mount_path
         .clone()
@@ -75,10 +68,7 @@ pub(super) fn run(args: &MountArgs, table: Table) -> Result<()> {
     // Read once here: the first daemon takes it from the journal (one GET fewer on a store).
     journal.append(JournalTag::TableConfig, &encode_properties(&cfg.properties));
     let mut kept = crate::fuse::mount_kept(&args.mountpoint, &mount_config(args, &described))
-        .map_err(|e| match e {
-            MountFailure::Usage(m) => Error::Usage(m),
-            MountFailure::Kernel(m) => Error::Mount(m),
-        })?;
+        .map_err(mount_failure)?;
     match &local {
         Some(local) => match_read_ahead(local, &mp),
         None => set_store_read_ahead(&mp),
@@ -107,13 +97,7 @@ pub(super) fn run(args: &MountArgs, table: Table) -> Result<()> {
         pid,
         keeper_pid: Some(std::process::id()),
         restarts,
-        log: if std::env::var_os(DAEMON_ENV).is_some() {
-            std::env::var(LOG_ENV).unwrap_or_else(|_| log.display().to_string())
-        } else if crate::notify::stderr_is_journal() {
-            "journal".into()
-        } else {
-            "stderr".into()
-        },
+        log: log_name(&log),
     };
     let mut state_file = state(first.id(), 0)
         .write(&state_path)
@@ -140,12 +124,7 @@ pub(super) fn run(args: &MountArgs, table: Table) -> Result<()> {
         // SAFETY: `sigset` holds the signals blocked above; `sig` is a valid out-pointer.
         unsafe { libc::sigwait(&sigset, &mut sig) };
         if sig != libc::SIGCHLD {
-            log::info!("signal {sig}: unmounting {}", mp.display());
-            crate::notify::stopping();
-            if let Err(e) = kept.unmounter().unmount() {
-                log::info!("unmount of {} failed: {e}", mp.display());
-                unmount_busy(&mp);
-            }
+            unmount_on(sig, &mut kept, &mp);
             stop(&mut child);
             return Ok(());
         }
@@ -195,12 +174,7 @@ pub(super) fn run(args: &MountArgs, table: Table) -> Result<()> {
                 // SAFETY: `sigset` holds blocked signals; a null info pointer is allowed.
                 let sig = unsafe { libc::sigtimedwait(&sigset, std::ptr::null_mut(), &ts) };
                 if sig > 0 && sig != libc::SIGCHLD {
-                    log::info!("signal {sig}: unmounting {}", mp.display());
-                    crate::notify::stopping();
-                    if let Err(e) = kept.unmounter().unmount() {
-                        log::info!("unmount of {} failed: {e}", mp.display());
-                        unmount_busy(&mp);
-                    }
+                    unmount_on(sig, &mut kept, &mp);
                     return Ok(());
                 }
                 if Instant::now() >= deadline {
@@ -360,6 +334,16 @@ fn describe_status(status: libc::c_int) -> String {
         format!("signal {}", libc::WTERMSIG(status))
     } else {
         format!("exit status {}", libc::WEXITSTATUS(status))
+    }
+}
+
+/// A stop signal: unmount (detaching a busy mount, as a daemon without a keeper does).
+fn unmount_on(sig: libc::c_int, kept: &mut Kept, mp: &std::path::Path) {
+    log::info!("signal {sig}: unmounting {}", mp.display());
+    crate::notify::stopping();
+    if let Err(e) = kept.unmounter().unmount() {
+        log::info!("unmount of {} failed: {e}", mp.display());
+        unmount_busy(mp);
     }
 }
 

@@ -44,6 +44,19 @@ pub fn log_path(mountpoint: &Path) -> std::path::PathBuf {
         .join(format!("{name}.log"))
 }
 
+/// What a daemon's state file records as its log (`hudifs status`): the file a background
+/// launch gave it (or `journal`), else `journal` or `stderr` for a foreground one. `log` is the
+/// mount's log path.
+pub(super) fn log_name(log: &Path) -> String {
+    if std::env::var_os(DAEMON_ENV).is_some() {
+        std::env::var(LOG_ENV).unwrap_or_else(|_| log.display().to_string())
+    } else if crate::notify::stderr_is_journal() {
+        "journal".into()
+    } else {
+        "stderr".into()
+    }
+}
+
 /// Tell a waiting background launcher that the mount is live.
 pub(super) fn report_ready() {
     let Some(fd) = std::env::var(READY_FD_ENV)

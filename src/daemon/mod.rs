@@ -93,6 +93,26 @@ fn fs_options(args: &MountArgs) -> Result<FsOptions> {
     })
 }
 
+/// A failed mount as the command's error: bad options are usage errors.
+fn mount_failure(e: crate::fuse::MountFailure) -> Error {
+    match e {
+        crate::fuse::MountFailure::Usage(m) => Error::Usage(m),
+        crate::fuse::MountFailure::Kernel(m) => Error::Mount(m),
+    }
+}
+
+/// The listening socket of `--metrics`, if asked for: bound before the mount is made, so that
+/// an address in use fails the mount.
+fn bind_metrics(args: &MountArgs) -> Result<Option<std::net::TcpListener>> {
+    args.metrics
+        .as_deref()
+        .map(|addr| {
+            crate::metrics::bind(addr)
+                .map_err(|e| Error::Mount(format!("--metrics: cannot listen on {e}")))
+        })
+        .transpose()
+}
+
 /// The storage of the table of `args`.
 fn open_store(args: &MountArgs) -> Result<Arc<dyn Storage>> {
     open_store_checked(args, true)

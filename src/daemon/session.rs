@@ -12,12 +12,11 @@ use crate::cli::MountArgs;
 use crate::error::{Error, Result};
 use crate::follow::Follower;
 use crate::fs::{HudiFs, Served};
-use crate::fuse::MountFailure;
 use crate::lake::{LakeFs, LakeOptions};
 
-use super::launch::{log_path, report_ready, DAEMON_ENV, LOG_ENV};
+use super::launch::{log_name, log_path, report_ready, DAEMON_ENV};
 use super::mountpoint::{match_read_ahead, set_store_read_ahead, unmount_busy, STOP_GRACE};
-use super::{fs_options, mount_config, Table};
+use super::{bind_metrics, fs_options, mount_config, mount_failure, Table};
 
 /// What a daemon serves: one table, or a lake of them.
 enum Serving {
@@ -92,19 +91,14 @@ pub(super) fn run_foreground(args: &MountArgs, table: Option<Table>) -> Result<(
         let latest = fs.clone();
         metrics.set_latest(Box::new(move || latest.latest_instant()));
     }
-    if let Some(addr) = &args.metrics {
-        let l = crate::metrics::bind(addr)
-            .map_err(|e| Error::Mount(format!("--metrics: cannot listen on {e}")))?;
+    if let Some(l) = bind_metrics(args)? {
         crate::metrics::serve(l, metrics.clone()).map_err(|e| Error::io("metrics thread", e))?;
     }
     // Resolved before the mount: once it is live, a stat of it from here would wait for this
     // very daemon to answer.
     let mount_path = args.mountpoint.canonicalize().ok();
     let mut session = crate::fuse::mount(served, &args.mountpoint, &mount_config(args, &table))
-        .map_err(|e| match e {
-            MountFailure::Usage(m) => Error::Usage(m),
-            MountFailure::Kernel(m) => Error::Mount(m),
-        })?;
+        .map_err(mount_failure)?;
     if let Some(mp) = &mount_path {
         match &local {
             Some(local) => match_read_ahead(local, mp),
@@ -138,13 +132,7 @@ pub(super) fn run_foreground(args: &MountArgs, table: Option<Table>) -> Result<(
         pid: std::process::id(),
         keeper_pid: None,
         restarts: 0,
-        log: if std::env::var_os(DAEMON_ENV).is_some() {
-            std::env::var(LOG_ENV).unwrap_or_else(|_| log.display().to_string())
-        } else if crate::notify::stderr_is_journal() {
-            "journal".into()
-        } else {
-            "stderr".into()
-        },
+        log: log_name(&log),
     }
     .write(&crate::status::state_path(&log))
     .map_err(|e| log::warn!("no state file for hudifs status: {e}"))

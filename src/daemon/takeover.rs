@@ -13,13 +13,12 @@ use crate::cli::MountArgs;
 use crate::error::{Error, Result};
 use crate::follow::Follower;
 use crate::fs::{decode_properties, HudiFs, JournalTag, RestartJournal, Served};
-use crate::fuse::MountFailure;
 use hudifs_core::table::TableConfig;
 use hudifs_storage::TablePath;
 
 use super::launch::report_ready;
 use super::session::return_large_buffers_at_free;
-use super::{fs_options, mount_config, open_store_checked};
+use super::{fs_options, mount_config, mount_failure, open_store_checked};
 
 const FD_ENV: &str = "HUDIFS_KEPT_FD";
 const JOURNAL_ENV: &str = "HUDIFS_KEPT_JOURNAL";
@@ -56,25 +55,10 @@ impl Handoff {
         env
     }
 
-    /// The handoff of this process, if a keeper started it; an error if it is garbled.
+    /// The handoff of this process, if a keeper started it (taken out of the environment, so
+    /// that nothing this daemon starts inherits it); an error if it is garbled.
     pub fn from_env() -> Result<Option<Handoff>> {
-        let Some(fd) = std::env::var_os(FD_ENV) else {
-            return Ok(None);
-        };
-        let num = |v: Option<std::ffi::OsString>, what: &str| -> Result<i32> {
-            v.and_then(|v| v.to_str()?.parse().ok())
-                .ok_or_else(|| Error::Usage(format!("{what}: not a number from a hudifs keeper")))
-        };
-        let h = Handoff {
-            fd: num(Some(fd), FD_ENV)?,
-            journal: num(std::env::var_os(JOURNAL_ENV), JOURNAL_ENV)?,
-            passthrough: num(std::env::var_os(PASSTHROUGH_ENV), PASSTHROUGH_ENV)? == 1,
-            resumed: num(std::env::var_os(RESUMED_ENV), RESUMED_ENV)? == 1,
-            metrics: match std::env::var_os(METRICS_ENV) {
-                Some(v) => Some(num(Some(v), METRICS_ENV)?),
-                None => None,
-            },
-        };
+        let h = Handoff::from_vars(|k| std::env::var_os(k))?;
         for k in [
             FD_ENV,
             JOURNAL_ENV,
@@ -84,7 +68,29 @@ impl Handoff {
         ] {
             std::env::remove_var(k);
         }
-        Ok(Some(h))
+        Ok(h)
+    }
+
+    /// The handoff that the variables `var` gives say ([`Handoff::to_env`]'s).
+    fn from_vars(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<Option<Handoff>> {
+        if var(FD_ENV).is_none() {
+            return Ok(None);
+        }
+        let num = |k: &str| -> Result<i32> {
+            var(k)
+                .and_then(|v| v.to_str()?.parse().ok())
+                .ok_or_else(|| Error::Usage(format!("{k}: not a number from a hudifs keeper")))
+        };
+        Ok(Some(Handoff {
+            fd: num(FD_ENV)?,
+            journal: num(JOURNAL_ENV)?,
+            passthrough: num(PASSTHROUGH_ENV)? == 1,
+            resumed: num(RESUMED_ENV)? == 1,
+            metrics: match var(METRICS_ENV) {
+                Some(_) => Some(num(METRICS_ENV)?),
+                None => None,
+            },
+        }))
     }
 }
 
@@ -114,18 +120,20 @@ pub(super) fn serve(args: &MountArgs, h: Handoff) -> Result<()> {
     let started = std::time::Instant::now();
     // Installed first: the requests that open the table count too.
     let metrics = crate::metrics::global();
+    // Read once: the table's configuration, the ids behind inode numbers, backing files.
+    let records = journal
+        .records()
+        .map_err(|e| Error::io("the restart journal", e))?;
     // The first daemon takes the table's configuration as its keeper read it (the keeper
     // checked the store too); one that takes over reads it again (the table may have been
     // upgraded since).
     let given = if h.resumed {
         None
     } else {
-        journal
-            .records()
-            .map_err(|e| Error::io("the restart journal", e))?
-            .into_iter()
+        records
+            .iter()
             .find(|(t, _)| *t == JournalTag::TableConfig)
-            .and_then(|(_, p)| decode_properties(&p))
+            .and_then(|(_, p)| decode_properties(p))
     };
     let store = open_store_checked(args, given.is_none())?;
     let cfg = match given {
@@ -141,7 +149,7 @@ pub(super) fn serve(args: &MountArgs, h: Handoff) -> Result<()> {
     if let Some(l) = listener {
         crate::metrics::serve(l, metrics.clone()).map_err(|e| Error::io("metrics thread", e))?;
     }
-    fs.resume_from(&journal)?;
+    fs.resume_from(&journal, &records)?;
     let table = fs.store().describe(&Default::default());
     let session = crate::fuse::serve_kept(
         fs.clone() as Arc<dyn Served>,
@@ -149,12 +157,10 @@ pub(super) fn serve(args: &MountArgs, h: Handoff) -> Result<()> {
         &mount_config(args, &table),
         h.passthrough,
         journal,
-        h.resumed,
+        h.resumed.then_some(&records[..]),
     )
-    .map_err(|e| match e {
-        MountFailure::Usage(m) => Error::Usage(m),
-        MountFailure::Kernel(m) => Error::Mount(m),
-    })?;
+    .map_err(mount_failure)?;
+    drop(records);
     if h.resumed {
         log::info!(
             "took over the mount of {table} at {} in {} ms (latest instant {})",
@@ -201,16 +207,34 @@ mod tests {
 
     #[test]
     fn a_handoff_survives_the_environment() {
-        let h = Handoff {
-            fd: 7,
-            journal: 9,
-            passthrough: true,
-            resumed: false,
-            metrics: Some(11),
+        let read = |h: Handoff| {
+            let env: std::collections::HashMap<&str, String> = h.to_env().into_iter().collect();
+            Handoff::from_vars(|k| env.get(k).map(Into::into)).unwrap()
         };
-        let env = h.to_env();
-        assert_eq!(env.len(), 5);
-        assert!(env.iter().any(|(k, v)| *k == FD_ENV && v == "7"));
-        assert!(env.iter().any(|(k, v)| *k == PASSTHROUGH_ENV && v == "1"));
+        for h in [
+            Handoff {
+                fd: 7,
+                journal: 9,
+                passthrough: true,
+                resumed: false,
+                metrics: Some(11),
+            },
+            Handoff {
+                fd: 3,
+                journal: 4,
+                passthrough: false,
+                resumed: true,
+                metrics: None,
+            },
+        ] {
+            assert_eq!(read(h), Some(h));
+        }
+        assert_eq!(
+            Handoff::from_vars(|_| None).unwrap(),
+            None,
+            "not started by a keeper"
+        );
+        let garbled = |k: &str| (k == FD_ENV).then(|| "x".into());
+        assert!(Handoff::from_vars(garbled).is_err());
     }
 }

@@ -249,18 +249,20 @@ impl HudiFs {
 
     /// Serve a mount that may outlive this daemon (docs/SEMANTICS.md §7.11): take over the
     /// inode numbers and handles that the previous daemons of the mount handed out, as
-    /// `journal` records them, and record every new one in it. Call before serving.
-    pub fn resume_from(&self, journal: &Arc<RestartJournal>) -> Result<()> {
-        let records = journal
-            .records()
-            .map_err(|e| Error::io("the restart journal", e))?;
+    /// `records` (read from `journal`) say, and record every new one in `journal`. Call before
+    /// serving.
+    pub fn resume_from(
+        &self,
+        journal: &Arc<RestartJournal>,
+        records: &[(restart_journal::Tag, Vec<u8>)],
+    ) -> Result<()> {
         let exts = self.snapshot().cfg.base_extensions.clone();
         self.inodes
-            .resume(&records, journal)
-            .and_then(|()| self.partitions.registry.resume(&records, &exts, journal))
+            .resume(records, journal)
+            .and_then(|()| self.partitions.registry.resume(records, &exts, journal))
             .map_err(Error::Corrupt)?;
-        self.merged.resume(&records, journal);
-        self.handles.resume(&records, journal);
+        self.merged.resume(records, journal);
+        self.handles.resume(records, journal);
         Ok(())
     }
 

@@ -139,14 +139,13 @@ fn readdir(
     fh: FileHandle,
     offset: u64,
     mut reply: ReplyDirectory,
-    mut t: Timed,
+    t: Timed,
 ) {
-    let entries = match fs.readdir(ino.0, fh.0) {
+    let entries = fs.readdir(ino.0, fh.0);
+    t.end(entries.is_ok());
+    let entries = match entries {
         Ok(e) => e,
-        Err(e) => {
-            t.fail();
-            return reply.error(errno("readdir", &ino.0, &e));
-        }
+        Err(e) => return reply.error(errno("readdir", &ino.0, &e)),
     };
     // Offsets: 1 = ".", 2 = "..", 3.. = entries.
     let dots = [(ino.0, ".", Kind::Dir), (ino.0, "..", Kind::Dir)];
@@ -170,17 +169,14 @@ fn readdirplus(
     fh: FileHandle,
     offset: u64,
     mut reply: ReplyDirectoryPlus,
-    mut t: Timed,
+    t: Timed,
 ) {
-    let entries = match fs.readdir(ino.0, fh.0) {
-        Ok(e) => e,
-        Err(e) => {
-            t.fail();
-            return reply.error(errno("readdirplus", &ino.0, &e));
-        }
-    };
-    let this = match fs.getattr(ino.0) {
-        Ok(e) => e,
+    let both = fs
+        .readdir(ino.0, fh.0)
+        .and_then(|entries| Ok((entries, fs.getattr(ino.0)?)));
+    t.end(both.is_ok());
+    let (entries, this) = match both {
+        Ok(b) => b,
         Err(e) => return reply.error(errno("readdirplus", &ino.0, &e)),
     };
     // "." and ".." carry no attributes the kernel keeps; give this directory's.
@@ -210,19 +206,13 @@ fn xattr(
     name: Option<&OsStr>,
     size: u32,
     reply: ReplyXattr,
-    mut t: Timed,
+    t: Timed,
 ) {
-    let op = if name.is_some() {
-        "getxattr"
-    } else {
-        "listxattr"
-    };
-    let attrs = match fs.xattrs(ino.0) {
+    let attrs = fs.xattrs(ino.0);
+    t.end(attrs.is_ok());
+    let attrs = match attrs {
         Ok(a) => a,
-        Err(e) => {
-            t.fail();
-            return reply.error(errno(op, &ino.0, &e));
-        }
+        Err(e) => return reply.error(errno(xattr_op(name), &ino.0, &e)),
     };
     let bytes = match name {
         Some(name) => match attrs.iter().find(|(n, _)| OsStr::new(n) == name) {
@@ -243,12 +233,12 @@ fn xattr(
     }
 }
 
-/// A request being answered, timed for the metrics (`hudifs_storage::observe`): reported when
-/// dropped (with its reply), as failed if [`Timed::fail`] was called.
+/// A request being answered, timed for the metrics (`hudifs_storage::observe`): reported with
+/// its outcome just before the reply goes out, so that whoever got the reply and then asks for
+/// the metrics finds it counted.
 struct Timed {
     op: &'static str,
     started: Instant,
-    ok: bool,
 }
 
 impl Timed {
@@ -256,18 +246,20 @@ impl Timed {
         Timed {
             op,
             started: Instant::now(),
-            ok: true,
         }
     }
 
-    fn fail(&mut self) {
-        self.ok = false;
+    fn end(self, ok: bool) {
+        hudifs_storage::observe::fuse_request(self.op, ok, self.started);
     }
 }
 
-impl Drop for Timed {
-    fn drop(&mut self) {
-        hudifs_storage::observe::fuse_request(self.op, self.ok, self.started);
+/// The operation an `xattr` answer is for.
+fn xattr_op(name: Option<&OsStr>) -> &'static str {
+    if name.is_some() {
+        "getxattr"
+    } else {
+        "listxattr"
     }
 }
 
@@ -306,23 +298,25 @@ impl Filesystem for FuseAdapter {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let name = name.to_os_string();
-        let mut t = Timed::start("lookup");
-        self.later(move |fs, _| match fs.lookup(parent.0, &name) {
-            Ok(e) => reply.entry(&e.ttl, &file_attr(&e.attr), Generation(0)),
-            Err(e) => {
-                t.fail();
-                reply.error(errno("lookup", &Path::new(&name).display(), &e))
+        let t = Timed::start("lookup");
+        self.later(move |fs, _| {
+            let r = fs.lookup(parent.0, &name);
+            t.end(r.is_ok());
+            match r {
+                Ok(e) => reply.entry(&e.ttl, &file_attr(&e.attr), Generation(0)),
+                Err(e) => reply.error(errno("lookup", &Path::new(&name).display(), &e)),
             }
         })
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let mut t = Timed::start("getattr");
-        self.later(move |fs, _| match fs.getattr(ino.0) {
-            Ok(e) => reply.attr(&e.ttl, &file_attr(&e.attr)),
-            Err(e) => {
-                t.fail();
-                reply.error(errno("getattr", &ino.0, &e))
+        let t = Timed::start("getattr");
+        self.later(move |fs, _| {
+            let r = fs.getattr(ino.0);
+            t.end(r.is_ok());
+            match r {
+                Ok(e) => reply.attr(&e.ttl, &file_attr(&e.attr)),
+                Err(e) => reply.error(errno("getattr", &ino.0, &e)),
             }
         })
     }
@@ -331,30 +325,31 @@ impl Filesystem for FuseAdapter {
         if flags.acc_mode() != OpenAccMode::O_RDONLY {
             return reply.error(Errno::EROFS);
         }
-        let mut t = Timed::start("open");
-        self.later(move |fs, pass| match fs.open(ino.0) {
-            Ok(o) => {
-                let mut flags = if o.keep_cache {
-                    FopenFlags::FOPEN_KEEP_CACHE
-                } else {
-                    FopenFlags::empty()
-                };
-                if o.direct_io {
-                    // Maps still work: FUSE_DIRECT_IO_ALLOW_MMAP (init).
-                    flags |= FopenFlags::FOPEN_DIRECT_IO;
-                }
-                match o.backing.as_ref().and_then(|b| b.as_file()) {
-                    // The kernel refuses FOPEN_KEEP_CACHE with passthrough (the open fails with
-                    // EIO): page caching is the backing file's business then.
-                    Some(file) if pass.on() => {
-                        pass.open(ino.0, o.fh, file, FopenFlags::empty(), reply)
+        let t = Timed::start("open");
+        self.later(move |fs, pass| {
+            let r = fs.open(ino.0);
+            t.end(r.is_ok());
+            match r {
+                Ok(o) => {
+                    let mut flags = if o.keep_cache {
+                        FopenFlags::FOPEN_KEEP_CACHE
+                    } else {
+                        FopenFlags::empty()
+                    };
+                    if o.direct_io {
+                        // Maps still work: FUSE_DIRECT_IO_ALLOW_MMAP (init).
+                        flags |= FopenFlags::FOPEN_DIRECT_IO;
                     }
-                    _ => reply.opened(FileHandle(o.fh), flags),
+                    match o.backing.as_ref().and_then(|b| b.as_file()) {
+                        // The kernel refuses FOPEN_KEEP_CACHE with passthrough (the open fails with
+                        // EIO): page caching is the backing file's business then.
+                        Some(file) if pass.on() => {
+                            pass.open(ino.0, o.fh, file, FopenFlags::empty(), reply)
+                        }
+                        _ => reply.opened(FileHandle(o.fh), flags),
+                    }
                 }
-            }
-            Err(e) => {
-                t.fail();
-                reply.error(errno("open", &ino.0, &e))
+                Err(e) => reply.error(errno("open", &ino.0, &e)),
             }
         })
     }
@@ -372,12 +367,12 @@ impl Filesystem for FuseAdapter {
     ) {
         // Files on an object store are answered from the store's runtime: this thread goes
         // back to the kernel at once (docs/SEMANTICS.md §9).
-        let mut t = Timed::start("read");
-        let answer: ReadAnswer = Box::new(move |r| match r {
-            Ok(data) => reply.data(data),
-            Err(e) => {
-                t.fail();
-                reply.error(errno("read", &ino.0, &e))
+        let t = Timed::start("read");
+        let answer: ReadAnswer = Box::new(move |r| {
+            t.end(r.is_ok());
+            match r {
+                Ok(data) => reply.data(data),
+                Err(e) => reply.error(errno("read", &ino.0, &e)),
             }
         });
         self.fs.read(ino.0, fh.0, offset, size, answer);
@@ -393,26 +388,30 @@ impl Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let _t = Timed::start("release");
+        let t = Timed::start("release");
         self.fs.release(fh.0);
         self.pass.release(fh.0);
+        t.end(true);
         reply.ok();
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let mut t = Timed::start("opendir");
-        self.later(move |fs, _| match fs.opendir(ino.0) {
-            Ok(d) => {
-                let flags = match d.cache {
-                    DirCache::Off => FopenFlags::empty(),
-                    DirCache::Fill => FopenFlags::FOPEN_CACHE_DIR,
-                    DirCache::Reuse => FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
-                };
-                reply.opened(FileHandle(d.fh), flags)
-            }
-            Err(e) => {
-                t.fail();
-                reply.error(errno("opendir", &ino.0, &e))
+        let t = Timed::start("opendir");
+        self.later(move |fs, _| {
+            let r = fs.opendir(ino.0);
+            t.end(r.is_ok());
+            match r {
+                Ok(d) => {
+                    let flags = match d.cache {
+                        DirCache::Off => FopenFlags::empty(),
+                        DirCache::Fill => FopenFlags::FOPEN_CACHE_DIR,
+                        DirCache::Reuse => {
+                            FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE
+                        }
+                    };
+                    reply.opened(FileHandle(d.fh), flags)
+                }
+                Err(e) => reply.error(errno("opendir", &ino.0, &e)),
             }
         })
     }
@@ -449,7 +448,7 @@ impl Filesystem for FuseAdapter {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        let _t = Timed::start("releasedir");
+        let t = Timed::start("releasedir");
         if let Some(stale) = self.fs.releasedir(fh.0) {
             // Drop what the handle may have put in the kernel's cached listing, then let other
             // handles reuse that cache again.
@@ -458,12 +457,15 @@ impl Filesystem for FuseAdapter {
             }
             self.fs.stale_dir_dropped(stale);
         }
+        t.end(true);
         reply.ok();
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let _t = Timed::start("statfs");
-        match self.fs.statvfs() {
+        let t = Timed::start("statfs");
+        let st = self.fs.statvfs();
+        t.end(true);
+        match st {
             Some(st) => reply.statfs(
                 st.blocks, st.bfree, st.bavail, st.files, st.ffree, st.bsize, 255, st.frsize,
             ),
@@ -486,12 +488,13 @@ impl Filesystem for FuseAdapter {
         if mask.contains(AccessFlags::W_OK) {
             return reply.error(Errno::EROFS);
         }
-        let mut t = Timed::start("access");
-        self.later(move |fs, _| match fs.getattr(ino.0) {
-            Ok(_) => reply.ok(),
-            Err(e) => {
-                t.fail();
-                reply.error(errno("access", &ino.0, &e))
+        let t = Timed::start("access");
+        self.later(move |fs, _| {
+            let r = fs.getattr(ino.0);
+            t.end(r.is_ok());
+            match r {
+                Ok(_) => reply.ok(),
+                Err(e) => reply.error(errno("access", &ino.0, &e)),
             }
         })
     }

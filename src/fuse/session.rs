@@ -238,28 +238,26 @@ pub fn mount_kept(mountpoint: &Path, cfg: &MountConfig) -> Result<Kept, MountFai
 const FUSE_NOTIFY_RESEND: i32 = 7;
 
 /// Serve the kept mount whose connection is `fd` (a keeper's, see [`Kept::fd`]), as INIT
-/// decided (`passthrough`: granted). `journal` is the mount's restart journal: a daemon that
-/// takes over from one that died (`resumed`) takes over the backing files it recorded and asks
-/// the kernel to send again what it had read but not answered.
+/// decided (`passthrough`: granted). `journal` is the mount's restart journal; a daemon that
+/// takes over from one that died passes its `inherited` records: it takes over the backing
+/// files they name and asks the kernel to send again what the dead one had read but not
+/// answered.
 pub fn serve_kept(
     fs: Arc<dyn Served>,
     fd: OwnedFd,
     cfg: &MountConfig,
     passthrough: bool,
     journal: Arc<RestartJournal>,
-    resumed: bool,
+    inherited: Option<&[(JournalTag, Vec<u8>)]>,
 ) -> Result<Mounted, MountFailure> {
     let mut config = cfg.fuser_config().map_err(MountFailure::Usage)?;
     // Every thread reads the keeper's open file. A cloned descriptor (FUSE_DEV_IOC_CLONE) is a
     // file of this process: the kernel fails what was read through it when this process dies,
     // instead of keeping it to send again.
     config.clone_fd = false;
-    let pass = Passthrough::new(passthrough, Some(journal.clone()));
-    if resumed {
-        let records: Vec<(JournalTag, Vec<u8>)> = journal
-            .records()
-            .map_err(|e| MountFailure::Kernel(format!("the restart journal: {e}")))?;
-        pass.resume(&records, fd.as_raw_fd());
+    let pass = Passthrough::new(passthrough, Some(journal));
+    if let Some(records) = inherited {
+        pass.resume(records, fd.as_raw_fd());
     }
     let raw = fd.as_raw_fd();
     let notifier = Arc::new(OnceLock::new());
@@ -270,7 +268,7 @@ pub fn serve_kept(
         config,
     );
     let _ = notifier.set(session.notifier());
-    if resumed {
+    if inherited.is_some() {
         let mut msg = [0u8; 16];
         msg[0..4].copy_from_slice(&16u32.to_le_bytes());
         msg[4..8].copy_from_slice(&FUSE_NOTIFY_RESEND.to_le_bytes());

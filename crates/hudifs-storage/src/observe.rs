@@ -23,6 +23,25 @@ pub trait Observer: Send + Sync {
     fn followed(&self);
 }
 
+/// A shared observer (the daemon keeps its own handle on its metrics).
+impl<T: Observer + ?Sized> Observer for std::sync::Arc<T> {
+    fn store_request(&self, kind: &'static str, outcome: &'static str, seconds: f64) {
+        (**self).store_request(kind, outcome, seconds)
+    }
+    fn cache_lookup(&self, cache: &'static str, hit: bool, bytes: u64) {
+        (**self).cache_lookup(cache, hit, bytes)
+    }
+    fn merge(&self, outcome: &'static str, seconds: f64, bytes: u64) {
+        (**self).merge(outcome, seconds, bytes)
+    }
+    fn fuse_request(&self, op: &'static str, ok: bool, seconds: f64) {
+        (**self).fuse_request(op, ok, seconds)
+    }
+    fn followed(&self) {
+        (**self).followed()
+    }
+}
+
 static OBSERVER: OnceLock<Box<dyn Observer>> = OnceLock::new();
 
 /// Install the process's observer; false if one was installed already.
@@ -32,11 +51,6 @@ pub fn install(o: Box<dyn Observer>) -> bool {
 
 fn get() -> Option<&'static dyn Observer> {
     OBSERVER.get().map(|b| &**b)
-}
-
-/// Whether an observer listens (to skip work that only reports).
-pub fn installed() -> bool {
-    OBSERVER.get().is_some()
 }
 
 /// A store request that began at `started`.
@@ -50,15 +64,6 @@ pub fn store_request(kind: &'static str, outcome: &'static str, started: Instant
 pub fn store_request_took(kind: &'static str, outcome: &'static str, seconds: f64) {
     if let Some(o) = get() {
         o.store_request(kind, outcome, seconds);
-    }
-}
-
-/// The outcome of a store request from its error's kind.
-pub fn outcome_of(err: Option<std::io::ErrorKind>) -> &'static str {
-    match err {
-        None => "ok",
-        Some(std::io::ErrorKind::NotFound) => "not_found",
-        Some(_) => "error",
     }
 }
 
