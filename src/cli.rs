@@ -44,6 +44,9 @@ pub enum Command {
     Timeline(TimelineArgs),
     /// List live hudifs mounts: table, the instant latest/ shows, daemon pid and log.
     Status(StatusArgs),
+    /// Serve the Kubernetes CSI node plugin (csi.hudifs.dev) on a Unix socket: pods get tables,
+    /// or one instant of a table, as volumes (docs/kubernetes.md).
+    Csi(CsiArgs),
     /// Print a shell completion script (bash, zsh, fish) to standard output.
     Completions {
         /// The shell.
@@ -52,6 +55,29 @@ pub enum Command {
     },
     /// Print the manual page (roff) to standard output: `hudifs man | man -l -`.
     Man,
+}
+
+/// Where `hudifs csi` keeps its state unless told: inside kubelet's directory, which the node
+/// DaemonSet mounts with bidirectional propagation, so that the shared mounts made there are
+/// seen by kubelet and can be bound into pods.
+pub const CSI_STATE_DIR: &str = "/var/lib/kubelet/plugins/csi.hudifs.dev/state";
+
+/// `hudifs csi`: the Kubernetes node plugin (src/csi/).
+#[derive(clap::Args, Debug, Clone)]
+pub struct CsiArgs {
+    /// The gRPC endpoint kubelet calls: unix:///PATH (or a plain path).
+    #[arg(long, env = "CSI_ENDPOINT", value_name = "ENDPOINT")]
+    pub endpoint: String,
+    /// This node's name, as NodeGetInfo reports it.
+    #[arg(long, env = "NODE_NAME", value_name = "NAME")]
+    pub node_id: String,
+    /// Where the plugin keeps its shared mounts and the records of what it published.
+    #[arg(long, value_name = "DIR", default_value = CSI_STATE_DIR)]
+    pub state_dir: PathBuf,
+    /// Serve the plugin's metrics (OpenMetrics text at /metrics, /healthz) on this address:
+    /// HOST:PORT, or :PORT for 127.0.0.1.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]

@@ -23,6 +23,7 @@ pub const VERSION: &str = concat!(
 
 pub mod access;
 pub mod cli;
+pub mod csi;
 pub mod daemon;
 pub mod error;
 pub mod follow;

@@ -24,6 +24,7 @@ fn main() {
         Command::Mount(args) => hudifs::daemon::mount(args),
         Command::Umount { mountpoint } => hudifs::daemon::umount(mountpoint),
         Command::Status(args) => hudifs::status::run(args, &mut stdout),
+        Command::Csi(args) => hudifs::csi::run(args),
         Command::Completions { shell } => hudifs::manual::completions(*shell, &mut stdout),
         Command::Man => hudifs::manual::man(&mut stdout),
     };

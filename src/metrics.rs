@@ -22,7 +22,7 @@ type Labels1 = [(&'static str, &'static str); 1];
 type Labels2 = [(&'static str, &'static str); 2];
 
 /// Latency buckets: 50 µs to about 3 minutes, doubling.
-fn latency_histogram() -> Histogram {
+pub(crate) fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_05, 2.0, 22))
 }
 
@@ -292,6 +292,14 @@ pub fn bind(addr: &str) -> std::io::Result<TcpListener> {
 /// `GET /healthz` (`ok`), 404 for anything else. One connection at a time, each bounded in
 /// size and time: a scraper is one client, not a crowd.
 pub fn serve(listener: TcpListener, metrics: Arc<Metrics>) -> std::io::Result<()> {
+    serve_text(listener, move || metrics.text())
+}
+
+/// [`serve`] for any source of OpenMetrics text (the CSI plugin's families).
+pub fn serve_text(
+    listener: TcpListener,
+    text: impl Fn() -> String + Send + 'static,
+) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("hudifs-metrics".into())
         .spawn(move || {
@@ -315,7 +323,7 @@ pub fn serve(listener: TcpListener, metrics: Arc<Metrics>) -> std::io::Result<()
                     ("GET", "/metrics") => (
                         "200 OK",
                         "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        metrics.text(),
+                        text(),
                     ),
                     ("GET", "/healthz") => ("200 OK", "text/plain", "ok\n".to_string()),
                     ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_string()),

@@ -91,6 +91,12 @@ impl State {
     }
 }
 
+/// The state a daemon wrote at `path`, if the file is there and reads as one.
+pub fn read_state(path: &Path) -> Option<State> {
+    let text = std::fs::read_to_string(path).ok()?;
+    State::from_json(&serde_json::from_str::<Value>(&text).ok()?)
+}
+
 /// A written state file, removed on drop (when the daemon exits).
 pub struct StateFile(PathBuf);
 
@@ -224,7 +230,8 @@ fn find_state(m: &MountEntry) -> Option<State> {
     None
 }
 
-fn process_alive(pid: u32) -> bool {
+/// Whether process `pid` runs (and is not a zombie).
+pub fn process_alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|s| !s.is_empty() && !s.contains(") Z "))
 }

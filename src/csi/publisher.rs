@@ -1,0 +1,532 @@
+//! Publishing volumes: one shared daemon per (table, options) on the node, and a read-only bind
+//! mount of the volume's view for every pod that uses it (docs/kubernetes.md).
+//!
+//! State lives under the plugin's state directory, so that a restarted plugin knows what it
+//! published:
+//! - `daemons/<key>/mnt`: the shared mount of one (table, options), served by an ordinary
+//!   `hudifs mount` (keeper and serving daemon, SEMANTICS.md §7.11); `daemons/<key>/daemon.json`
+//!   names its table and options;
+//! - `volumes/<key>.json`: one publication (volume id, target path, the daemon it uses, the view
+//!   it shows, pinned or not).
+//!
+//! Publish and unpublish are idempotent, as CSI requires, and serialised: the last unpublish of
+//! a daemon's volumes stops that daemon.
+
+use std::collections::HashMap;
+use std::ffi::{CString, OsString};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::attributes::{self, Pin, VolumeSpec};
+use super::bind;
+
+/// Why a call failed, as the CSI status code that says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The request is wrong: a bad attribute, option or view. Retrying will not help.
+    InvalidArgument(String),
+    /// The view named does not exist in the table.
+    NotFound(String),
+    /// The target already shows something else.
+    AlreadyExists(String),
+    /// The table cannot be served as asked now (no completed write to pin, say).
+    FailedPrecondition(String),
+    /// Anything else: a daemon that would not start, a mount call that failed.
+    Internal(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (Refusal::InvalidArgument(m)
+        | Refusal::NotFound(m)
+        | Refusal::AlreadyExists(m)
+        | Refusal::FailedPrecondition(m)
+        | Refusal::Internal(m)) = self;
+        f.write_str(m)
+    }
+}
+
+/// One published volume, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publication {
+    pub volume_id: String,
+    pub target: PathBuf,
+    /// The shared daemon's key (`daemons/<key>`).
+    pub daemon: String,
+    /// The view as the volume asked for it.
+    pub asked_view: String,
+    pub pin: bool,
+    /// The view shown: `asked_view`, or its pinned `as_of/<instant>` form.
+    pub view: String,
+}
+
+impl Publication {
+    fn to_json(&self) -> Value {
+        json!({
+            "volume_id": self.volume_id,
+            "target": self.target,
+            "daemon": self.daemon,
+            "asked_view": self.asked_view,
+            "pin": self.pin,
+            "view": self.view,
+        })
+    }
+
+    fn from_json(v: &Value) -> Option<Publication> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        Some(Publication {
+            volume_id: s("volume_id")?,
+            target: PathBuf::from(s("target")?),
+            daemon: s("daemon")?,
+            asked_view: s("asked_view")?,
+            pin: v.get("pin").and_then(Value::as_bool)?,
+            view: s("view")?,
+        })
+    }
+}
+
+/// A publish request, checked.
+pub struct PublishRequest<'a> {
+    pub volume_id: &'a str,
+    pub target: &'a Path,
+    pub spec: &'a VolumeSpec,
+}
+
+/// The node's publications and shared daemons.
+pub struct Publisher {
+    state: PathBuf,
+    /// The program that runs daemons (`hudifs` itself).
+    exe: PathBuf,
+    /// Publish and unpublish one at a time: they share daemons.
+    lock: Mutex<()>,
+}
+
+/// A stable 64-bit FNV-1a hash as 16 hex digits: state file names that do not change with the
+/// Rust version, unlike `DefaultHasher`.
+fn key_of(parts: &[&str]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.bytes().chain([0u8]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+fn internal(what: impl std::fmt::Display) -> Refusal {
+    Refusal::Internal(what.to_string())
+}
+
+/// Write `value` to `path` whole or not at all.
+fn write_json(path: &Path, value: &Value) -> std::io::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, format!("{value:#}\n"))?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The `-o` options a shared daemon gets: `allow_other` (pods run as any user) and the volume's.
+fn daemon_options(spec: &VolumeSpec) -> Vec<String> {
+    let mut out = vec!["allow_other".to_string()];
+    out.extend(spec.options.iter().cloned());
+    out
+}
+
+/// Whether `hudifs mount TABLE MNT -o OPTIONS` would accept the options: checked before any
+/// daemon starts, as `hudifs mount` checks them.
+pub fn check_options(table: &str, options: &[String]) -> Result<(), String> {
+    use clap::Parser;
+    let mut argv: Vec<OsString> = vec!["hudifs".into(), "mount".into(), table.into(), "/".into()];
+    for o in options {
+        argv.push("-o".into());
+        argv.push(o.into());
+    }
+    let cli = crate::cli::Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+    let crate::cli::Command::Mount(args) = cli.command else {
+        return Err("not a mount command".into());
+    };
+    crate::options::resolve(&args)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// `name` of `path`'s extended attributes, if it has it.
+fn xattr(path: &Path, name: &str) -> Option<String> {
+    let p = CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    let n = CString::new(name).ok()?;
+    let mut buf = vec![0u8; 256];
+    // SAFETY: valid C strings and a buffer of the length given.
+    let len = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if len < 0 {
+        return None;
+    }
+    buf.truncate(len as usize);
+    String::from_utf8(buf).ok()
+}
+
+impl Publisher {
+    /// The publisher keeping its state under `state`, running daemons with `exe`. Daemons that
+    /// no recorded publication uses (left by a plugin that died between steps) are stopped.
+    pub fn open(state: &Path, exe: &Path) -> std::io::Result<Publisher> {
+        std::fs::create_dir_all(state.join("daemons"))?;
+        std::fs::create_dir_all(state.join("volumes"))?;
+        let state = state.canonicalize()?;
+        let p = Publisher {
+            state,
+            exe: exe.to_path_buf(),
+            lock: Mutex::new(()),
+        };
+        for key in p.daemon_keys() {
+            p.stop_if_unused(&key);
+        }
+        Ok(p)
+    }
+
+    fn daemon_dir(&self, key: &str) -> PathBuf {
+        self.state.join("daemons").join(key)
+    }
+
+    fn record_path(&self, volume_id: &str, target: &Path) -> PathBuf {
+        let target = target.to_string_lossy();
+        self.state
+            .join("volumes")
+            .join(format!("{}.json", key_of(&[volume_id, &target])))
+    }
+
+    /// Every recorded publication.
+    pub fn publications(&self) -> Vec<Publication> {
+        let Ok(entries) = std::fs::read_dir(self.state.join("volumes")) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .filter_map(|t| serde_json::from_str::<Value>(&t).ok())
+            .filter_map(|v| Publication::from_json(&v))
+            .collect()
+    }
+
+    /// The keys of the shared daemons' directories.
+    pub fn daemon_keys(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(self.state.join("daemons")) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .collect()
+    }
+
+    /// The shared mount of daemon `key`.
+    pub fn daemon_mount(&self, key: &str) -> PathBuf {
+        self.daemon_dir(key).join("mnt")
+    }
+
+    /// Whether the plugin can serve: `/dev/fuse` opens and the state directory is writable.
+    pub fn ready(&self) -> Result<(), String> {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse")
+            .map_err(|e| format!("/dev/fuse: {e}"))?;
+        let probe = self.state.join(".probe");
+        std::fs::write(&probe, b"")
+            .and_then(|_| std::fs::remove_file(&probe))
+            .map_err(|e| format!("{}: {e}", self.state.display()))
+    }
+
+    /// Publish a volume at its target: start or reuse its daemon, resolve its view, bind it.
+    pub fn publish(&self, req: &PublishRequest) -> Result<Publication, Refusal> {
+        let _one = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let spec = req.spec;
+        let options = daemon_options(spec);
+        check_options(&spec.table, &options).map_err(Refusal::InvalidArgument)?;
+        let record = self.record_path(req.volume_id, req.target);
+        let mut joined = vec![spec.table.as_str()];
+        joined.extend(options.iter().map(String::as_str));
+        let key = key_of(&joined);
+        let earlier = std::fs::read_to_string(&record)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| Publication::from_json(&v));
+        let pin = spec.pin == Pin::MountTime;
+        if let Some(e) = &earlier {
+            if e.daemon != key || e.asked_view != spec.view || e.pin != pin {
+                return Err(Refusal::AlreadyExists(format!(
+                    "volume {} is already published at {} with other attributes",
+                    req.volume_id,
+                    req.target.display()
+                )));
+            }
+            if crate::daemon::is_mount_point(req.target) {
+                return Ok(e.clone());
+            }
+        } else if crate::daemon::is_mount_point(req.target) {
+            return Err(Refusal::AlreadyExists(format!(
+                "{} is already a mount point, not of volume {}",
+                req.target.display(),
+                req.volume_id
+            )));
+        }
+        let mnt = self.ensure_daemon(&key, &spec.table, &options)?;
+        let shown = self.bind_view(req, spec, &key, &mnt, earlier.as_ref());
+        match shown {
+            Ok(p) => Ok(p),
+            Err(e) => {
+                self.stop_if_unused(&key);
+                Err(e)
+            }
+        }
+    }
+
+    /// Resolve the view (pinning it once), bind it at the target, record the publication.
+    fn bind_view(
+        &self,
+        req: &PublishRequest,
+        spec: &VolumeSpec,
+        key: &str,
+        mnt: &Path,
+        earlier: Option<&Publication>,
+    ) -> Result<Publication, Refusal> {
+        // A volume published again (after a node restart, say) keeps its instant, and so does
+        // the same volume published for another pod of the node: one volume, one instant.
+        let pinned_before = earlier.cloned().or_else(|| {
+            self.publications().into_iter().find(|p| {
+                p.volume_id == req.volume_id
+                    && p.pin
+                    && p.daemon == key
+                    && p.asked_view == spec.view
+            })
+        });
+        let view = match (spec.pin, pinned_before) {
+            (Pin::Follow, _) => spec.view.clone(),
+            (Pin::MountTime, Some(e)) => e.view,
+            (Pin::MountTime, None) => {
+                let latest_of = if spec.view.starts_with("merged/") {
+                    mnt.join("merged/latest")
+                } else {
+                    mnt.join("latest")
+                };
+                let instant = xattr(&latest_of, "user.hudi.instant").ok_or_else(|| {
+                    Refusal::FailedPrecondition(format!(
+                        "pin: mount-time: table {} has no completed write to pin",
+                        spec.table
+                    ))
+                })?;
+                attributes::pinned_view(&spec.view, &instant).map_err(Refusal::InvalidArgument)?
+            }
+        };
+        let source = mnt.join(&view);
+        match std::fs::metadata(&source) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Refusal::InvalidArgument(format!(
+                    "view {view:?} of {} is a file; a volume shows a directory",
+                    spec.table
+                )))
+            }
+            Err(e) => {
+                return Err(Refusal::NotFound(format!(
+                    "view {view:?} of {}: {e}",
+                    spec.table
+                )))
+            }
+        }
+        std::fs::create_dir_all(req.target)
+            .map_err(|e| internal(format!("{}: {e}", req.target.display())))?;
+        bind::bind_read_only(&source, req.target).map_err(internal)?;
+        let p = Publication {
+            volume_id: req.volume_id.to_string(),
+            target: req.target.to_path_buf(),
+            daemon: key.to_string(),
+            asked_view: spec.view.clone(),
+            pin: spec.pin == Pin::MountTime,
+            view,
+        };
+        if let Err(e) = write_json(&self.record_path(req.volume_id, req.target), &p.to_json()) {
+            let _ = bind::unmount(req.target);
+            return Err(internal(format!("recording the publication: {e}")));
+        }
+        log::info!(
+            "published volume {} ({} {}) at {}",
+            p.volume_id,
+            crate::status::redact(&spec.table),
+            p.view,
+            p.target.display()
+        );
+        Ok(p)
+    }
+
+    /// The live shared mount of daemon `key`, started if it is not running.
+    fn ensure_daemon(
+        &self,
+        key: &str,
+        table: &str,
+        options: &[String],
+    ) -> Result<PathBuf, Refusal> {
+        let dir = self.daemon_dir(key);
+        let mnt = dir.join("mnt");
+        if crate::daemon::is_mount_point(&mnt) {
+            if std::fs::metadata(&mnt).is_ok() {
+                return Ok(mnt);
+            }
+            // A mount whose keeper died too: clear it and start again.
+            log::warn!("shared mount {} does not answer; remounting", mnt.display());
+            let _ = self.run(&["umount".into(), mnt.clone().into()]);
+        }
+        std::fs::create_dir_all(&mnt).map_err(|e| internal(format!("{}: {e}", mnt.display())))?;
+        write_json(
+            &dir.join("daemon.json"),
+            &json!({ "table": crate::status::redact(table), "options": options }),
+        )
+        .map_err(|e| internal(format!("{}: {e}", dir.display())))?;
+        let mut argv: Vec<OsString> = vec!["mount".into(), table.into(), mnt.clone().into()];
+        for o in options {
+            argv.push("-o".into());
+            argv.push(o.into());
+        }
+        match self.run(&argv) {
+            Ok(_) => Ok(mnt),
+            Err((code, message)) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                let message = format!("mounting {}: {message}", crate::status::redact(table));
+                // `hudifs mount` exits 2 on a usage error (EX_USAGE-like), as clap does.
+                Err(if code == Some(2) {
+                    Refusal::InvalidArgument(message)
+                } else {
+                    Refusal::Internal(message)
+                })
+            }
+        }
+    }
+
+    /// Run `hudifs ARGS`, returning its output, or its exit code and what it said.
+    fn run(&self, argv: &[OsString]) -> Result<String, (Option<i32>, String)> {
+        let out = std::process::Command::new(&self.exe)
+            .args(argv)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| (None, format!("{}: {e}", self.exe.display())))?;
+        let said = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
+        if out.status.success() {
+            Ok(said(&out.stdout))
+        } else {
+            let mut msg = said(&out.stderr);
+            if msg.is_empty() {
+                msg = said(&out.stdout);
+            }
+            Err((out.status.code(), msg))
+        }
+    }
+
+    /// Unpublish the volume at `target`: unmount it, remove it, forget it, and stop its daemon
+    /// when no other publication uses it. Unpublishing what is not published succeeds.
+    pub fn unpublish(&self, volume_id: &str, target: &Path) -> Result<(), Refusal> {
+        let _one = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let record = self.record_path(volume_id, target);
+        let earlier = std::fs::read_to_string(&record)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| Publication::from_json(&v));
+        if crate::daemon::is_mount_point(target) {
+            bind::unmount(target).map_err(internal)?;
+        }
+        match std::fs::remove_dir(target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => log::warn!("{}: not removed: {e}", target.display()),
+        }
+        if let Err(e) = std::fs::remove_file(&record) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(internal(format!("{}: {e}", record.display())));
+            }
+        }
+        if let Some(p) = earlier {
+            log::info!("unpublished volume {} at {}", volume_id, target.display());
+            self.stop_if_unused(&p.daemon);
+        }
+        Ok(())
+    }
+
+    /// Stop daemon `key` and remove its directory if no publication uses it.
+    fn stop_if_unused(&self, key: &str) {
+        if self.publications().iter().any(|p| p.daemon == key) {
+            return;
+        }
+        let dir = self.daemon_dir(key);
+        let mnt = dir.join("mnt");
+        let state =
+            crate::status::read_state(&crate::status::state_path(&crate::daemon::log_path(&mnt)));
+        if crate::daemon::is_mount_point(&mnt) {
+            if let Err((_, e)) = self.run(&["umount".into(), mnt.clone().into()]) {
+                log::warn!("stopping the daemon of {}: {e}", mnt.display());
+                return;
+            }
+        }
+        // The daemon exits once the kernel ends its session: wait for it, so that "the last
+        // unpublish stops the daemon" holds when the call returns.
+        if let Some(s) = state {
+            let pids: Vec<u32> = [Some(s.pid), s.keeper_pid].into_iter().flatten().collect();
+            let until = Instant::now() + Duration::from_secs(10);
+            while pids.iter().any(|p| crate::status::process_alive(*p)) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            log::warn!("{}: not removed: {e}", dir.display());
+        } else {
+            log::info!("stopped the shared daemon {key}");
+        }
+    }
+
+    /// How many publications each daemon has (for metrics).
+    pub fn daemon_use(&self) -> HashMap<String, usize> {
+        let mut out: HashMap<String, usize> =
+            self.daemon_keys().into_iter().map(|k| (k, 0)).collect();
+        for p in self.publications() {
+            *out.entry(p.daemon).or_default() += 1;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_stable_and_separate_their_parts() {
+        assert_eq!(key_of(&["a"]), key_of(&["a"]));
+        assert_ne!(key_of(&["ab", "c"]), key_of(&["a", "bc"]));
+        assert_eq!(key_of(&[]).len(), 16);
+    }
+
+    #[test]
+    fn options_are_checked_as_hudifs_mount_checks_them() {
+        check_options("/t", &["allow_other".into(), "poll_interval=500".into()]).unwrap();
+        let e = check_options("/t", &["poll_interval=soon".into()]).unwrap_err();
+        assert!(e.contains("poll_interval"), "{e}");
+        let e = check_options("/t", &["rw".into()]).unwrap_err();
+        assert!(e.contains("read-only"), "{e}");
+        let e = check_options("/t", &["no_such_option".into()]).unwrap_err();
+        assert!(e.contains("unknown mount option"), "{e}");
+    }
+
+    #[test]
+    fn publications_round_trip_through_their_records() {
+        let p = Publication {
+            volume_id: "v".into(),
+            target: "/k/pods/x/mount".into(),
+            daemon: "0123456789abcdef".into(),
+            asked_view: "latest".into(),
+            pin: true,
+            view: "as_of/20250101000000000".into(),
+        };
+        assert_eq!(Publication::from_json(&p.to_json()), Some(p));
+    }
+}

@@ -1,0 +1,585 @@
+//! The CSI node plugin (`hudifs csi`, docs/kubernetes.md) driven as kubelet drives it: a gRPC
+//! client on the plugin's Unix socket publishes volumes of a table the project's generator
+//! writes into a temporary kubelet tree, and the test reads them through the real mounts.
+//!
+//! No cluster runs here; what kubelet would do is done by the test: Identity calls, inline and
+//! static volumes, idempotent publishes and unpublishes, two pods sharing one daemon, refusals,
+//! and pinned volumes while a writer commits.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use hudifs::csi::proto::{
+    self, identity_client::IdentityClient, node_client::NodeClient, volume_capability,
+};
+use hudifs_core::table::TableType;
+use hudifs_testkit::generator::{TableSpec, TableWriter};
+use hudifs_testkit::mount::fuse_available;
+use tonic::transport::Channel;
+
+const HUDIFS: &str = env!("CARGO_BIN_EXE_hudifs");
+
+/// A table of two commits in two partitions.
+fn table(root: &Path) -> TableWriter {
+    let spec = TableSpec::new("trips", TableType::CopyOnWrite, 9).partitioned_by(&["city"], true);
+    let mut w = TableWriter::create(root, spec, 1_767_225_600_000).unwrap();
+    commit(&mut w);
+    commit(&mut w);
+    w
+}
+
+fn commit(w: &mut TableWriter) {
+    let action = w.write_action();
+    let mut t = w.begin(action).unwrap();
+    t.insert_sized("city=sf", 64 << 10).unwrap();
+    t.insert_sized("city=chennai", 64 << 10).unwrap();
+    t.complete().unwrap();
+}
+
+/// The plugin, serving on a socket in `dir`; on drop it is stopped and every mount under `dir`
+/// (pods' binds, shared mounts) is taken down, so no daemon outlives the test.
+struct Plugin {
+    dir: PathBuf,
+    child: Child,
+    runtime: tokio::runtime::Runtime,
+    channel: Channel,
+}
+
+impl Plugin {
+    fn start(dir: &Path) -> Plugin {
+        let socket = dir.join("plugin/csi.sock");
+        let child = Command::new(HUDIFS)
+            .args(["csi", "--node-id", "node-a"])
+            .arg("--endpoint")
+            .arg(format!("unix://{}", socket.display()))
+            .arg("--state-dir")
+            .arg(dir.join("plugin/state"))
+            .env("RUST_LOG", "info")
+            .spawn()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(20);
+        // A socket a killed plugin left behind is there before the new one binds it: wait
+        // for one that answers.
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            assert!(
+                Instant::now() < until,
+                "the plugin does not answer on its socket"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let channel = runtime.block_on(async {
+            tonic::transport::Endpoint::try_from("http://[::1]:50051")
+                .unwrap()
+                .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+                    let socket = socket.clone();
+                    async move {
+                        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                            tokio::net::UnixStream::connect(socket).await?,
+                        ))
+                    }
+                }))
+                .await
+                .unwrap()
+        });
+        Plugin {
+            dir: dir.to_path_buf(),
+            child,
+            runtime,
+            channel,
+        }
+    }
+
+    /// Kill the plugin as a crash would, leaving its mounts and daemons up.
+    fn crash(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::forget(self);
+    }
+
+    fn identity(&self) -> IdentityClient<Channel> {
+        IdentityClient::new(self.channel.clone())
+    }
+
+    fn node(&self) -> NodeClient<Channel> {
+        NodeClient::new(self.channel.clone())
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.join("plugin/state")
+    }
+
+    /// The target path kubelet gives a pod's volume.
+    fn target(&self, pod: &str, volume: &str) -> PathBuf {
+        self.dir.join(format!(
+            "kubelet/pods/{pod}/volumes/kubernetes.io~csi/{volume}/mount"
+        ))
+    }
+
+    fn publish(
+        &self,
+        volume_id: &str,
+        target: &Path,
+        context: &[(&str, &str)],
+        mount_flags: &[&str],
+    ) -> Result<(), tonic::Status> {
+        let request = proto::NodePublishVolumeRequest {
+            volume_id: volume_id.into(),
+            target_path: target.to_string_lossy().into(),
+            volume_capability: Some(proto::VolumeCapability {
+                access_mode: Some(volume_capability::AccessMode {
+                    mode: volume_capability::access_mode::Mode::MultiNodeReaderOnly as i32,
+                }),
+                access_type: Some(volume_capability::AccessType::Mount(
+                    volume_capability::MountVolume {
+                        fs_type: String::new(),
+                        mount_flags: mount_flags.iter().map(|f| f.to_string()).collect(),
+                        volume_mount_group: String::new(),
+                    },
+                )),
+            }),
+            readonly: true,
+            volume_context: context
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        };
+        let mut node = self.node();
+        self.runtime
+            .block_on(node.node_publish_volume(request))
+            .map(|_| ())
+    }
+
+    fn unpublish(&self, volume_id: &str, target: &Path) -> Result<(), tonic::Status> {
+        let mut node = self.node();
+        self.runtime
+            .block_on(
+                node.node_unpublish_volume(proto::NodeUnpublishVolumeRequest {
+                    volume_id: volume_id.into(),
+                    target_path: target.to_string_lossy().into(),
+                }),
+            )
+            .map(|_| ())
+    }
+
+    /// The shared daemons' mount points, with the pids their state files name.
+    fn daemons(&self) -> Vec<(PathBuf, Vec<u32>)> {
+        let Ok(entries) = std::fs::read_dir(self.state().join("daemons")) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .map(|e| {
+                let mnt = e.path().join("mnt");
+                let state = hudifs::status::read_state(&hudifs::status::state_path(
+                    &hudifs::daemon::log_path(&mnt),
+                ));
+                let pids = state
+                    .map(|s| [Some(s.pid), s.keeper_pid].into_iter().flatten().collect())
+                    .unwrap_or_default();
+                (mnt, pids)
+            })
+            .collect()
+    }
+}
+
+/// Mount points under `dir`, deepest first.
+fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut out: Vec<PathBuf> = info
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(PathBuf::from)
+        .filter(|p| p.starts_with(dir))
+        .collect();
+    out.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    out.dedup();
+    out
+}
+
+/// Takes down every mount under a directory when dropped (pods' binds first, then the shared
+/// mounts, whose daemons then exit), also when a test fails before its plugin is up.
+struct MountsUnder(PathBuf);
+
+impl Drop for MountsUnder {
+    fn drop(&mut self) {
+        for m in mounts_under(&self.0) {
+            let _ = Command::new(HUDIFS).arg("umount").arg(&m).output();
+            if mounts_under(&self.0).contains(&m) {
+                let _ = Command::new("umount").arg("-l").arg(&m).status();
+            }
+        }
+    }
+}
+
+impl Drop for Plugin {
+    fn drop(&mut self) {
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+        drop(MountsUnder(self.dir.clone()));
+    }
+}
+
+/// Every file under `dir`: relative path to size.
+fn files(dir: &Path) -> BTreeMap<String, u64> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, u64>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            let m = std::fs::metadata(&p).unwrap();
+            if m.is_dir() {
+                walk(base, &p, out);
+            } else {
+                let rel = p.strip_prefix(base).unwrap().to_string_lossy().to_string();
+                out.insert(rel, m.len());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// `hudifs ls TABLE ARGS`: table-relative paths.
+fn ls(table: &Path, args: &[&str]) -> Vec<String> {
+    let out = Command::new(HUDIFS)
+        .arg("ls")
+        .arg(table)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut v: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+fn alive(pid: u32) -> bool {
+    hudifs::status::process_alive(pid)
+}
+
+#[test]
+fn identity_and_node_info_answer_as_kubelet_expects() {
+    if !fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let _unmount = MountsUnder(tmp.path().to_path_buf());
+    let p = Plugin::start(tmp.path());
+    let mut id = p.identity();
+    let info = p
+        .runtime
+        .block_on(id.get_plugin_info(proto::GetPluginInfoRequest {}))
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.name, "csi.hudifs.dev");
+    assert_eq!(info.vendor_version, hudifs::VERSION);
+    let caps = p
+        .runtime
+        .block_on(id.get_plugin_capabilities(proto::GetPluginCapabilitiesRequest {}))
+        .unwrap()
+        .into_inner();
+    assert!(caps.capabilities.is_empty(), "a node plugin only: {caps:?}");
+    let probe = p
+        .runtime
+        .block_on(id.probe(proto::ProbeRequest {}))
+        .unwrap()
+        .into_inner();
+    assert_eq!(probe.ready, Some(true));
+    let mut node = p.node();
+    let info = p
+        .runtime
+        .block_on(node.node_get_info(proto::NodeGetInfoRequest {}))
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.node_id, "node-a");
+    let caps = p
+        .runtime
+        .block_on(node.node_get_capabilities(proto::NodeGetCapabilitiesRequest {}))
+        .unwrap()
+        .into_inner();
+    assert!(caps.capabilities.is_empty(), "{caps:?}");
+    let staged = p
+        .runtime
+        .block_on(node.node_stage_volume(proto::NodeStageVolumeRequest::default()));
+    assert_eq!(staged.unwrap_err().code(), tonic::Code::Unimplemented);
+}
+
+#[test]
+fn pods_share_one_daemon_and_the_last_unpublish_stops_it() {
+    if !fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let _unmount = MountsUnder(tmp.path().to_path_buf());
+    let root = tmp.path().join("trips");
+    let _w = table(&root);
+    let p = Plugin::start(tmp.path());
+    let table = root.to_string_lossy().to_string();
+
+    // An inline (ephemeral) volume in pod a, as kubelet names it.
+    let inline = p.target("pod-a", "trips");
+    let context = [
+        ("table", table.as_str()),
+        ("csi.storage.k8s.io/ephemeral", "true"),
+        ("csi.storage.k8s.io/pod.name", "reader-a"),
+    ];
+    p.publish("csi-0a1b", &inline, &context, &[]).unwrap();
+    let shown = files(&inline);
+    let expected = ls(&root, &[]);
+    assert_eq!(shown.keys().cloned().collect::<Vec<_>>(), expected);
+    for (rel, size) in &shown {
+        let on_disk = std::fs::read(root.join(rel)).unwrap();
+        assert_eq!(on_disk.len() as u64, *size, "{rel}");
+        assert_eq!(std::fs::read(inline.join(rel)).unwrap(), on_disk, "{rel}");
+    }
+    // Read-only, whatever the pod asks.
+    let err = std::fs::write(inline.join("x"), b"x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS), "{err}");
+
+    // kubelet may call again: the same answer, nothing new.
+    p.publish("csi-0a1b", &inline, &context, &[]).unwrap();
+    assert_eq!(p.daemons().len(), 1);
+
+    // A static PersistentVolume of the same table and options, in two pods: the same daemon.
+    let static_a = p.target("pod-b", "pv-trips");
+    let static_b = p.target("pod-c", "pv-trips");
+    let pv = [("table", table.as_str()), ("view", "latest/city=sf")];
+    p.publish("pv-trips", &static_a, &pv, &[]).unwrap();
+    p.publish("pv-trips", &static_b, &pv, &[]).unwrap();
+    let daemons = p.daemons();
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    let sf: Vec<String> = expected
+        .iter()
+        .filter_map(|f| f.strip_prefix("city=sf/"))
+        .map(str::to_string)
+        .collect();
+    assert!(!sf.is_empty());
+    assert_eq!(files(&static_b).keys().cloned().collect::<Vec<_>>(), sf);
+
+    // The PersistentVolume's own mountOptions make other options: another daemon.
+    let tuned = p.target("pod-d", "pv-tuned");
+    p.publish("pv-tuned", &tuned, &pv, &["poll_interval=500"])
+        .unwrap();
+    assert_eq!(p.daemons().len(), 2);
+    let all_pids: Vec<u32> = p.daemons().iter().flat_map(|(_, v)| v.clone()).collect();
+    assert!(
+        all_pids.len() >= 4 && all_pids.iter().all(|&pid| alive(pid)),
+        "{all_pids:?}"
+    );
+
+    // Unpublishing one pod's volume leaves the daemon to the others.
+    p.unpublish("pv-trips", &static_a).unwrap();
+    p.unpublish("pv-trips", &static_a).unwrap();
+    assert!(!static_a.exists(), "the target directory is removed");
+    assert_eq!(files(&static_b).len(), sf.len());
+    p.unpublish("csi-0a1b", &inline).unwrap();
+    assert_eq!(p.daemons().len(), 2);
+    p.unpublish("pv-tuned", &tuned).unwrap();
+    assert_eq!(p.daemons().len(), 1);
+
+    // The last one stops the daemon: its processes are gone when the call returns.
+    let (mnt, pids) = p.daemons().remove(0);
+    assert!(!pids.is_empty());
+    p.unpublish("pv-trips", &static_b).unwrap();
+    assert!(p.daemons().is_empty());
+    assert!(pids.iter().all(|&pid| !alive(pid)), "{pids:?} still run");
+    assert!(!hudifs::daemon::is_mount_point(&mnt));
+    assert!(
+        mounts_under(tmp.path()).is_empty(),
+        "{:?}",
+        mounts_under(tmp.path())
+    );
+    // Unpublishing what is not published is fine.
+    p.unpublish("pv-trips", &static_b).unwrap();
+}
+
+#[test]
+fn bad_volumes_fail_their_publish_with_the_reason() {
+    if !fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let _unmount = MountsUnder(tmp.path().to_path_buf());
+    let root = tmp.path().join("trips");
+    let _w = table(&root);
+    let p = Plugin::start(tmp.path());
+    let table = root.to_string_lossy().to_string();
+    let target = p.target("pod-x", "v");
+    let refused = |context: &[(&str, &str)], flags: &[&str], code: tonic::Code, says: &str| {
+        let e = p.publish("v", &target, context, flags).unwrap_err();
+        assert_eq!(e.code(), code, "{context:?} {flags:?}: {e:?}");
+        assert!(
+            e.message().contains(says),
+            "{:?} lacks {says:?}",
+            e.message()
+        );
+        assert!(
+            p.daemons().is_empty(),
+            "no daemon is left by a refused publish"
+        );
+        assert!(mounts_under(tmp.path()).is_empty());
+    };
+    let invalid = tonic::Code::InvalidArgument;
+    let t = table.as_str();
+    refused(
+        &[("table", t), ("mountOptions", "poll_interval=soon")],
+        &[],
+        invalid,
+        "poll_interval",
+    );
+    refused(
+        &[("table", t)],
+        &["no_such_option"],
+        invalid,
+        "no_such_option",
+    );
+    refused(&[("table", t)], &["rw"], invalid, "read-only");
+    refused(
+        &[("table", t), ("mountOptions", "foreground")],
+        &[],
+        invalid,
+        "foreground",
+    );
+    refused(&[("tabel", t)], &[], invalid, "tabel");
+    refused(&[("table", t), ("view", "../..")], &[], invalid, "../..");
+    refused(
+        &[("table", t), ("pin", "mount-time"), ("view", "timeline")],
+        &[],
+        invalid,
+        "does not move",
+    );
+    refused(
+        &[("table", t), ("view", "as_of/not-a-time")],
+        &[],
+        tonic::Code::NotFound,
+        "as_of/not-a-time",
+    );
+    let missing = tmp.path().join("no-table");
+    refused(
+        &[("table", &missing.to_string_lossy())],
+        &[],
+        tonic::Code::Internal,
+        "no-table",
+    );
+    // Block access is not a file system.
+    let mut node = p.node();
+    let block = p
+        .runtime
+        .block_on(node.node_publish_volume(proto::NodePublishVolumeRequest {
+            volume_id: "v".into(),
+            target_path: target.to_string_lossy().into(),
+            volume_capability: Some(proto::VolumeCapability {
+                access_mode: None,
+                access_type: Some(volume_capability::AccessType::Block(
+                    volume_capability::BlockVolume {},
+                )),
+            }),
+            volume_context: HashMap::from([("table".to_string(), table.clone())]),
+            ..Default::default()
+        }));
+    assert_eq!(block.unwrap_err().code(), invalid);
+}
+
+#[test]
+fn pinned_volumes_stay_on_their_instant_while_a_writer_commits() {
+    if !fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let _unmount = MountsUnder(tmp.path().to_path_buf());
+    let root = tmp.path().join("trips");
+    let mut w = table(&root);
+    let p = Plugin::start(tmp.path());
+    let table = root.to_string_lossy().to_string();
+    let pinned_ctx = [
+        ("table", table.as_str()),
+        ("pin", "mount-time"),
+        ("mountOptions", "poll_interval=100"),
+    ];
+    let follow_ctx = [
+        ("table", table.as_str()),
+        ("mountOptions", "poll_interval=100"),
+    ];
+    let pinned = p.target("job-0", "trips");
+    let following = p.target("job-0", "live");
+    p.publish("pv-pinned", &pinned, &pinned_ctx, &[]).unwrap();
+    p.publish("pv-live", &following, &follow_ctx, &[]).unwrap();
+    let before = files(&pinned);
+    assert_eq!(before, files(&following));
+    assert_eq!(before.keys().cloned().collect::<Vec<_>>(), ls(&root, &[]));
+
+    commit(&mut w);
+    let after = ls(&root, &[]);
+    assert!(after.len() > before.len());
+    let until = Instant::now() + Duration::from_secs(20);
+    while files(&following).keys().cloned().collect::<Vec<_>>() != after {
+        assert!(
+            Instant::now() < until,
+            "latest/ never showed the new commit"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(files(&pinned), before, "the pinned volume moved");
+
+    // Another pod of the job publishes the same volume after the commit: the same instant.
+    let second = p.target("job-1", "trips");
+    p.publish("pv-pinned", &second, &pinned_ctx, &[]).unwrap();
+    assert_eq!(files(&second), before);
+    // A new volume pins the instant of its own publish.
+    let fresh = p.target("job-2", "trips");
+    p.publish("pv-other", &fresh, &pinned_ctx, &[]).unwrap();
+    assert_eq!(files(&fresh).keys().cloned().collect::<Vec<_>>(), after);
+
+    for (v, t) in [
+        ("pv-pinned", &pinned),
+        ("pv-live", &following),
+        ("pv-pinned", &second),
+        ("pv-other", &fresh),
+    ] {
+        p.unpublish(v, t).unwrap();
+    }
+    assert!(p.daemons().is_empty());
+    assert!(mounts_under(tmp.path()).is_empty());
+}
+
+#[test]
+fn a_restarted_plugin_knows_what_it_published() {
+    if !fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let _unmount = MountsUnder(tmp.path().to_path_buf());
+    let root = tmp.path().join("trips");
+    let _w = table(&root);
+    let table = root.to_string_lossy().to_string();
+    let target;
+    let pids;
+    {
+        let p = Plugin::start(tmp.path());
+        target = p.target("pod-a", "trips");
+        p.publish("v", &target, &[("table", &table)], &[]).unwrap();
+        pids = p.daemons()[0].1.clone();
+        p.crash();
+    }
+    // The daemon outlives its plugin, and the pod keeps reading.
+    assert!(pids.iter().all(|&pid| alive(pid)), "{pids:?}");
+    assert_eq!(files(&target).len(), ls(&root, &[]).len());
+    let p = Plugin::start(tmp.path());
+    p.publish("v", &target, &[("table", &table)], &[]).unwrap();
+    assert_eq!(p.daemons().len(), 1);
+    assert_eq!(p.daemons()[0].1, pids, "the same daemon serves");
+    p.unpublish("v", &target).unwrap();
+    assert!(p.daemons().is_empty());
+    assert!(pids.iter().all(|&pid| !alive(pid)));
+}
