@@ -142,6 +142,11 @@ pub fn zone(option: Option<&str>, table: Option<&TimelineZone>) -> Result<Timeli
     }
 }
 
+/// A `--timezone` value (SEMANTICS.md §4.3).
+pub fn parse_zone(s: &str) -> Result<TimelineZone, String> {
+    TimelineZone::parse(s).map_err(|e| e.to_string())
+}
+
 /// The table at `table`, read.
 fn open(table: &Path, store: &crate::store::StoreArgs) -> Result<Snapshot> {
     let s = crate::store::open_store(table, store)?;
@@ -413,8 +418,8 @@ pub struct MountArgs {
     #[arg(long, help_heading = ACCESS)]
     pub allow_other: bool,
     /// Time zone of naive times in paths (default: the table's, else UTC).
-    #[arg(long, value_name = "TZ", help_heading = VIEWS)]
-    pub timezone: Option<String>,
+    #[arg(long, value_name = "TZ", value_parser = parse_zone, allow_hyphen_values = true, help_heading = VIEWS)]
+    pub timezone: Option<TimelineZone>,
     /// How often to poll the timeline for new instants where inotify cannot see them (tables
     /// on network or FUSE file systems), in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 1000, help_heading = FOLLOWING)]
@@ -474,6 +479,12 @@ pub struct MountArgs {
     /// --file-mode and --dir-mode).
     #[arg(long, help_heading = ACCESS)]
     pub default_permissions: bool,
+    /// The source `mount` shows (`-o fsname=NAME` only).
+    #[arg(skip)]
+    pub fsname: Option<String>,
+    /// No program runs from the mount (`-o noexec` only).
+    #[arg(skip)]
+    pub noexec: bool,
 }
 
 /// A size in bytes: a number with an optional K, M, G or T suffix (powers of 1024, `KiB` and

@@ -8,6 +8,7 @@
 //! - `fuse`: the FUSE adapter, the only module that knows `fuser`;
 //! - `daemon`: mount and umount, background launch, signals;
 //! - `cli`: the command line; `error`: its errors and exit codes;
+//! - `mount_config`: one mount's configuration, typed and checked, from flags and `-o`;
 //! - `options`: `-o` options as mount(8) and fstab give them; `access`: owner and modes;
 //! - `notify`: systemd readiness; `status`: `hudifs status` and the daemon's state file;
 //! - `manual`: completions and the man page; `lake`: a lake (a root holding many tables) in one
@@ -32,6 +33,7 @@ pub mod fuse;
 pub mod lake;
 pub mod manual;
 pub mod metrics;
+pub mod mount_config;
 pub mod notify;
 pub mod options;
 pub mod status;

@@ -21,7 +21,8 @@ fn main() {
     let result = match &cli.command {
         Command::Ls(args) => hudifs::cli::run_ls(args, &mut stdout),
         Command::Timeline(args) => hudifs::cli::run_timeline(args, &mut stdout),
-        Command::Mount(args) => hudifs::daemon::mount(args),
+        Command::Mount(args) => hudifs::mount_config::MountConfig::from_args(args)
+            .and_then(|cfg| hudifs::daemon::mount(&cfg)),
         Command::Umount { mountpoint } => hudifs::daemon::umount(mountpoint),
         Command::Status(args) => hudifs::status::run(args, &mut stdout),
         Command::Csi(args) => hudifs::csi::run(args),

@@ -2,10 +2,10 @@
 //!
 //! [`OPTIONS`] is the one table from `-o` option name to what it does: every option of
 //! `hudifs mount` spelled the fstab way (`poll_interval=500`, `read_optimized`, `uid=analyst`),
-//! the kernel options hudifs passes on (`fsname=`, `noexec`, `default_permissions`), the generic
-//! options `mount(8)`, `mount.fuse3` and systemd put on the line (accepted and ignored), and
-//! `rw` (refused). A new option is a new row; [`resolve`] folds a command line's `-o` options into
-//! its flags, so the daemon only ever sees flags and the kernel options.
+//! the kernel options that have no flag (`fsname=`, `noexec`), the generic options `mount(8)`,
+//! `mount.fuse3` and systemd put on the line (accepted and ignored), and `rw` (refused). A new
+//! option is a new row; [`resolve`] folds a command line's `-o` options into its flags, each
+//! value parsed once, and `mount_config.rs` makes the one typed configuration of the result.
 //!
 //! [`helper_argv`] accepts `mount.fuse3`'s calling convention: `mount -t fuse.hudifs TABLE MNT -o
 //! OPTS` (or an fstab line of type `fuse.hudifs`) runs `mount.fuse3`, which runs `hudifs TABLE MNT
@@ -13,7 +13,7 @@
 
 use std::ffi::OsString;
 
-use crate::access::{self, Access};
+use crate::access;
 use crate::cli::MountArgs;
 use crate::error::{Error, Result};
 
@@ -24,8 +24,6 @@ pub enum Effect {
     Flag(fn(&mut MountArgs)),
     /// An option with a value (`name=VALUE`; the string names the value in messages).
     Value(&'static str, fn(&mut MountArgs, &str) -> Result<(), String>),
-    /// Passed to the kernel as written.
-    Kernel,
     /// Accepted, with or without a value, and ignored: the row's text says why.
     Ignored,
     /// Refused: the row's text is the message.
@@ -59,14 +57,6 @@ const fn value(
     MountOpt {
         name,
         effect: Effect::Value(meta, set),
-        text,
-    }
-}
-
-const fn kernel(name: &'static str, text: &'static str) -> MountOpt {
-    MountOpt {
-        name,
-        effect: Effect::Kernel,
         text,
     }
 }
@@ -107,8 +97,7 @@ pub const OPTIONS: &[MountOpt] = &[
         "timezone",
         "TZ",
         |a, v| {
-            crate::cli::zone(Some(v), None).map_err(|e| e.to_string())?;
-            a.timezone = Some(v.to_string());
+            a.timezone = Some(crate::cli::parse_zone(v)?);
             Ok(())
         },
         "--timezone: zone of naive times in paths",
@@ -296,9 +285,17 @@ pub const OPTIONS: &[MountOpt] = &[
         |a| a.default_permissions = true,
         "--default-permissions: the kernel checks the permission bits",
     ),
-    // Passed to the kernel.
-    kernel("fsname", "the source mount(8) shows (default hudifs:TABLE)"),
-    kernel("noexec", "no program runs from the mount"),
+    // For the kernel, without a flag of their own.
+    value(
+        "fsname",
+        "NAME",
+        |a, v| {
+            a.fsname = Some(v.to_string());
+            Ok(())
+        },
+        "the source mount(8) shows (default hudifs:TABLE)",
+    ),
+    flag("noexec", |a| a.noexec = true, "no program runs from the mount"),
     // Refused.
     MountOpt {
         name: "rw",
@@ -360,11 +357,10 @@ pub fn find(name: &str) -> Option<&'static MountOpt> {
 }
 
 /// `args` with its `-o` options applied to its flags (after the flags given on the command
-/// line, so an `-o` option wins), and `options` left holding only what goes to the kernel.
+/// line, so an `-o` option wins, and of two the later), `options` left empty.
 pub fn resolve(args: &MountArgs) -> Result<MountArgs> {
     let mut out = args.clone();
     out.options.clear();
-    let mut kernel: Vec<String> = Vec::new();
     for group in &args.options {
         for item in group.split(',').map(str::trim).filter(|o| !o.is_empty()) {
             let (name, val) = match item.split_once('=') {
@@ -396,36 +392,12 @@ pub fn resolve(args: &MountArgs) -> Result<MountArgs> {
                         .ok_or_else(|| usage(format!("needs a value: {name}={meta}")))?;
                     set(&mut out, v).map_err(usage)?;
                 }
-                Effect::Kernel => {
-                    if !kernel.iter().any(|k| k == item) {
-                        kernel.push(item.to_string());
-                    }
-                }
                 Effect::Ignored => log::debug!("-o {item}: ignored ({})", row.text),
                 Effect::Refused => return Err(usage(row.text.to_string())),
             }
         }
     }
-    out.options = kernel;
     Ok(out)
-}
-
-impl MountArgs {
-    /// The owner and modes to show.
-    pub fn access(&self) -> Access {
-        Access {
-            uid: self.uid,
-            gid: self.gid,
-            file_mode: self.file_mode,
-            dir_mode: self.dir_mode,
-        }
-    }
-
-    /// Whether the kernel checks permission bits: asked for, or implied by an owner or mode
-    /// (the bits would mean nothing otherwise).
-    pub fn kernel_checks_permissions(&self) -> bool {
-        self.default_permissions || self.access().is_set()
-    }
 }
 
 /// The command line as clap should see it: `hudifs TABLE MNT [-o OPTS]...`, the way
@@ -497,7 +469,10 @@ mod tests {
         assert_eq!(a.lake_depth, 2);
         assert!(a.foreground && a.read_optimized && a.no_passthrough && a.allow_other);
         assert!(a.default_permissions);
-        assert_eq!(a.timezone.as_deref(), Some("Asia/Kolkata"));
+        assert_eq!(
+            a.timezone,
+            Some(crate::cli::parse_zone("Asia/Kolkata").unwrap())
+        );
         assert_eq!((a.poll_interval, a.threads), (500, 8));
         assert_eq!((a.uid, a.gid), (Some(1000), Some(0)));
         assert_eq!((a.file_mode, a.dir_mode), (Some(0o440), Some(0o550)));
@@ -536,9 +511,14 @@ mod tests {
     }
 
     #[test]
-    fn kernel_options_pass_through() {
+    fn kernel_options_without_a_flag() {
         let a = resolved("fsname=trips,noexec,ro,noexec").unwrap();
-        assert_eq!(a.options, ["fsname=trips", "noexec"]);
+        assert_eq!((a.fsname.as_deref(), a.noexec), (Some("trips"), true));
+        assert!(a.options.is_empty(), "{:?}", a.options);
+        let a = resolved("fsname=first,fsname=second").unwrap();
+        assert_eq!(a.fsname.as_deref(), Some("second"), "the later one wins");
+        let a = resolved("ro").unwrap();
+        assert_eq!((a.fsname, a.noexec), (None, false));
     }
 
     #[test]
@@ -582,18 +562,6 @@ mod tests {
         assert_eq!(find("x-systemd.requires=a.service").unwrap().name, "x-*");
         assert!(find("xsystemd").is_none());
         assert_eq!(find("ro").unwrap().name, "ro");
-    }
-
-    #[test]
-    fn permissions_imply_kernel_checks() {
-        assert!(!resolved("ro").unwrap().kernel_checks_permissions());
-        assert!(resolved("default_permissions")
-            .unwrap()
-            .kernel_checks_permissions());
-        assert!(resolved("file_mode=0400")
-            .unwrap()
-            .kernel_checks_permissions());
-        assert!(resolved("uid=0").unwrap().kernel_checks_permissions());
     }
 
     #[test]

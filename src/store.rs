@@ -11,7 +11,7 @@ use hudifs_storage::{LocalStore, Storage};
 use crate::error::{Error, Result};
 
 /// How to reach an object store (ignored for local tables). Holds no secret.
-#[derive(clap::Args, Debug, Clone, Default)]
+#[derive(clap::Args, Debug, Clone, Default, PartialEq)]
 pub struct StoreArgs {
     /// The store's endpoint instead of the provider's: an S3-compatible server, an Azure blob
     /// endpoint (an emulator's names the account: http://127.0.0.1:10000/devstoreaccount1), a GCS
@@ -50,33 +50,6 @@ impl StoreArgs {
             profile: self.profile.clone(),
             allow_http: self.allow_http,
         }
-    }
-
-    /// These options as command-line arguments (for the background daemon).
-    pub fn to_args(&self) -> Vec<String> {
-        let mut v = Vec::new();
-        if let Some(e) = &self.endpoint_url {
-            v.push(format!("--endpoint-url={e}"));
-        }
-        if let Some(r) = &self.region {
-            v.push(format!("--region={r}"));
-        }
-        if self.force_path_style {
-            v.push("--force-path-style".into());
-        }
-        if self.no_sign_request {
-            v.push("--no-sign-request".into());
-        }
-        if let Some(p) = &self.profile {
-            v.push(format!("--profile={p}"));
-        }
-        if self.allow_http {
-            v.push("--allow-http".into());
-        }
-        if self.listing != ListingMode::Auto {
-            v.push(format!("--listing={}", self.listing));
-        }
-        v
     }
 }
 

@@ -17,15 +17,15 @@ use std::os::unix::process::CommandExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::cli::MountArgs;
 use crate::error::{Error, Result};
 use crate::fs::{encode_properties, JournalTag, RestartJournal};
 use crate::fuse::Kept;
+use crate::mount_config::MountConfig;
 
 use super::launch::{daemon_argv, log_name, log_path, report_ready, READY_FD_ENV};
 use super::mountpoint::{is_mount_point, match_read_ahead, set_store_read_ahead, unmount_busy};
 use super::takeover::Handoff;
-use super::{bind_metrics, mount_config, mount_failure, Table};
+use super::{bind_metrics, mount_failure, Table};
 
 /// Whether table mounts are kept (`HUDIFS_KEEPER=0` turns it off).
 pub(super) fn wanted() -> bool {
@@ -49,32 +49,32 @@ fn keeper_signals() -> libc::sigset_t {
     }
 }
 
-/// Mount the table of `args` and keep the mount until it is unmounted or the keeper is told to
+/// Mount the table of `cfg` and keep the mount until it is unmounted or the keeper is told to
 /// stop.
-pub(super) fn run(args: &MountArgs, table: Table) -> Result<()> {
+pub(super) fn run(cfg: &MountConfig, table: Table) -> Result<()> {
     let sigset = keeper_signals();
-    let (store, cfg) = table;
+    let (store, table_cfg) = table;
     let described = store.describe(&Default::default());
     let local = store.local().cloned();
     drop(store);
     // Held here, so that scrapes wait through a restart instead of being refused.
-    let metrics = bind_metrics(args)?;
-    let mount_path = args.mountpoint.canonicalize().ok();
-    let mp = mount_path
-        .clone()
-        .unwrap_or_else(|| args.mountpoint.clone());
+    let metrics = bind_metrics(cfg)?;
+    let mount_path = cfg.mountpoint.canonicalize().ok();
+    let mp = mount_path.clone().unwrap_or_else(|| cfg.mountpoint.clone());
     let journal =
         Arc::new(RestartJournal::create().map_err(|e| Error::io("the restart journal", e))?);
     // Read once here: the first daemon takes it from the journal (one GET fewer on a store).
-    journal.append(JournalTag::TableConfig, &encode_properties(&cfg.properties));
-    let mut kept = crate::fuse::mount_kept(&args.mountpoint, &mount_config(args, &described))
-        .map_err(mount_failure)?;
+    journal.append(
+        JournalTag::TableConfig,
+        &encode_properties(&table_cfg.properties),
+    );
+    let mut kept = crate::fuse::mount_kept(cfg, &described).map_err(mount_failure)?;
     match &local {
         Some(local) => match_read_ahead(local, &mp),
         None => set_store_read_ahead(&mp),
     }
     let mut keeper = Keeper {
-        args: args.clone(),
+        cfg,
         kept: &kept,
         journal,
         metrics: metrics.as_ref().map(|l| l.as_raw_fd()),
@@ -88,7 +88,7 @@ pub(super) fn run(args: &MountArgs, table: Table) -> Result<()> {
         drop(kept);
         std::process::exit(exit_code(status).unwrap_or(1).max(1));
     }
-    let log = log_path(&args.mountpoint);
+    let log = log_path(&cfg.mountpoint);
     let state_path = crate::status::state_path(&log);
     let state = |pid: u32, restarts: u32| crate::status::State {
         mountpoint: mp.clone(),
@@ -105,14 +105,14 @@ pub(super) fn run(args: &MountArgs, table: Table) -> Result<()> {
         .ok();
     log::info!(
         "mounted {described} at {} (serving daemon pid {}, keeper pid {})",
-        args.mountpoint.display(),
+        cfg.mountpoint.display(),
         first.id(),
         std::process::id()
     );
     report_ready();
     crate::notify::ready(
         std::process::id(),
-        &format!("mounted {described} at {}", args.mountpoint.display()),
+        &format!("mounted {described} at {}", cfg.mountpoint.display()),
     );
 
     let mut child = first;
@@ -198,7 +198,7 @@ pub(super) fn run(args: &MountArgs, table: Table) -> Result<()> {
 
 /// What the keeper needs to start a serving daemon.
 struct Keeper<'a> {
-    args: MountArgs,
+    cfg: &'a MountConfig,
     kept: &'a Kept,
     journal: Arc<RestartJournal>,
     /// The `--metrics` listening socket.
@@ -255,7 +255,7 @@ impl Keeper<'_> {
         let mut cmd = std::process::Command::new(exe);
         let wfd = ready_write.as_raw_fd();
         let keep = [fd.as_raw_fd(), journal_fd, wfd, self.metrics.unwrap_or(-1)];
-        cmd.args(daemon_argv(&self.args))
+        cmd.args(daemon_argv(self.cfg))
             .envs(handoff.to_env())
             .env(READY_FD_ENV, wfd.to_string())
             .env_remove("NOTIFY_SOCKET")

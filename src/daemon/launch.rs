@@ -8,8 +8,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
-use crate::cli::MountArgs;
 use crate::error::{Error, Result};
+use crate::mount_config::MountConfig;
 
 /// Environment variable through which a background launch tells the daemon which fd to report
 /// readiness on.
@@ -82,7 +82,7 @@ pub(super) fn report_ready() {
 }
 
 /// Start the daemon in the background and wait until the mount is live or the daemon failed.
-pub(super) fn launch_background(args: &MountArgs) -> Result<()> {
+pub(super) fn launch_background(cfg: &MountConfig) -> Result<()> {
     let exe = std::env::current_exe().map_err(|e| Error::io("current executable", e))?;
     let mut fds = [0i32; 2];
     // SAFETY: `fds` is a valid two-element array for pipe2.
@@ -92,7 +92,7 @@ pub(super) fn launch_background(args: &MountArgs) -> Result<()> {
     // SAFETY: pipe2 returned two fresh descriptors we now own.
     let (read_end, write_end) =
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let log_path = log_path(&args.mountpoint);
+    let log_path = log_path(&cfg.mountpoint);
     if let Some(dir) = log_path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
     }
@@ -112,7 +112,7 @@ pub(super) fn launch_background(args: &MountArgs) -> Result<()> {
         log_path.display().to_string()
     };
 
-    let child_args = daemon_argv(args);
+    let child_args = daemon_argv(cfg);
     let wfd = write_end.as_raw_fd();
     let mut cmd = std::process::Command::new(exe);
     cmd.args(&child_args)
@@ -140,8 +140,8 @@ pub(super) fn launch_background(args: &MountArgs) -> Result<()> {
     if got == 1 && buf[0] == b'R' {
         println!(
             "hudifs: mounted {} at {} (daemon pid {}, log {})",
-            args.table.display(),
-            args.mountpoint.display(),
+            cfg.table.display(),
+            cfg.mountpoint.display(),
             child.id(),
             log_name
         );
@@ -149,8 +149,8 @@ pub(super) fn launch_background(args: &MountArgs) -> Result<()> {
             child.id(),
             &format!(
                 "mounted {} at {}",
-                args.table.display(),
-                args.mountpoint.display()
+                cfg.table.display(),
+                cfg.mountpoint.display()
             ),
         );
         return Ok(());
@@ -175,143 +175,52 @@ pub(super) fn launch_background(args: &MountArgs) -> Result<()> {
     Err(Error::Mount(msg))
 }
 
-/// The command line of the daemon a background launch starts: `mount -f` with every option of
-/// `args` (paths made absolute: the daemon does not share the caller's directory). A test parses
-/// it back and checks nothing is lost.
-pub(super) fn daemon_argv(args: &MountArgs) -> Vec<OsString> {
-    let mut child_args: Vec<OsString> = vec!["mount".into(), "-f".into()];
-    child_args.push(args.table.clone().into());
-    child_args.push(
-        std::path::absolute(&args.mountpoint)
-            .unwrap_or_else(|_| args.mountpoint.clone())
-            .into(),
-    );
-    if args.read_optimized {
-        child_args.push("--read-optimized".into());
-    }
-    if args.allow_other {
-        child_args.push("--allow-other".into());
-    }
-    if args.no_passthrough {
-        child_args.push("--no-passthrough".into());
-    }
-    if let Some(z) = &args.timezone {
-        child_args.push("--timezone".into());
-        child_args.push(z.into());
-    }
-    child_args.push(format!("--poll-interval={}", args.poll_interval).into());
-    if let Some(m) = &args.metrics {
-        child_args.push(format!("--metrics={m}").into());
-    }
-    child_args.push(format!("--threads={}", args.threads).into());
-    child_args.push(format!("--lake-depth={}", args.lake_depth).into());
-    if let Some(dir) = &args.merge_cache {
-        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
-        let mut a = OsString::from("--merge-cache=");
-        a.push(dir);
-        child_args.push(a);
-    }
-    child_args.push(format!("--merge-cache-size={}", args.merge_cache_size).into());
-    child_args.push(format!("--merge-memory={}", args.merge_memory).into());
-    if let Some(dir) = &args.cache {
-        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
-        let mut a = OsString::from("--cache=");
-        a.push(dir);
-        child_args.push(a);
-    }
-    child_args.push(format!("--max-cache-size={}", args.max_cache_size).into());
-    for a in args.store.to_args() {
-        child_args.push(a.into());
-    }
-    for o in &args.options {
-        child_args.push(format!("-o{o}").into());
-    }
-    if let Some(uid) = args.uid {
-        child_args.push(format!("--uid={uid}").into());
-    }
-    if let Some(gid) = args.gid {
-        child_args.push(format!("--gid={gid}").into());
-    }
-    if let Some(mode) = args.file_mode {
-        child_args.push(format!("--file-mode={mode:o}").into());
-    }
-    if let Some(mode) = args.dir_mode {
-        child_args.push(format!("--dir-mode={mode:o}").into());
-    }
-    if args.default_permissions {
-        child_args.push("--default-permissions".into());
-    }
-    child_args
+/// The command line of a daemon that a background launch or a keeper starts: `mount -f` with
+/// the configuration (`MountConfig::to_mount_argv`, which the mount_config tests read back).
+pub(super) fn daemon_argv(cfg: &MountConfig) -> Vec<OsString> {
+    let daemon = MountConfig {
+        foreground: true,
+        ..cfg.clone()
+    };
+    let mut argv = vec![OsString::from("mount")];
+    argv.extend(daemon.to_mount_argv());
+    argv
 }
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
-    use crate::cli::{Cli, Command};
-
-    fn parse(argv: &[OsString]) -> MountArgs {
-        let mut full = vec![OsString::from("hudifs")];
-        full.extend(argv.iter().cloned());
-        match Cli::try_parse_from(full).unwrap().command {
-            Command::Mount(m) => m,
-            c => panic!("not a mount: {c:?}"),
-        }
-    }
 
     #[test]
-    fn the_daemon_gets_every_option_of_a_background_launch() {
-        let given = parse(
-            &[
-                "mount",
+    fn the_daemon_gets_the_configuration_in_the_foreground() {
+        let given = MountConfig::from_mount_argv(
+            [
                 "/t",
                 "/m",
                 "--read-optimized",
-                "--allow-other",
-                "--no-passthrough",
                 "--timezone",
-                "UTC",
+                "-05:00",
                 "--poll-interval",
                 "250",
                 "--metrics",
                 ":9464",
-                "--threads",
-                "7",
-                "--lake-depth",
-                "2",
-                "--merge-cache",
-                "/c",
-                "--merge-cache-size",
-                "3G",
-                "--merge-memory",
-                "64M",
                 "-o",
-                "fsname=x",
-                "--uid",
-                "12",
-                "--gid",
-                "34",
-                "--file-mode",
-                "0440",
-                "--dir-mode",
-                "0550",
-                "--default-permissions",
-                "--endpoint-url",
-                "http://127.0.0.1:9000",
-                "--region",
-                "eu-west-3",
-                "--force-path-style",
-                "--no-sign-request",
-                "--profile",
-                "dev",
-                "--allow-http",
+                "fsname=x,noexec,uid=12,region=eu-west-3",
             ]
             .map(OsString::from),
-        );
-        let mut got = parse(&daemon_argv(&given));
+        )
+        .unwrap();
+        assert!(!given.foreground);
+        let argv = daemon_argv(&given);
+        assert_eq!(argv[0], "mount");
+        let got = MountConfig::from_mount_argv(argv[1..].to_vec()).unwrap();
         assert!(got.foreground);
-        got.foreground = given.foreground;
-        assert_eq!(format!("{got:?}"), format!("{given:?}"));
+        assert_eq!(
+            got,
+            MountConfig {
+                foreground: true,
+                ..given
+            }
+        );
     }
 }

@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use hudifs_storage::LocalStore;
 
-use crate::cli::MountArgs;
 use crate::error::{Error, Result};
 use crate::follow::Follower;
 use crate::fs::{HudiFs, Served};
-use crate::lake::{LakeFs, LakeOptions};
+use crate::lake::LakeFs;
+use crate::mount_config::MountConfig;
 
 use super::launch::{log_name, log_path, report_ready, DAEMON_ENV};
 use super::mountpoint::{match_read_ahead, set_store_read_ahead, unmount_busy, STOP_GRACE};
-use super::{bind_metrics, fs_options, mount_config, mount_failure, Table};
+use super::{bind_metrics, mount_failure, Table};
 
 /// What a daemon serves: one table, or a lake of them.
 enum Serving {
@@ -55,29 +55,28 @@ pub(super) fn return_large_buffers_at_free() {
 pub(super) fn return_large_buffers_at_free() {}
 
 /// Mount and serve until unmounted or signalled.
-pub(super) fn run_foreground(args: &MountArgs, table: Option<Table>) -> Result<()> {
-    if crate::store::is_remote(&args.table) {
+pub(super) fn run_foreground(cfg: &MountConfig, table: Option<Table>) -> Result<()> {
+    if cfg.is_remote() {
         return_large_buffers_at_free();
     }
     // Signals are handled by one thread; every thread started from here inherits the mask.
     let sigset = block_signals();
     // Installed first: the requests that open the table count too.
     let metrics = crate::metrics::global();
-    let poll = Duration::from_millis(args.poll_interval.max(10));
-    let serving = if let Some((store, cfg)) = table {
+    let poll = cfg.poll_period();
+    let serving = if let Some((store, table_cfg)) = table {
         Serving::Table(Arc::new(HudiFs::with_config(
             store,
-            cfg,
-            fs_options(args)?,
+            table_cfg,
+            cfg.fs_options(),
         )?))
     } else {
-        let options = LakeOptions {
-            depth: args.lake_depth,
-            poll_interval: poll,
-            follow: true,
-        };
-        let root = crate::store::open_root(&args.table, &args.store)?;
-        Serving::Lake(Arc::new(LakeFs::open(root, fs_options(args)?, options)?))
+        let root = crate::store::open_root(&cfg.table, &cfg.store)?;
+        Serving::Lake(Arc::new(LakeFs::open(
+            root,
+            cfg.fs_options(),
+            cfg.lake_options(),
+        )?))
     };
     let (served, table, local): (Arc<dyn Served>, String, Option<LocalStore>) = match &serving {
         Serving::Table(fs) => (
@@ -91,14 +90,13 @@ pub(super) fn run_foreground(args: &MountArgs, table: Option<Table>) -> Result<(
         let latest = fs.clone();
         metrics.set_latest(Box::new(move || latest.latest_instant()));
     }
-    if let Some(l) = bind_metrics(args)? {
+    if let Some(l) = bind_metrics(cfg)? {
         crate::metrics::serve(l, metrics.clone()).map_err(|e| Error::io("metrics thread", e))?;
     }
     // Resolved before the mount: once it is live, a stat of it from here would wait for this
     // very daemon to answer.
-    let mount_path = args.mountpoint.canonicalize().ok();
-    let mut session = crate::fuse::mount(served, &args.mountpoint, &mount_config(args, &table))
-        .map_err(mount_failure)?;
+    let mount_path = cfg.mountpoint.canonicalize().ok();
+    let mut session = crate::fuse::mount(served, cfg, &table).map_err(mount_failure)?;
     if let Some(mp) = &mount_path {
         match &local {
             Some(local) => match_read_ahead(local, mp),
@@ -108,25 +106,23 @@ pub(super) fn run_foreground(args: &MountArgs, table: Option<Table>) -> Result<(
     match &serving {
         Serving::Table(fs) => log::info!(
             "mounted {table} at {} (latest instant {})",
-            args.mountpoint.display(),
+            cfg.mountpoint.display(),
             fs.latest_instant().unwrap_or_else(|| "none".into())
         ),
         Serving::Lake(l) => {
             l.set_notifier(session.notifier());
             log::info!(
                 "mounted the lake {table} at {} ({} tables, each read on first use)",
-                args.mountpoint.display(),
+                cfg.mountpoint.display(),
                 l.tables().len()
             );
         }
     }
     // Beside the log, for `hudifs status`, before anyone hears the mount is live; removed when
     // this function returns.
-    let log = log_path(&args.mountpoint);
+    let log = log_path(&cfg.mountpoint);
     let _state = crate::status::State {
-        mountpoint: mount_path
-            .clone()
-            .unwrap_or_else(|| args.mountpoint.clone()),
+        mountpoint: mount_path.clone().unwrap_or_else(|| cfg.mountpoint.clone()),
         table: table.clone(),
         lake: matches!(serving, Serving::Lake(_)),
         pid: std::process::id(),
@@ -140,15 +136,13 @@ pub(super) fn run_foreground(args: &MountArgs, table: Option<Table>) -> Result<(
     report_ready();
     crate::notify::ready(
         std::process::id(),
-        &format!("mounted {table} at {}", args.mountpoint.display()),
+        &format!("mounted {table} at {}", cfg.mountpoint.display()),
     );
 
     let stop = Arc::new(AtomicBool::new(false));
     let served = Arc::new(AtomicBool::new(false));
     let mut unmounter = session.unmounter();
-    let mp = mount_path
-        .clone()
-        .unwrap_or_else(|| args.mountpoint.clone());
+    let mp = mount_path.clone().unwrap_or_else(|| cfg.mountpoint.clone());
     let stop_sig = stop.clone();
     let served_sig = served.clone();
     let state_file = crate::status::state_path(&log);
@@ -208,10 +202,10 @@ pub(super) fn run_foreground(args: &MountArgs, table: Option<Table>) -> Result<(
         l.stop();
     }
     // A background daemon's log that stayed empty is not worth keeping.
-    let log = log_path(&args.mountpoint);
+    let log = log_path(&cfg.mountpoint);
     if std::env::var_os(DAEMON_ENV).is_some() && std::fs::metadata(&log).is_ok_and(|m| m.len() == 0)
     {
         let _ = std::fs::remove_file(&log);
     }
-    result.map_err(|e| Error::io(args.mountpoint.display().to_string(), e))
+    result.map_err(|e| Error::io(cfg.mountpoint.display().to_string(), e))
 }

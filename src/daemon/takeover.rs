@@ -7,18 +7,17 @@
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::cli::MountArgs;
 use crate::error::{Error, Result};
 use crate::follow::Follower;
 use crate::fs::{decode_properties, HudiFs, JournalTag, RestartJournal, Served};
+use crate::mount_config::MountConfig;
 use hudifs_core::table::TableConfig;
 use hudifs_storage::TablePath;
 
 use super::launch::report_ready;
+use super::open_store_checked;
 use super::session::return_large_buffers_at_free;
-use super::{fs_options, mount_config, mount_failure, open_store_checked};
 
 const FD_ENV: &str = "HUDIFS_KEPT_FD";
 const JOURNAL_ENV: &str = "HUDIFS_KEPT_JOURNAL";
@@ -94,8 +93,8 @@ impl Handoff {
     }
 }
 
-/// Serve the kept mount of `args` on the connection `h` names, until the mount goes away.
-pub(super) fn serve(args: &MountArgs, h: Handoff) -> Result<()> {
+/// Serve the kept mount of `cfg` on the connection `h` names, until the mount goes away.
+pub(super) fn serve(cfg: &MountConfig, h: Handoff) -> Result<()> {
     // SAFETY: the keeper passed these descriptors to this process alone, under these numbers.
     let (fd, journal) = unsafe {
         (
@@ -114,7 +113,7 @@ pub(super) fn serve(args: &MountArgs, h: Handoff) -> Result<()> {
         // SAFETY: fcntl on a descriptor this process owns: not inherited by what it starts.
         unsafe { libc::fcntl(raw, libc::F_SETFD, libc::FD_CLOEXEC) };
     }
-    if crate::store::is_remote(&args.table) {
+    if cfg.is_remote() {
         return_large_buffers_at_free();
     }
     let started = std::time::Instant::now();
@@ -135,15 +134,15 @@ pub(super) fn serve(args: &MountArgs, h: Handoff) -> Result<()> {
             .find(|(t, _)| *t == JournalTag::TableConfig)
             .and_then(|(_, p)| decode_properties(p))
     };
-    let store = open_store_checked(args, given.is_none())?;
-    let cfg = match given {
+    let store = open_store_checked(cfg, given.is_none())?;
+    let table_cfg = match given {
         Some(props) => TableConfig::from_properties(
             &store.describe(&TablePath::new(".hoodie/hoodie.properties").unwrap_or_default()),
             props,
         )?,
         None => TableConfig::load(&*store)?,
     };
-    let fs = Arc::new(HudiFs::with_config(store, cfg, fs_options(args)?)?);
+    let fs = Arc::new(HudiFs::with_config(store, table_cfg, cfg.fs_options())?);
     let latest = fs.clone();
     metrics.set_latest(Box::new(move || latest.latest_instant()));
     if let Some(l) = listener {
@@ -154,28 +153,28 @@ pub(super) fn serve(args: &MountArgs, h: Handoff) -> Result<()> {
     let session = crate::fuse::serve_kept(
         fs.clone() as Arc<dyn Served>,
         fd,
-        &mount_config(args, &table),
+        cfg,
+        &table,
         h.passthrough,
         journal,
         h.resumed.then_some(&records[..]),
-    )
-    .map_err(mount_failure)?;
+    );
     drop(records);
     if h.resumed {
         log::info!(
             "took over the mount of {table} at {} in {} ms (latest instant {})",
-            args.mountpoint.display(),
+            cfg.mountpoint.display(),
             started.elapsed().as_millis(),
             fs.latest_instant().unwrap_or_else(|| "none".into())
         );
     } else {
         log::info!(
             "serving {table} at {} (latest instant {})",
-            args.mountpoint.display(),
+            cfg.mountpoint.display(),
             fs.latest_instant().unwrap_or_else(|| "none".into())
         );
     }
-    let poll = Duration::from_millis(args.poll_interval.max(10));
+    let poll = cfg.poll_period();
     let notifier = session.notifier();
     if h.resumed {
         // What the kernel holds of latest/ may predate a switch the dead daemon never told it
@@ -198,7 +197,7 @@ pub(super) fn serve(args: &MountArgs, h: Handoff) -> Result<()> {
     report_ready();
     let result = session.run();
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    result.map_err(|e| Error::io(args.mountpoint.display().to_string(), e))
+    result.map_err(|e| Error::io(cfg.mountpoint.display().to_string(), e))
 }
 
 #[cfg(test)]

@@ -46,7 +46,7 @@ pub const DEFAULT_CACHE_BYTES: u64 = 4 << 30;
 pub const DEFAULT_MEMORY_CAP: u64 = 1 << 30;
 
 /// Where merged files are cached and how much a merge may use.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MergeSettings {
     /// The cache directory; `None`: [`default_cache_dir`].
     pub cache_dir: Option<PathBuf>,

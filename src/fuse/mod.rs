@@ -8,9 +8,7 @@
 mod passthrough;
 mod session;
 
-pub use session::{
-    mount, mount_kept, serve_kept, Kept, MountConfig, MountFailure, Mounted, Unmounter,
-};
+pub use session::{mount, mount_kept, serve_kept, Kept, MountFailure, Mounted, Unmounter};
 
 use std::ffi::OsStr;
 use std::path::Path;

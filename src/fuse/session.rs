@@ -15,76 +15,40 @@ use fuser::{Filesystem, INodeNo, InitFlags, KernelConfig, MountOption, Request, 
 use super::passthrough::Passthrough;
 use super::{negotiate, FuseAdapter};
 use crate::fs::{JournalTag, KernelNotifier, RestartJournal, Served};
+use crate::mount_config::MountConfig;
 
-/// A mount's options, in the daemon's terms.
-#[derive(Debug, Clone)]
-pub struct MountConfig {
-    /// What `mount` shows as the source (`hudifs:<table>` unless `-o fsname=` says otherwise).
-    pub fsname: String,
-    /// `-o` options as given (comma-separated groups).
-    pub options: Vec<String>,
-    pub allow_other: bool,
-    /// FUSE worker threads.
-    pub threads: usize,
-    /// Ask the kernel for passthrough of table files.
-    pub passthrough: bool,
-}
-
-impl MountConfig {
-    /// The kernel's mount options and the session's configuration.
-    fn fuser_config(&self) -> Result<fuser::Config, String> {
-        let mut opts = vec![
-            MountOption::RO,
-            MountOption::NoDev,
-            MountOption::NoSuid,
-            MountOption::FSName(self.fsname.clone()),
-            MountOption::Subtype("hudifs".into()),
-        ];
-        let mut allow_other = self.allow_other;
-        for group in &self.options {
-            for o in group.split(',').map(str::trim).filter(|o| !o.is_empty()) {
-                let opt = match o {
-                    "rw" => return Err("-o rw: hudifs mounts are always read-only".into()),
-                    "ro" => MountOption::RO,
-                    "default_permissions" => MountOption::DefaultPermissions,
-                    "noexec" => MountOption::NoExec,
-                    "allow_other" => {
-                        allow_other = true;
-                        continue;
-                    }
-                    o => match o.split_once('=') {
-                        Some(("fsname", v)) => {
-                            // Replaces the default: the mount takes the first name given.
-                            opts.retain(|o| !matches!(o, MountOption::FSName(_)));
-                            MountOption::FSName(v.to_string())
-                        }
-                        _ => MountOption::CUSTOM(o.to_string()),
-                    },
-                };
-                if !opts.contains(&opt) {
-                    opts.push(opt);
-                }
-            }
-        }
-        let mut cfg = fuser::Config::default();
-        cfg.mount_options = opts;
-        cfg.acl = if allow_other {
-            SessionACL::All
-        } else {
-            SessionACL::Owner
-        };
-        cfg.n_threads = Some(self.threads);
-        cfg.clone_fd = true;
-        Ok(cfg)
+/// The kernel's mount options and the session's configuration for a mount of `cfg`, whose
+/// table is described as `table` (the default file-system name).
+fn fuser_config(cfg: &MountConfig, table: &str) -> fuser::Config {
+    let mut opts = vec![
+        MountOption::RO,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::FSName(cfg.fsname_for(table)),
+        MountOption::Subtype("hudifs".into()),
+    ];
+    if cfg.noexec {
+        opts.push(MountOption::NoExec);
     }
+    if cfg.kernel_checks_permissions() {
+        opts.push(MountOption::DefaultPermissions);
+    }
+    let mut config = fuser::Config::default();
+    config.mount_options = opts;
+    config.acl = if cfg.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(cfg.threads);
+    config.clone_fd = true;
+    config
 }
 
-/// Why a mount failed: bad options, or the kernel said no.
+/// Why a mount failed: the kernel said no (the message names the mount point and what to
+/// check).
 #[derive(Debug)]
-pub enum MountFailure {
-    Usage(String),
-    Kernel(String),
-}
+pub struct MountFailure(pub String);
 
 /// A live FUSE session: serve it with [`Mounted::run`].
 pub struct Mounted {
@@ -112,24 +76,20 @@ impl KernelNotifier for Notifier {
     }
 }
 
-/// Mount `fs` (a table or a lake) at `mountpoint`.
-pub fn mount(
-    fs: Arc<dyn Served>,
-    mountpoint: &Path,
-    cfg: &MountConfig,
-) -> Result<Mounted, MountFailure> {
-    let config = cfg.fuser_config().map_err(MountFailure::Usage)?;
+/// Mount `fs` (a table or a lake, described as `table`) as `cfg` says.
+pub fn mount(fs: Arc<dyn Served>, cfg: &MountConfig, table: &str) -> Result<Mounted, MountFailure> {
+    let config = fuser_config(cfg, table);
     let notifier = Arc::new(OnceLock::new());
     let session = fuser::Session::new(
         FuseAdapter::new(
             fs,
-            Passthrough::new(cfg.passthrough, None),
+            Passthrough::new(cfg.wants_passthrough(), None),
             notifier.clone(),
         ),
-        mountpoint,
+        &cfg.mountpoint,
         &config,
     )
-    .map_err(|e| MountFailure::Kernel(mount_error(mountpoint, e)))?;
+    .map_err(|e| MountFailure(mount_error(&cfg.mountpoint, e)))?;
     let _ = notifier.set(session.notifier());
     Ok(Mounted { session })
 }
@@ -214,18 +174,19 @@ impl Kept {
     }
 }
 
-/// Mount at `mountpoint` for a keeper and answer the kernel's INIT.
-pub fn mount_kept(mountpoint: &Path, cfg: &MountConfig) -> Result<Kept, MountFailure> {
-    let config = cfg.fuser_config().map_err(MountFailure::Usage)?;
+/// Mount as `cfg` says (the table described as `table`) for a keeper and answer the kernel's
+/// INIT.
+pub fn mount_kept(cfg: &MountConfig, table: &str) -> Result<Kept, MountFailure> {
+    let config = fuser_config(cfg, table);
     let granted = Arc::new(AtomicBool::new(false));
     let resend = Arc::new(AtomicBool::new(false));
     let hs = Handshake {
-        passthrough: cfg.passthrough,
+        passthrough: cfg.wants_passthrough(),
         granted: granted.clone(),
         resend: resend.clone(),
     };
-    let session = fuser::Session::new(hs, mountpoint, &config)
-        .map_err(|e| MountFailure::Kernel(mount_error(mountpoint, e)))?;
+    let session = fuser::Session::new(hs, &cfg.mountpoint, &config)
+        .map_err(|e| MountFailure(mount_error(&cfg.mountpoint, e)))?;
     Ok(Kept {
         session,
         passthrough: granted.load(Ordering::SeqCst),
@@ -237,8 +198,8 @@ pub fn mount_kept(mountpoint: &Path, cfg: &MountConfig) -> Result<Kept, MountFai
 /// did not answer.
 const FUSE_NOTIFY_RESEND: i32 = 7;
 
-/// Serve the kept mount whose connection is `fd` (a keeper's, see [`Kept::fd`]), as INIT
-/// decided (`passthrough`: granted). `journal` is the mount's restart journal; a daemon that
+/// Serve the kept mount of `cfg` (the table described as `table`) whose connection is `fd` (a
+/// keeper's, see [`Kept::fd`]), as INIT decided (`passthrough`: granted). `journal` is the mount's restart journal; a daemon that
 /// takes over from one that died passes its `inherited` records: it takes over the backing
 /// files they name and asks the kernel to send again what the dead one had read but not
 /// answered.
@@ -246,11 +207,12 @@ pub fn serve_kept(
     fs: Arc<dyn Served>,
     fd: OwnedFd,
     cfg: &MountConfig,
+    table: &str,
     passthrough: bool,
     journal: Arc<RestartJournal>,
     inherited: Option<&[(JournalTag, Vec<u8>)]>,
-) -> Result<Mounted, MountFailure> {
-    let mut config = cfg.fuser_config().map_err(MountFailure::Usage)?;
+) -> Mounted {
+    let mut config = fuser_config(cfg, table);
     // Every thread reads the keeper's open file. A cloned descriptor (FUSE_DEV_IOC_CLONE) is a
     // file of this process: the kernel fails what was read through it when this process dies,
     // instead of keeping it to send again.
@@ -282,5 +244,5 @@ pub fn serve_kept(
             );
         }
     }
-    Ok(Mounted { session })
+    Mounted { session }
 }
