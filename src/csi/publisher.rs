@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 
 use super::attributes::{self, Pin, VolumeSpec};
 use super::bind;
+use crate::mount_config::MountConfig;
 
 /// Why a call failed, as the CSI status code that says it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,22 +136,10 @@ fn daemon_options(spec: &VolumeSpec) -> Vec<String> {
     out
 }
 
-/// Whether `hudifs mount TABLE MNT -o OPTIONS` would accept the options: checked before any
-/// daemon starts, as `hudifs mount` checks them.
-pub fn check_options(table: &str, options: &[String]) -> Result<(), String> {
-    use clap::Parser;
-    let mut argv: Vec<OsString> = vec!["hudifs".into(), "mount".into(), table.into(), "/".into()];
-    for o in options {
-        argv.push("-o".into());
-        argv.push(o.into());
-    }
-    let cli = crate::cli::Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
-    let crate::cli::Command::Mount(args) = cli.command else {
-        return Err("not a mount command".into());
-    };
-    crate::options::resolve(&args)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+/// The configuration of the shared daemon of `table` with `options` at `mnt`, checked as
+/// `hudifs mount -o` checks it, before any daemon starts.
+pub fn daemon_config(table: &str, mnt: &Path, options: &[String]) -> Result<MountConfig, String> {
+    MountConfig::from_options(table, mnt, options).map_err(|e| e.to_string())
 }
 
 /// `name` of `path`'s extended attributes, if it has it.
@@ -245,11 +234,12 @@ impl Publisher {
         let _one = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let spec = req.spec;
         let options = daemon_options(spec);
-        check_options(&spec.table, &options).map_err(Refusal::InvalidArgument)?;
-        let record = self.record_path(req.volume_id, req.target);
         let mut joined = vec![spec.table.as_str()];
         joined.extend(options.iter().map(String::as_str));
         let key = key_of(&joined);
+        let config = daemon_config(&spec.table, &self.daemon_mount(&key), &options)
+            .map_err(Refusal::InvalidArgument)?;
+        let record = self.record_path(req.volume_id, req.target);
         let earlier = std::fs::read_to_string(&record)
             .ok()
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
@@ -273,7 +263,7 @@ impl Publisher {
                 req.volume_id
             )));
         }
-        let mnt = self.ensure_daemon(&key, &spec.table, &options)?;
+        let mnt = self.ensure_daemon(&key, &config, &options)?;
         let shown = self.bind_view(req, spec, &key, &mnt, earlier.as_ref());
         match shown {
             Ok(p) => Ok(p),
@@ -366,7 +356,7 @@ impl Publisher {
     fn ensure_daemon(
         &self,
         key: &str,
-        table: &str,
+        config: &MountConfig,
         options: &[String],
     ) -> Result<PathBuf, Refusal> {
         let dir = self.daemon_dir(key);
@@ -380,21 +370,19 @@ impl Publisher {
             let _ = self.run(&["umount".into(), mnt.clone().into()]);
         }
         std::fs::create_dir_all(&mnt).map_err(|e| internal(format!("{}: {e}", mnt.display())))?;
+        let table = config.table.to_string_lossy().to_string();
+        let mut argv: Vec<OsString> = vec!["mount".into()];
+        argv.extend(config.to_mount_argv());
         write_json(
             &dir.join("daemon.json"),
-            &json!({ "table": crate::status::redact(table), "options": options }),
+            &json!({ "table": crate::status::redact(&table), "options": options }),
         )
         .map_err(|e| internal(format!("{}: {e}", dir.display())))?;
-        let mut argv: Vec<OsString> = vec!["mount".into(), table.into(), mnt.clone().into()];
-        for o in options {
-            argv.push("-o".into());
-            argv.push(o.into());
-        }
         match self.run(&argv) {
             Ok(_) => Ok(mnt),
             Err((code, message)) => {
                 let _ = std::fs::remove_dir_all(&dir);
-                let message = format!("mounting {}: {message}", crate::status::redact(table));
+                let message = format!("mounting {}: {message}", crate::status::redact(&table));
                 // `hudifs mount` exits 2 on a usage error (EX_USAGE-like), as clap does.
                 Err(if code == Some(2) {
                     Refusal::InvalidArgument(message)
@@ -508,12 +496,18 @@ mod tests {
 
     #[test]
     fn options_are_checked_as_hudifs_mount_checks_them() {
-        check_options("/t", &["allow_other".into(), "poll_interval=500".into()]).unwrap();
-        let e = check_options("/t", &["poll_interval=soon".into()]).unwrap_err();
+        let check = |o: &[&str]| {
+            let o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
+            daemon_config("/t", Path::new("/m"), &o)
+        };
+        let c = check(&["allow_other", "poll_interval=500"]).unwrap();
+        assert!(c.allow_other);
+        assert_eq!(c.poll_interval, Duration::from_millis(500));
+        let e = check(&["poll_interval=soon"]).unwrap_err();
         assert!(e.contains("poll_interval"), "{e}");
-        let e = check_options("/t", &["rw".into()]).unwrap_err();
+        let e = check(&["rw"]).unwrap_err();
         assert!(e.contains("read-only"), "{e}");
-        let e = check_options("/t", &["no_such_option".into()]).unwrap_err();
+        let e = check(&["no_such_option"]).unwrap_err();
         assert!(e.contains("unknown mount option"), "{e}");
     }
 
