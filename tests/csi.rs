@@ -6,6 +6,8 @@
 //! static volumes, idempotent publishes and unpublishes, two pods sharing one daemon, refusals,
 //! and pinned volumes while a writer commits.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -49,9 +51,14 @@ struct Plugin {
 
 impl Plugin {
     fn start(dir: &Path) -> Plugin {
+        Self::start_with(dir, &[])
+    }
+
+    fn start_with(dir: &Path, args: &[&str]) -> Plugin {
         let socket = dir.join("plugin/csi.sock");
         let child = Command::new(HUDIFS)
             .args(["csi", "--node-id", "node-a"])
+            .args(args)
             .arg("--endpoint")
             .arg(format!("unix://{}", socket.display()))
             .arg("--state-dir")
@@ -582,4 +589,90 @@ fn a_restarted_plugin_knows_what_it_published() {
     p.unpublish("v", &target).unwrap();
     assert!(p.daemons().is_empty());
     assert!(pids.iter().all(|&pid| !alive(pid)));
+}
+
+#[test]
+fn the_plugin_serves_its_calls_and_its_daemons_metrics() {
+    if !fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let _unmount = MountsUnder(tmp.path().to_path_buf());
+    let root = tmp.path().join("trips");
+    let _w = table(&root);
+    let port = hudifs_testkit::server::free_port();
+    let p = Plugin::start_with(tmp.path(), &["--metrics", &format!("127.0.0.1:{port}")]);
+    let table = root.to_string_lossy().to_string();
+    let target = p.target("pod-a", "trips");
+    p.publish("v", &target, &[("table", &table)], &[]).unwrap();
+    assert!(p
+        .publish("v", &target, &[("table", &table), ("x", "y")], &[])
+        .is_err());
+    let shown = files(&target);
+    for rel in shown.keys() {
+        std::fs::read(target.join(rel)).unwrap();
+    }
+    let key = p.daemons()[0]
+        .0
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+
+    let parsed = common::openmetrics(&scrape(port));
+    let calls = |method: &str, outcome: &str| {
+        common::sample(
+            &parsed,
+            "hudifs_csi_calls",
+            "hudifs_csi_calls_total",
+            &[("method", method), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(calls("NodePublishVolume", "ok"), 1.0, "{parsed:#}");
+    assert_eq!(calls("NodePublishVolume", "invalid_argument"), 1.0);
+    assert_eq!(
+        common::sample(&parsed, "hudifs_csi_volumes", "hudifs_csi_volumes", &[]),
+        1.0
+    );
+    assert_eq!(
+        common::sample(&parsed, "hudifs_csi_daemons", "hudifs_csi_daemons", &[]),
+        1.0
+    );
+    // The shared daemon's own families, labelled with its key: the pod's opens are counted.
+    let opens = common::sample(
+        &parsed,
+        "hudifs_fuse_requests",
+        "hudifs_fuse_requests_total",
+        &[("daemon", &key), ("op", "open"), ("outcome", "ok")],
+    );
+    assert!(
+        opens >= shown.len() as f64,
+        "{opens} opens for {} files",
+        shown.len()
+    );
+
+    p.unpublish("v", &target).unwrap();
+    let parsed = common::openmetrics(&scrape(port));
+    assert!(
+        parsed.get("hudifs_fuse_requests").is_none(),
+        "no daemon, no daemon families"
+    );
+    assert_eq!(
+        common::sample(&parsed, "hudifs_csi_daemons", "hudifs_csi_daemons", &[]),
+        0.0
+    );
+}
+
+/// `GET /metrics` of the plugin.
+fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_string()
 }

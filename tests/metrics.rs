@@ -11,6 +11,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
 
+use common::sample;
 use hudifs_core::table::TableType;
 use hudifs_objstore::{ObjectStorage, StoreUrl};
 use hudifs_storage::{StorageWrite, TablePath};
@@ -39,67 +40,6 @@ fn get(port: u16, path: &str) -> (String, String) {
     s.read_to_string(&mut text).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
     (head.lines().next().unwrap().to_string(), body.to_string())
-}
-
-/// The text parsed by `prometheus_client.openmetrics.parser` (which rejects anything not
-/// OpenMetrics): `{family: {"type": t, "samples": [[name, labels, value]]}}`.
-fn parse(text: &str) -> Value {
-    let py = common::python();
-    {
-        let _lock = common::venv_lock();
-        let has = Command::new(&py)
-            .args(["-c", "import prometheus_client.openmetrics.parser"])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !has {
-            common::pip_install(&py, &["prometheus-client==0.*"]);
-        }
-    }
-    let script = r#"
-import json, sys
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
-out = {}
-for f in text_string_to_metric_families(sys.stdin.read()):
-    out[f.name] = {"type": f.type, "samples": [[s.name, s.labels, s.value] for s in f.samples]}
-print(json.dumps(out))
-"#;
-    let mut child = Command::new(&py)
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "not OpenMetrics text: {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// The value of sample `name` with `labels` (all of them given), 0 when absent.
-fn sample(parsed: &Value, family: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    let Some(samples) = parsed[family]["samples"].as_array() else {
-        return 0.0;
-    };
-    samples
-        .iter()
-        .find(|s| {
-            s[0] == name
-                && labels.iter().all(|(k, v)| s[1][*k] == *v)
-                && s[1].as_object().map_or(0, |o| o.len()) == labels.len()
-        })
-        .and_then(|s| s[2].as_f64())
-        .unwrap_or(0.0)
 }
 
 fn status(m: &MountGuard) -> Value {
@@ -138,7 +78,7 @@ fn a_local_mount_counts_its_requests_and_keeps_answering_across_a_restart() {
     );
     let (line, body) = get(port, "/metrics");
     assert!(line.contains("200"), "{line}");
-    let first = parse(&body);
+    let first = common::openmetrics(&body);
     // (A family with labels appears with its first sample: no store requests here.)
     for (family, kind) in [
         ("hudifs_fuse_requests", "counter"),
@@ -184,7 +124,7 @@ fn a_local_mount_counts_its_requests_and_keeps_answering_across_a_restart() {
     // Counters move as requests are made.
     assert!(std::fs::metadata(m.path().join("latest/nope")).is_err());
     let _ = read(&files[1]);
-    let second = parse(&get(port, "/metrics").1);
+    let second = common::openmetrics(&get(port, "/metrics").1);
     assert!(reads(&second) > reads(&first));
     let failed_lookups = sample(
         &second,
@@ -211,7 +151,7 @@ fn a_local_mount_counts_its_requests_and_keeps_answering_across_a_restart() {
     let _ = read(&files[0]);
     let (line, body) = get(port, "/metrics");
     assert!(line.contains("200"), "{line}");
-    let after = parse(&body);
+    let after = common::openmetrics(&body);
     assert!(
         reads(&after) >= 1.0,
         "the new daemon counts its own: {after:#}"
@@ -252,7 +192,7 @@ fn store_requests_are_counted_by_kind_and_outcome() {
     );
     let got = std::fs::read(m.path().join("latest").join(&files[0])).unwrap();
     assert_eq!(got, std::fs::read(local.join(&files[0])).unwrap());
-    let parsed = parse(&get(port, "/metrics").1);
+    let parsed = common::openmetrics(&get(port, "/metrics").1);
     let count = |kind: &str, outcome: &str| {
         sample(
             &parsed,

@@ -83,7 +83,13 @@ pub fn run(args: &CsiArgs) -> Result<()> {
         let (p, m) = (publisher.clone(), metrics.clone());
         crate::metrics::serve_text(listener, move || {
             let uses = p.daemon_use();
-            m.text(uses.values().sum(), uses.len())
+            let own = m.text(uses.values().sum(), uses.len());
+            let daemons: Vec<(String, String)> = p
+                .daemon_metrics()
+                .into_iter()
+                .filter_map(|(key, addr)| Some((key, plugin_metrics::scrape(&addr)?)))
+                .collect();
+            plugin_metrics::with_daemons(&own, &daemons)
         })
         .map_err(|e| Error::io("metrics thread", e))?;
     }

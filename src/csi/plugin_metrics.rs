@@ -1,5 +1,7 @@
 //! The CSI plugin's metrics (`hudifs csi --metrics ADDR`): its calls by kind and outcome, with
-//! latency, and the volumes and shared daemons it has, in the daemon's `hudifs_` namespace.
+//! latency, and the volumes and shared daemons it has, followed by every shared daemon's own
+//! families (SEMANTICS.md §7.12), each sample labelled with its daemon's key: one scrape per
+//! node shows everything.
 
 use std::sync::atomic::AtomicI64;
 
@@ -79,5 +81,115 @@ impl PluginMetrics {
             out.clear();
         }
         out
+    }
+}
+
+/// The `/metrics` text of the daemon serving metrics at `addr`, if it answers within 2 s.
+pub fn scrape(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = addr.parse().ok()?;
+    let wait = std::time::Duration::from_secs(2);
+    let mut s = std::net::TcpStream::connect_timeout(&addr, wait).ok()?;
+    s.set_read_timeout(Some(wait)).ok()?;
+    s.set_write_timeout(Some(wait)).ok()?;
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.take(64 << 20).read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}
+
+/// One scrape of OpenMetrics text: the plugin's `own` families, then the families of each
+/// daemon in `daemons` (its key and its `/metrics` text), a family's samples from every daemon
+/// together under one `# TYPE`, each with a `daemon="<key>"` label.
+pub fn with_daemons(own: &str, daemons: &[(String, String)]) -> String {
+    let mut out = own
+        .trim_end()
+        .strip_suffix("# EOF")
+        .unwrap_or(own)
+        .trim_end()
+        .to_string();
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    let mut order: Vec<String> = Vec::new();
+    let mut meta: std::collections::HashMap<String, Vec<String>> = Default::default();
+    let mut samples: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for (key, text) in daemons {
+        let mut family = String::new();
+        for line in text.lines() {
+            if line == "# EOF" {
+                break;
+            }
+            if let Some(rest) = line.strip_prefix("# ") {
+                // `# TYPE name t`, `# HELP name text`, `# UNIT name u`.
+                family = rest.split(' ').nth(1).unwrap_or("").to_string();
+                if !meta.contains_key(&family) {
+                    order.push(family.clone());
+                }
+                let m = meta.entry(family.clone()).or_default();
+                if !m.iter().any(|l| l == line) {
+                    m.push(line.to_string());
+                }
+            } else if !line.trim().is_empty() {
+                samples
+                    .entry(family.clone())
+                    .or_default()
+                    .push(labelled(line, "daemon", key));
+            }
+        }
+    }
+    for family in order {
+        for line in meta.get(&family).into_iter().flatten() {
+            out.push_str(line);
+            out.push('\n');
+        }
+        for line in samples.get(&family).into_iter().flatten() {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push_str("# EOF\n");
+    out
+}
+
+/// `sample` (`name{labels} value` or `name value`) with the label `name="value"` first.
+fn labelled(sample: &str, name: &str, value: &str) -> String {
+    let end_of_name = sample.find(['{', ' ']).unwrap_or(sample.len());
+    let (metric, rest) = sample.split_at(end_of_name);
+    match rest.strip_prefix('{') {
+        Some(labels) if labels.starts_with('}') => format!("{metric}{{{name}=\"{value}\"{labels}"),
+        Some(labels) => format!("{metric}{{{name}=\"{value}\",{labels}"),
+        None => format!("{metric}{{{name}=\"{value}\"}}{rest}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn daemon_families_are_merged_and_labelled() {
+        let own = "# TYPE hudifs_csi_volumes gauge\nhudifs_csi_volumes 2\n# EOF\n";
+        let a = "# HELP hudifs_fuse_requests x\n# TYPE hudifs_fuse_requests counter\n\
+                 hudifs_fuse_requests_total{op=\"read\",outcome=\"ok\"} 3\n\
+                 # TYPE hudifs_memory gauge\nhudifs_memory 10\n# EOF\n";
+        let b = "# HELP hudifs_fuse_requests x\n# TYPE hudifs_fuse_requests counter\n\
+                 hudifs_fuse_requests_total{op=\"read\",outcome=\"ok\"} 5\n# EOF\n";
+        let text = with_daemons(own, &[("ka".into(), a.into()), ("kb".into(), b.into())]);
+        assert_eq!(
+            text,
+            "# TYPE hudifs_csi_volumes gauge\nhudifs_csi_volumes 2\n\
+             # HELP hudifs_fuse_requests x\n# TYPE hudifs_fuse_requests counter\n\
+             hudifs_fuse_requests_total{daemon=\"ka\",op=\"read\",outcome=\"ok\"} 3\n\
+             hudifs_fuse_requests_total{daemon=\"kb\",op=\"read\",outcome=\"ok\"} 5\n\
+             # TYPE hudifs_memory gauge\nhudifs_memory{daemon=\"ka\"} 10\n# EOF\n"
+        );
+        assert_eq!(labelled("m{} 1", "d", "k"), "m{d=\"k\"} 1");
+        assert_eq!(with_daemons(own, &[]), own);
     }
 }

@@ -371,11 +371,23 @@ impl Publisher {
         }
         std::fs::create_dir_all(&mnt).map_err(|e| internal(format!("{}: {e}", mnt.display())))?;
         let table = config.table.to_string_lossy().to_string();
+        // Each daemon serves its metrics on a port of the loopback interface, which the
+        // plugin's own `/metrics` gathers: a volume may not set `metrics` itself.
+        let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.to_string())
+            .map_err(|e| internal(format!("a port for the daemon's metrics: {e}")))?;
+        let mut config = config.clone();
+        config.metrics = Some(metrics.clone());
         let mut argv: Vec<OsString> = vec!["mount".into()];
         argv.extend(config.to_mount_argv());
         write_json(
             &dir.join("daemon.json"),
-            &json!({ "table": crate::status::redact(&table), "options": options }),
+            &json!({
+                "table": crate::status::redact(&table),
+                "options": options,
+                "metrics": metrics,
+            }),
         )
         .map_err(|e| internal(format!("{}: {e}", dir.display())))?;
         match self.run(&argv) {
@@ -470,6 +482,19 @@ impl Publisher {
         } else {
             log::info!("stopped the shared daemon {key}");
         }
+    }
+
+    /// Each running daemon's key and the address of its metrics.
+    pub fn daemon_metrics(&self) -> Vec<(String, String)> {
+        self.daemon_keys()
+            .into_iter()
+            .filter_map(|key| {
+                let text =
+                    std::fs::read_to_string(self.daemon_dir(&key).join("daemon.json")).ok()?;
+                let v: Value = serde_json::from_str(&text).ok()?;
+                Some((key, v.get("metrics")?.as_str()?.to_string()))
+            })
+            .collect()
     }
 
     /// How many publications each daemon has (for metrics).

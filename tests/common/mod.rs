@@ -537,3 +537,66 @@ pub fn ls_files(table: &str, args: &[String], env: &[(&str, String)]) -> Value {
     }
     files
 }
+
+/// The text parsed by `prometheus_client.openmetrics.parser` (which rejects anything not
+/// OpenMetrics): `{family: {"type": t, "samples": [[name, labels, value]]}}`.
+pub fn openmetrics(text: &str) -> Value {
+    use std::io::Write;
+    use std::process::Command;
+    let py = python();
+    {
+        let _lock = venv_lock();
+        let has = Command::new(&py)
+            .args(["-c", "import prometheus_client.openmetrics.parser"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !has {
+            pip_install(&py, &["prometheus-client==0.*"]);
+        }
+    }
+    let script = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = {}
+for f in text_string_to_metric_families(sys.stdin.read()):
+    out[f.name] = {"type": f.type, "samples": [[s.name, s.labels, s.value] for s in f.samples]}
+print(json.dumps(out))
+"#;
+    let mut child = Command::new(&py)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "not OpenMetrics text: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The value of sample `name` with `labels` (all of them given), 0 when absent.
+pub fn sample(parsed: &Value, family: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let Some(samples) = parsed[family]["samples"].as_array() else {
+        return 0.0;
+    };
+    samples
+        .iter()
+        .find(|s| {
+            s[0] == name
+                && labels.iter().all(|(k, v)| s[1][*k] == *v)
+                && s[1].as_object().map_or(0, |o| o.len()) == labels.len()
+        })
+        .and_then(|s| s[2].as_f64())
+        .unwrap_or(0.0)
+}
