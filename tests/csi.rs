@@ -55,8 +55,17 @@ impl Plugin {
     }
 
     fn start_with(dir: &Path, args: &[&str]) -> Plugin {
+        Self::start_env(dir, args, &[])
+    }
+
+    /// The plugin with `args`, without the variables `unset` in its environment.
+    fn start_env(dir: &Path, args: &[&str], unset: &[&str]) -> Plugin {
         let socket = dir.join("plugin/csi.sock");
-        let child = Command::new(HUDIFS)
+        let mut cmd = Command::new(HUDIFS);
+        for v in unset {
+            cmd.env_remove(v);
+        }
+        let child = cmd
             .args(["csi", "--node-id", "node-a"])
             .args(args)
             .arg("--endpoint")
@@ -135,6 +144,17 @@ impl Plugin {
         context: &[(&str, &str)],
         mount_flags: &[&str],
     ) -> Result<(), tonic::Status> {
+        self.publish_with_secrets(volume_id, target, context, mount_flags, &[])
+    }
+
+    fn publish_with_secrets(
+        &self,
+        volume_id: &str,
+        target: &Path,
+        context: &[(&str, &str)],
+        mount_flags: &[&str],
+        secrets: &[(&str, &str)],
+    ) -> Result<(), tonic::Status> {
         let request = proto::NodePublishVolumeRequest {
             volume_id: volume_id.into(),
             target_path: target.to_string_lossy().into(),
@@ -152,6 +172,10 @@ impl Plugin {
             }),
             readonly: true,
             volume_context: context
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            secrets: secrets
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
@@ -675,4 +699,142 @@ fn scrape(port: u16) -> String {
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     body.to_string()
+}
+
+#[test]
+fn volume_secrets_reach_their_own_daemon_and_are_written_nowhere() {
+    if !fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let _unmount = MountsUnder(tmp.path().to_path_buf());
+    let root = tmp.path().join("trips");
+    let _w = table(&root);
+    let p = Plugin::start(tmp.path());
+    let table = root.to_string_lossy().to_string();
+    let ctx = [("table", table.as_str())];
+    let secret = "wJalrXUtnFEMI-not-a-real-key-0123456789";
+    let with = p.target("pod-a", "creds");
+    p.publish_with_secrets(
+        "v1",
+        &with,
+        &ctx,
+        &[],
+        &[
+            ("AWS_SECRET_ACCESS_KEY", secret),
+            ("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE"),
+        ],
+    )
+    .unwrap();
+    let without = p.target("pod-b", "plain");
+    p.publish("v2", &without, &ctx, &[]).unwrap();
+    // Other credentials, another daemon: a pod never reads through someone else's.
+    let daemons = p.daemons();
+    assert_eq!(daemons.len(), 2, "{daemons:?}");
+    let environ = |pid: u32| std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let has_secret = |pid: u32| {
+        environ(pid)
+            .split(|b| *b == 0)
+            .any(|kv| kv == format!("AWS_SECRET_ACCESS_KEY={secret}").as_bytes())
+    };
+    let carrying: Vec<bool> = daemons
+        .iter()
+        .map(|(_, pids)| !pids.is_empty() && pids.iter().all(|&pid| has_secret(pid)))
+        .collect();
+    assert_eq!(carrying.iter().filter(|c| **c).count(), 1, "{carrying:?}");
+    assert_eq!(files(&with), files(&without));
+    // The value is in no file the plugin wrote.
+    fn grep(dir: &Path, needle: &str) -> Vec<PathBuf> {
+        let mut hits = Vec::new();
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            let Ok(m) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if m.is_dir() {
+                if !hudifs::daemon::is_mount_point(&p) {
+                    hits.extend(grep(&p, needle));
+                }
+            } else if std::fs::read(&p)
+                .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
+            {
+                hits.push(p);
+            }
+        }
+        hits
+    }
+    assert_eq!(grep(&p.state(), secret), Vec::<PathBuf>::new());
+    // Keys that are not credentials are refused, without their values in the message.
+    let e = p
+        .publish_with_secrets(
+            "v3",
+            &p.target("pod-c", "x"),
+            &ctx,
+            &[],
+            &[("LD_PRELOAD", "/evil.so")],
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(
+        e.message().contains("LD_PRELOAD") && !e.message().contains("evil"),
+        "{}",
+        e.message()
+    );
+    p.unpublish("v1", &with).unwrap();
+    p.unpublish("v2", &without).unwrap();
+    assert!(p.daemons().is_empty());
+}
+
+#[test]
+fn an_azure_table_is_read_with_the_volume_s_own_key() {
+    if !fuse_available() {
+        return;
+    }
+    let Some(az) = common::azurite() else {
+        return;
+    };
+    use hudifs_testkit::azurite;
+    let tmp = tempfile::tempdir().unwrap();
+    let _unmount = MountsUnder(tmp.path().to_path_buf());
+    let local = tmp.path().join("trips");
+    let _w = table(&local);
+    let url = format!("az://{}/csi-trips", azurite::CONTAINER);
+    azurite::upload(&local, &url, &az.endpoint);
+    // The plugin has no key of its own: only the volume's secret can open the table.
+    let p = Plugin::start_env(tmp.path(), &[], &["AZURE_STORAGE_ACCOUNT_KEY"]);
+    let options = format!("endpoint_url={}", az.endpoint);
+    let ctx = [("table", url.as_str()), ("mountOptions", options.as_str())];
+    let target = p.target("pod-a", "trips");
+    let wrong = "d3JvbmcgYnV0IHdlbGwtZm9ybWVkIGJhc2U2NCBrZXk=";
+    let e = p
+        .publish_with_secrets(
+            "v",
+            &target,
+            &ctx,
+            &[],
+            &[("AZURE_STORAGE_ACCOUNT_KEY", wrong)],
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Internal, "{e:?}");
+    assert!(!e.message().contains(wrong), "{}", e.message());
+    assert!(p.daemons().is_empty());
+    p.publish_with_secrets(
+        "v",
+        &target,
+        &ctx,
+        &[],
+        &[("AZURE_STORAGE_ACCOUNT_KEY", azurite::KEY)],
+    )
+    .unwrap();
+    let shown = files(&target);
+    assert_eq!(shown.keys().cloned().collect::<Vec<_>>(), ls(&local, &[]));
+    for rel in shown.keys() {
+        assert_eq!(
+            std::fs::read(target.join(rel)).unwrap(),
+            std::fs::read(local.join(rel)).unwrap(),
+            "{rel}"
+        );
+    }
+    p.unpublish("v", &target).unwrap();
+    assert!(p.daemons().is_empty());
 }

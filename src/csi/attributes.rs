@@ -25,6 +25,45 @@ const PLUGIN_OWNED: [(&str, &str); 3] = [
     ),
 ];
 
+/// The prefixes of the environment variables a volume's secrets may set: the credentials hudifs
+/// reads for S3, Google Cloud Storage and Azure (SEMANTICS.md §9).
+const SECRET_PREFIXES: [&str; 3] = ["AWS_", "GOOGLE_", "AZURE_"];
+
+/// A volume's secrets (`nodePublishSecretRef`): environment variables for its daemon. Their
+/// values are never shown: `Debug` names the variables only.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secrets(pub Vec<(String, String)>);
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(k, _)| k))
+            .finish()
+    }
+}
+
+impl Secrets {
+    /// The secrets of a publish request, checked: each key names a credential variable.
+    pub fn from_request(secrets: &HashMap<String, String>) -> Result<Secrets, String> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for (k, v) in secrets {
+            let name_ok = !k.is_empty()
+                && k.bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+            if !name_ok || !SECRET_PREFIXES.iter().any(|p| k.starts_with(p)) {
+                return Err(format!(
+                    "secret key {k:?} is not a credential variable hudifs reads (names start \
+                     with {})",
+                    SECRET_PREFIXES.join(", ")
+                ));
+            }
+            out.push((k.clone(), v.clone()));
+        }
+        out.sort();
+        Ok(Secrets(out))
+    }
+}
+
 /// When a volume's view is fixed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pin {

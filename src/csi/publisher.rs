@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::attributes::{self, Pin, VolumeSpec};
+use super::attributes::{self, Pin, Secrets, VolumeSpec};
 use super::bind;
 use crate::mount_config::MountConfig;
 
@@ -94,6 +94,9 @@ pub struct PublishRequest<'a> {
     pub volume_id: &'a str,
     pub target: &'a Path,
     pub spec: &'a VolumeSpec,
+    /// Environment variables for the volume's daemon (credentials): volumes share a daemon
+    /// only when their secrets are the same too.
+    pub secrets: &'a Secrets,
 }
 
 /// The node's publications and shared daemons.
@@ -236,6 +239,15 @@ impl Publisher {
         let options = daemon_options(spec);
         let mut joined = vec![spec.table.as_str()];
         joined.extend(options.iter().map(String::as_str));
+        // Secrets part the key too (a hash of them names the daemon's directory; the values
+        // are written nowhere).
+        let mut secret_parts = vec!["secrets"];
+        for (k, v) in &req.secrets.0 {
+            secret_parts.extend([k.as_str(), v.as_str()]);
+        }
+        if !req.secrets.0.is_empty() {
+            joined.extend(secret_parts);
+        }
         let key = key_of(&joined);
         let config = daemon_config(&spec.table, &self.daemon_mount(&key), &options)
             .map_err(Refusal::InvalidArgument)?;
@@ -263,7 +275,7 @@ impl Publisher {
                 req.volume_id
             )));
         }
-        let mnt = self.ensure_daemon(&key, &config, &options)?;
+        let mnt = self.ensure_daemon(&key, &config, &options, req.secrets)?;
         let shown = self.bind_view(req, spec, &key, &mnt, earlier.as_ref());
         match shown {
             Ok(p) => Ok(p),
@@ -358,6 +370,7 @@ impl Publisher {
         key: &str,
         config: &MountConfig,
         options: &[String],
+        secrets: &Secrets,
     ) -> Result<PathBuf, Refusal> {
         let dir = self.daemon_dir(key);
         let mnt = dir.join("mnt");
@@ -386,11 +399,12 @@ impl Publisher {
             &json!({
                 "table": crate::status::redact(&table),
                 "options": options,
+                "secrets": secrets.0.iter().map(|(k, _)| k).collect::<Vec<_>>(),
                 "metrics": metrics,
             }),
         )
         .map_err(|e| internal(format!("{}: {e}", dir.display())))?;
-        match self.run(&argv) {
+        match self.run_with(&argv, &secrets.0) {
             Ok(_) => Ok(mnt),
             Err((code, message)) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -407,8 +421,19 @@ impl Publisher {
 
     /// Run `hudifs ARGS`, returning its output, or its exit code and what it said.
     fn run(&self, argv: &[OsString]) -> Result<String, (Option<i32>, String)> {
+        self.run_with(argv, &[])
+    }
+
+    /// [`Self::run`] with `env` added to the environment (a daemon's keeper and serving
+    /// daemons inherit it).
+    fn run_with(
+        &self,
+        argv: &[OsString],
+        env: &[(String, String)],
+    ) -> Result<String, (Option<i32>, String)> {
         let out = std::process::Command::new(&self.exe)
             .args(argv)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(std::process::Stdio::null())
             .output()
             .map_err(|e| (None, format!("{}: {e}", self.exe.display())))?;

@@ -163,11 +163,14 @@ impl Node for Arc<Plugin> {
             };
             let spec = attributes::parse(&r.volume_context, &flags)
                 .map_err(|m| Status::invalid_argument(format!("volume {volume_id}: {m}")))?;
+            let secrets = attributes::Secrets::from_request(&r.secrets)
+                .map_err(|m| Status::invalid_argument(format!("volume {volume_id}: {m}")))?;
             publisher
                 .publish(&PublishRequest {
                     volume_id,
                     target: &target,
                     spec: &spec,
+                    secrets: &secrets,
                 })
                 .map_err(status_of)?;
             Ok(Response::new(proto::NodePublishVolumeResponse {}))
