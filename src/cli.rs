@@ -74,6 +74,10 @@ pub struct CsiArgs {
     /// Where the plugin keeps its shared mounts and the records of what it published.
     #[arg(long, value_name = "DIR", default_value = CSI_STATE_DIR)]
     pub state_dir: PathBuf,
+    /// The only directory under which a volume's `cache=` and `merge_cache=` options may put
+    /// their files (a volume must not make the plugin write elsewhere on the node).
+    #[arg(long, value_name = "DIR", default_value = "/var/cache/hudifs")]
+    pub cache_root: PathBuf,
     /// Serve the plugin's metrics (OpenMetrics text at /metrics, /healthz) on this address:
     /// HOST:PORT, or :PORT for 127.0.0.1.
     #[arg(long, value_name = "ADDR")]

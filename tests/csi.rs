@@ -444,7 +444,8 @@ fn bad_volumes_fail_their_publish_with_the_reason() {
     let _unmount = MountsUnder(tmp.path().to_path_buf());
     let root = tmp.path().join("trips");
     let _w = table(&root);
-    let p = Plugin::start(tmp.path());
+    let cache_root = tmp.path().join("cache");
+    let p = Plugin::start_with(tmp.path(), &["--cache-root", &cache_root.to_string_lossy()]);
     let table = root.to_string_lossy().to_string();
     let target = p.target("pod-x", "v");
     let refused = |context: &[(&str, &str)], flags: &[&str], code: tonic::Code, says: &str| {
@@ -496,6 +497,25 @@ fn bad_volumes_fail_their_publish_with_the_reason() {
         tonic::Code::NotFound,
         "as_of/not-a-time",
     );
+    // A volume may not make the plugin (root) write outside its cache root.
+    let escape = format!("cache={}/../etc", cache_root.display());
+    for o in ["cache=/etc/hudifs", "merge_cache=/root/x", escape.as_str()] {
+        refused(
+            &[("table", t), ("mountOptions", o)],
+            &[],
+            invalid,
+            "--cache-root",
+        );
+    }
+    let inside = format!("cache={}/trips", cache_root.display());
+    p.publish(
+        "v",
+        &target,
+        &[("table", t), ("mountOptions", &inside)],
+        &[],
+    )
+    .unwrap();
+    p.unpublish("v", &target).unwrap();
     let missing = tmp.path().join("no-table");
     refused(
         &[("table", &missing.to_string_lossy())],

@@ -74,7 +74,7 @@ pub fn run(args: &CsiArgs) -> Result<()> {
     let socket = socket_path(&args.endpoint)?;
     let exe = std::env::current_exe().map_err(|e| Error::io("the hudifs program", e))?;
     let publisher = Arc::new(
-        publisher::Publisher::open(&args.state_dir, &exe)
+        publisher::Publisher::open(&args.state_dir, &exe, &args.cache_root)
             .map_err(|e| Error::io(args.state_dir.display().to_string(), e))?,
     );
     let metrics = Arc::new(plugin_metrics::PluginMetrics::new());

@@ -104,6 +104,8 @@ pub struct Publisher {
     state: PathBuf,
     /// The program that runs daemons (`hudifs` itself).
     exe: PathBuf,
+    /// Where volumes may keep caches (`--cache-root`).
+    cache_root: PathBuf,
     /// Publish and unpublish one at a time: they share daemons.
     lock: Mutex<()>,
 }
@@ -162,13 +164,14 @@ fn xattr(path: &Path, name: &str) -> Option<String> {
 impl Publisher {
     /// The publisher keeping its state under `state`, running daemons with `exe`. Daemons that
     /// no recorded publication uses (left by a plugin that died between steps) are stopped.
-    pub fn open(state: &Path, exe: &Path) -> std::io::Result<Publisher> {
+    pub fn open(state: &Path, exe: &Path, cache_root: &Path) -> std::io::Result<Publisher> {
         std::fs::create_dir_all(state.join("daemons"))?;
         std::fs::create_dir_all(state.join("volumes"))?;
         let state = state.canonicalize()?;
         let p = Publisher {
             state,
             exe: exe.to_path_buf(),
+            cache_root: std::path::absolute(cache_root)?,
             lock: Mutex::new(()),
         };
         for key in p.daemon_keys() {
@@ -251,6 +254,7 @@ impl Publisher {
         let key = key_of(&joined);
         let config = daemon_config(&spec.table, &self.daemon_mount(&key), &options)
             .map_err(Refusal::InvalidArgument)?;
+        self.check_cache_dirs(&config)?;
         let record = self.record_path(req.volume_id, req.target);
         let earlier = std::fs::read_to_string(&record)
             .ok()
@@ -284,6 +288,30 @@ impl Publisher {
                 Err(e)
             }
         }
+    }
+
+    /// A volume's cache directories must lie under the cache root: the daemon runs as root and
+    /// writes there.
+    fn check_cache_dirs(&self, config: &MountConfig) -> Result<(), Refusal> {
+        let dirs = [
+            ("cache", config.cache.as_ref()),
+            ("merge_cache", config.merge.cache_dir.as_ref()),
+        ];
+        for (option, dir) in dirs {
+            let Some(dir) = dir else { continue };
+            let inside = dir.starts_with(&self.cache_root)
+                && !dir
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir));
+            if !inside {
+                return Err(Refusal::InvalidArgument(format!(
+                    "{option}={}: a volume's cache must be under {} (the plugin's --cache-root)",
+                    dir.display(),
+                    self.cache_root.display()
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Resolve the view (pinning it once), bind it at the target, record the publication.
