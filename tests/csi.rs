@@ -299,6 +299,48 @@ fn alive(pid: u32) -> bool {
     hudifs::status::process_alive(pid)
 }
 
+/// A test's world: the plugin, a table the generator wrote, and a temporary directory holding
+/// both (dropped in this order: the plugin stops, every mount under the directory is taken
+/// down, the directory goes).
+struct Scene {
+    plugin: Plugin,
+    writer: TableWriter,
+    root: PathBuf,
+    table: String,
+    _unmount: MountsUnder,
+    tmp: tempfile::TempDir,
+}
+
+impl Scene {
+    /// The scene with the plugin given `args` (made from the scene's directory), or None
+    /// when FUSE is missing (a skip, which `HUDIFS_REQUIRE_FUSE=1` turns into a failure).
+    fn new(args: impl FnOnce(&Path) -> Vec<String>) -> Option<Scene> {
+        if !fuse_available() {
+            return None;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let unmount = MountsUnder(tmp.path().to_path_buf());
+        let root = tmp.path().join("trips");
+        let writer = table(&root);
+        let args = args(tmp.path());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let plugin = Plugin::start_with(tmp.path(), &args);
+        let table = root.to_string_lossy().to_string();
+        Some(Scene {
+            plugin,
+            writer,
+            root,
+            table,
+            _unmount: unmount,
+            tmp,
+        })
+    }
+
+    fn dir(&self) -> &Path {
+        self.tmp.path()
+    }
+}
+
 #[test]
 fn identity_and_node_info_answer_as_kubelet_expects() {
     if !fuse_available() {
@@ -348,15 +390,10 @@ fn identity_and_node_info_answer_as_kubelet_expects() {
 
 #[test]
 fn pods_share_one_daemon_and_the_last_unpublish_stops_it() {
-    if !fuse_available() {
+    let Some(s) = Scene::new(|_| Vec::new()) else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let _unmount = MountsUnder(tmp.path().to_path_buf());
-    let root = tmp.path().join("trips");
-    let _w = table(&root);
-    let p = Plugin::start(tmp.path());
-    let table = root.to_string_lossy().to_string();
+    };
+    let (p, root, table) = (&s.plugin, &s.root, &s.table);
 
     // An inline (ephemeral) volume in pod a, as kubelet names it.
     let inline = p.target("pod-a", "trips");
@@ -367,7 +404,7 @@ fn pods_share_one_daemon_and_the_last_unpublish_stops_it() {
     ];
     p.publish("csi-0a1b", &inline, &context, &[]).unwrap();
     let shown = files(&inline);
-    let expected = ls(&root, &[]);
+    let expected = ls(root, &[]);
     assert_eq!(shown.keys().cloned().collect::<Vec<_>>(), expected);
     for (rel, size) in &shown {
         let on_disk = std::fs::read(root.join(rel)).unwrap();
@@ -427,9 +464,9 @@ fn pods_share_one_daemon_and_the_last_unpublish_stops_it() {
     assert!(pids.iter().all(|&pid| !alive(pid)), "{pids:?} still run");
     assert!(!hudifs::daemon::is_mount_point(&mnt));
     assert!(
-        mounts_under(tmp.path()).is_empty(),
+        mounts_under(s.dir()).is_empty(),
         "{:?}",
-        mounts_under(tmp.path())
+        mounts_under(s.dir())
     );
     // Unpublishing what is not published is fine.
     p.unpublish("pv-trips", &static_b).unwrap();
@@ -437,16 +474,16 @@ fn pods_share_one_daemon_and_the_last_unpublish_stops_it() {
 
 #[test]
 fn bad_volumes_fail_their_publish_with_the_reason() {
-    if !fuse_available() {
+    let Some(s) = Scene::new(|dir| {
+        vec![
+            "--cache-root".into(),
+            dir.join("cache").to_string_lossy().into(),
+        ]
+    }) else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let _unmount = MountsUnder(tmp.path().to_path_buf());
-    let root = tmp.path().join("trips");
-    let _w = table(&root);
-    let cache_root = tmp.path().join("cache");
-    let p = Plugin::start_with(tmp.path(), &["--cache-root", &cache_root.to_string_lossy()]);
-    let table = root.to_string_lossy().to_string();
+    };
+    let (p, table) = (&s.plugin, &s.table);
+    let cache_root = s.dir().join("cache");
     let target = p.target("pod-x", "v");
     let refused = |context: &[(&str, &str)], flags: &[&str], code: tonic::Code, says: &str| {
         let e = p.publish("v", &target, context, flags).unwrap_err();
@@ -460,7 +497,7 @@ fn bad_volumes_fail_their_publish_with_the_reason() {
             p.daemons().is_empty(),
             "no daemon is left by a refused publish"
         );
-        assert!(mounts_under(tmp.path()).is_empty());
+        assert!(mounts_under(s.dir()).is_empty());
     };
     let invalid = tonic::Code::InvalidArgument;
     let t = table.as_str();
@@ -516,7 +553,7 @@ fn bad_volumes_fail_their_publish_with_the_reason() {
     )
     .unwrap();
     p.unpublish("v", &target).unwrap();
-    let missing = tmp.path().join("no-table");
+    let missing = s.dir().join("no-table");
     refused(
         &[("table", &missing.to_string_lossy())],
         &[],
@@ -544,15 +581,10 @@ fn bad_volumes_fail_their_publish_with_the_reason() {
 
 #[test]
 fn pinned_volumes_stay_on_their_instant_while_a_writer_commits() {
-    if !fuse_available() {
+    let Some(mut s) = Scene::new(|_| Vec::new()) else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let _unmount = MountsUnder(tmp.path().to_path_buf());
-    let root = tmp.path().join("trips");
-    let mut w = table(&root);
-    let p = Plugin::start(tmp.path());
-    let table = root.to_string_lossy().to_string();
+    };
+    let (p, root, table, w) = (&s.plugin, &s.root, &s.table, &mut s.writer);
     let pinned_ctx = [
         ("table", table.as_str()),
         ("pin", "mount-time"),
@@ -568,10 +600,10 @@ fn pinned_volumes_stay_on_their_instant_while_a_writer_commits() {
     p.publish("pv-live", &following, &follow_ctx, &[]).unwrap();
     let before = files(&pinned);
     assert_eq!(before, files(&following));
-    assert_eq!(before.keys().cloned().collect::<Vec<_>>(), ls(&root, &[]));
+    assert_eq!(before.keys().cloned().collect::<Vec<_>>(), ls(root, &[]));
 
-    commit(&mut w);
-    let after = ls(&root, &[]);
+    commit(w);
+    let after = ls(root, &[]);
     assert!(after.len() > before.len());
     let until = Instant::now() + Duration::from_secs(20);
     while files(&following).keys().cloned().collect::<Vec<_>>() != after {
@@ -601,7 +633,7 @@ fn pinned_volumes_stay_on_their_instant_while_a_writer_commits() {
         p.unpublish(v, t).unwrap();
     }
     assert!(p.daemons().is_empty());
-    assert!(mounts_under(tmp.path()).is_empty());
+    assert!(mounts_under(s.dir()).is_empty());
 }
 
 #[test]
@@ -637,20 +669,15 @@ fn a_restarted_plugin_knows_what_it_published() {
 
 #[test]
 fn the_plugin_serves_its_calls_and_its_daemons_metrics() {
-    if !fuse_available() {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let _unmount = MountsUnder(tmp.path().to_path_buf());
-    let root = tmp.path().join("trips");
-    let _w = table(&root);
     let port = hudifs_testkit::server::free_port();
-    let p = Plugin::start_with(tmp.path(), &["--metrics", &format!("127.0.0.1:{port}")]);
-    let table = root.to_string_lossy().to_string();
+    let Some(s) = Scene::new(|_| vec!["--metrics".into(), format!("127.0.0.1:{port}")]) else {
+        return;
+    };
+    let (p, table) = (&s.plugin, &s.table);
     let target = p.target("pod-a", "trips");
-    p.publish("v", &target, &[("table", &table)], &[]).unwrap();
+    p.publish("v", &target, &[("table", table)], &[]).unwrap();
     assert!(p
-        .publish("v", &target, &[("table", &table), ("x", "y")], &[])
+        .publish("v", &target, &[("table", table), ("x", "y")], &[])
         .is_err());
     let shown = files(&target);
     for rel in shown.keys() {
@@ -723,15 +750,10 @@ fn scrape(port: u16) -> String {
 
 #[test]
 fn volume_secrets_reach_their_own_daemon_and_are_written_nowhere() {
-    if !fuse_available() {
+    let Some(s) = Scene::new(|_| Vec::new()) else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let _unmount = MountsUnder(tmp.path().to_path_buf());
-    let root = tmp.path().join("trips");
-    let _w = table(&root);
-    let p = Plugin::start(tmp.path());
-    let table = root.to_string_lossy().to_string();
+    };
+    let (p, table) = (&s.plugin, &s.table);
     let ctx = [("table", table.as_str())];
     let secret = "wJalrXUtnFEMI-not-a-real-key-0123456789";
     let with = p.target("pod-a", "creds");
