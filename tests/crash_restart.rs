@@ -305,6 +305,107 @@ fn passthrough_files_stay_open_across_kills() {
     survive_kills(&root, &files, &[], 6);
 }
 
+/// The restart journal of the mount that `keeper` holds (its memfd): its length, and the bytes
+/// of it held in memory.
+fn journal_size(keeper: u64) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    for e in std::fs::read_dir(format!("/proc/{keeper}/fd")).unwrap() {
+        let p = e.unwrap().path();
+        let named = std::fs::read_link(&p).is_ok_and(|l| {
+            l.to_string_lossy()
+                .starts_with("/memfd:hudifs-restart-journal")
+        });
+        if named {
+            let md = std::fs::metadata(&p).unwrap();
+            return (md.len(), md.blocks() * 512);
+        }
+    }
+    panic!("no restart journal among the descriptors of keeper {keeper}");
+}
+
+#[test]
+fn passthrough_opens_by_the_hundred_thousand_keep_the_journal_small() {
+    if !fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("t");
+    let files = table(&root, 4, 64 << 10);
+    let m = MountGuard::mount(&root, &[]);
+    let paths: Arc<Vec<PathBuf>> = Arc::new(
+        files
+            .iter()
+            .map(|rel| m.path().join("latest").join(rel))
+            .collect(),
+    );
+    let want: Vec<Vec<u8>> = files
+        .iter()
+        .map(|rel| std::fs::read(root.join(rel)).unwrap())
+        .collect();
+    // Three files held open across it all; the fourth opened and closed only.
+    let held: Vec<std::fs::File> = paths[..3]
+        .iter()
+        .map(|p| std::fs::File::open(p).unwrap())
+        .collect();
+    let (pid, keeper, _) = status(&m).unwrap();
+    let before = journal_size(keeper);
+    // Each open and release is a record (29 and 13 bytes): without compaction the journal
+    // would grow by 42 bytes per open.
+    let opens = 150_000u64;
+    let t0 = Instant::now();
+    let workers: Vec<_> = (0..2)
+        .map(|w| {
+            let paths = paths.clone();
+            std::thread::spawn(move || {
+                for i in 0..opens / 2 {
+                    let p = &paths[(i as usize * 2 + w) % paths.len()];
+                    drop(std::fs::File::open(p).unwrap());
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let took = t0.elapsed();
+    // Releases reach the daemon after close returns.
+    std::thread::sleep(Duration::from_millis(1000));
+    let after = journal_size(keeper);
+    eprintln!(
+        "{opens} passthrough opens in {} ms: journal {} bytes long, {} held before; {} bytes \
+         long, {} held after",
+        took.as_millis(),
+        before.0,
+        before.1,
+        after.0,
+        after.1
+    );
+    let log = m.log_text();
+    assert!(log.contains("restart journal: compacted"), "{log}");
+    assert!(after.0 >= opens * 42, "every open recorded: {after:?}");
+    // What stays: the records since the last compaction (at most 65,536 and 4 per open handle)
+    // and the live state.
+    assert!(after.1 < 65_600 * 29 + (256 << 10), "{after:?}");
+    // SAFETY: a signal to the serving daemon this test's mount started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    let t1 = Instant::now();
+    while status(&m).is_none_or(|(p, _, _)| p == pid) {
+        assert!(t1.elapsed() < Duration::from_secs(10), "no new daemon");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for (i, mut f) in held.into_iter().enumerate() {
+        let mut got = Vec::new();
+        f.read_to_end(&mut got).unwrap();
+        assert!(got == want[i], "{} held open: other bytes", files[i]);
+    }
+    assert!(std::fs::read(&paths[3]).unwrap() == want[3]);
+    let log = m.log_text();
+    assert!(
+        log.contains("took over 3 passthrough backing files"),
+        "{log}"
+    );
+}
+
 #[test]
 fn daemons_that_cannot_open_the_table_are_retried_until_one_can() {
     if !fuse_available() {

@@ -61,7 +61,8 @@ pub use kernel_cache::{Deferred, DirCache, AGAIN};
 pub use merged::{default_cache_dir, MergeSettings, DEFAULT_CACHE_BYTES, DEFAULT_MEMORY_CAP};
 pub use ops::{DirListing, InoMap, OpenedDir, StaleDir};
 pub use restart_journal::{
-    decode_properties, encode_properties, RestartJournal, Tag as JournalTag,
+    decode_properties, encode_properties, open_passthrough, pass_open, pass_release,
+    RestartJournal, Tag as JournalTag,
 };
 pub use served::Served;
 pub use switch::{Invalidations, KernelNotifier};

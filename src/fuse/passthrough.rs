@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use fuser::{BackingId, FileHandle, FopenFlags, ReplyOpen};
 
-use crate::fs::{JournalTag, RestartJournal};
+use crate::fs::{open_passthrough, pass_open, pass_release, JournalTag, RestartJournal};
 
 /// `FUSE_DEV_IOC_BACKING_CLOSE`: `_IOW(229, 2, uint32_t)`.
 const FUSE_DEV_IOC_BACKING_CLOSE: libc::c_ulong = 0x4004_E502;
@@ -67,27 +67,10 @@ impl Passthrough {
     /// journal records them, on connection `dev_fd`.
     pub fn resume(&self, records: &[(JournalTag, Vec<u8>)], dev_fd: RawFd) {
         self.dev_fd.store(dev_fd, Ordering::Relaxed);
-        let mut handles: HashMap<u64, (u64, u32)> = HashMap::new();
-        for (tag, p) in records {
-            let word = |i: usize| p.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok());
-            match tag {
-                JournalTag::PassOpen => {
-                    if let (Some(fh), Some(ino), Some(id)) = (word(0), word(1), word(2)) {
-                        let id = u64::from_le_bytes(id) as u32;
-                        handles.insert(u64::from_le_bytes(fh), (u64::from_le_bytes(ino), id));
-                    }
-                }
-                JournalTag::PassRelease => {
-                    if let Some(fh) = word(0) {
-                        handles.remove(&u64::from_le_bytes(fh));
-                    }
-                }
-                _ => {}
-            }
-        }
         let mut backing = lock(&self.backing);
         let mut handle_inode = lock(&self.handle_inode);
-        for (fh, (ino, id)) in handles {
+        for h in open_passthrough(records) {
+            let (fh, ino, id) = (h.fh, h.ino, h.backing_id);
             handle_inode.insert(fh, ino);
             backing.entry(ino).or_insert((Backing::Inherited(id), 0)).1 += 1;
         }
@@ -99,10 +82,9 @@ impl Passthrough {
         }
     }
 
-    fn record(&self, tag: JournalTag, words: &[u64]) {
+    fn record(&self, tag: JournalTag, payload: &[u8]) {
         if let Some(j) = &self.journal {
-            let payload: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-            j.append(tag, &payload);
+            j.append(tag, payload);
         }
     }
 
@@ -128,17 +110,20 @@ impl Passthrough {
             };
             *count += 1;
             lock(&self.handle_inode).insert(fh, ino);
-            self.record(JournalTag::PassOpen, &[fh, ino, id.raw() as u64]);
+            self.record(JournalTag::PassOpen, &pass_open(fh, ino, id.raw()));
             return reply.opened_passthrough(FileHandle(fh), flags, id);
         }
         match reply.open_backing(file) {
             Ok(id) => {
-                let raw = id.raw() as u64;
                 // Recorded before the kernel hears of the handle.
-                self.record(JournalTag::PassOpen, &[fh, ino, raw]);
-                reply.opened_passthrough(FileHandle(fh), flags, &id);
-                backing.insert(ino, (Backing::Own(id), 1));
+                self.record(JournalTag::PassOpen, &pass_open(fh, ino, id.raw()));
+                // Known before the reply: a release may follow it at once, on another thread.
                 lock(&self.handle_inode).insert(fh, ino);
+                backing.insert(ino, (Backing::Own(id), 1));
+                let Some((Backing::Own(id), _)) = backing.get(&ino) else {
+                    unreachable!("inserted above")
+                };
+                reply.opened_passthrough(FileHandle(fh), flags, id);
             }
             Err(e) => {
                 log::warn!(
@@ -156,7 +141,7 @@ impl Passthrough {
         let Some(ino) = ino else {
             return;
         };
-        self.record(JournalTag::PassRelease, &[fh]);
+        self.record(JournalTag::PassRelease, &pass_release(fh));
         // Lock order: `backing`, then `handle_inode` (as in open); never both here.
         let mut backing = lock(&self.backing);
         let Some((_, count)) = backing.get_mut(&ino) else {
