@@ -213,11 +213,7 @@ fn find_state(m: &MountEntry) -> Option<State> {
             if p.extension().is_none_or(|x| x != "state") {
                 continue;
             }
-            let Some(state) = std::fs::read_to_string(&p)
-                .ok()
-                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                .and_then(|v| State::from_json(&v))
-            else {
+            let Some(state) = read_state(&p) else {
                 continue;
             };
             if state.mountpoint == m.mountpoint
@@ -259,7 +255,8 @@ fn latest_instant(mp: &Path) -> std::result::Result<String, String> {
     }
 }
 
-fn read_xattr(path: &Path, name: &str) -> std::io::Result<String> {
+/// Extended attribute `name` of `path`, read whole (the buffer grows on ERANGE).
+pub fn read_xattr(path: &Path, name: &str) -> std::io::Result<String> {
     let p = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
     let n = std::ffi::CString::new(name).expect("attribute name");

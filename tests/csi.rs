@@ -692,7 +692,7 @@ fn the_plugin_serves_its_calls_and_its_daemons_metrics() {
         .to_string_lossy()
         .to_string();
 
-    let parsed = common::openmetrics(&scrape(port));
+    let parsed = common::openmetrics(&common::http_get(port, "/metrics").1);
     let calls = |method: &str, outcome: &str| {
         common::sample(
             &parsed,
@@ -725,7 +725,7 @@ fn the_plugin_serves_its_calls_and_its_daemons_metrics() {
     );
 
     p.unpublish("v", &target).unwrap();
-    let parsed = common::openmetrics(&scrape(port));
+    let parsed = common::openmetrics(&common::http_get(port, "/metrics").1);
     assert!(
         parsed.get("hudifs_fuse_requests").is_none(),
         "no daemon, no daemon families"
@@ -734,18 +734,6 @@ fn the_plugin_serves_its_calls_and_its_daemons_metrics() {
         common::sample(&parsed, "hudifs_csi_daemons", "hudifs_csi_daemons", &[]),
         0.0
     );
-}
-
-/// `GET /metrics` of the plugin.
-fn scrape(port: u16) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    body.to_string()
 }
 
 #[test]

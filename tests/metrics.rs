@@ -6,8 +6,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Read;
 use std::path::Path;
 use std::process::Command;
 
@@ -30,16 +29,6 @@ fn table(root: &Path) -> Vec<String> {
     t.insert_sized("part=b", 1 << 20).unwrap();
     t.complete().unwrap();
     w.events().last().unwrap().written.clone()
-}
-
-/// `GET path` on 127.0.0.1:`port`: the status line and the body.
-fn get(port: u16, path: &str) -> (String, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    (head.lines().next().unwrap().to_string(), body.to_string())
 }
 
 fn status(m: &MountGuard) -> Value {
@@ -76,7 +65,7 @@ fn a_local_mount_counts_its_requests_and_keeps_answering_across_a_restart() {
         read(&files[0]),
         std::fs::read(root.join(&files[0])).unwrap()
     );
-    let (line, body) = get(port, "/metrics");
+    let (line, body) = common::http_get(port, "/metrics");
     assert!(line.contains("200"), "{line}");
     let first = common::openmetrics(&body);
     // (A family with labels appears with its first sample: no store requests here.)
@@ -124,7 +113,7 @@ fn a_local_mount_counts_its_requests_and_keeps_answering_across_a_restart() {
     // Counters move as requests are made.
     assert!(std::fs::metadata(m.path().join("latest/nope")).is_err());
     let _ = read(&files[1]);
-    let second = common::openmetrics(&get(port, "/metrics").1);
+    let second = common::openmetrics(&common::http_get(port, "/metrics").1);
     assert!(reads(&second) > reads(&first));
     let failed_lookups = sample(
         &second,
@@ -133,8 +122,14 @@ fn a_local_mount_counts_its_requests_and_keeps_answering_across_a_restart() {
         &[("op", "lookup"), ("outcome", "error")],
     );
     assert!(failed_lookups >= 1.0, "{second:#}");
-    assert_eq!(get(port, "/healthz").0.split(' ').nth(1), Some("200"));
-    assert_eq!(get(port, "/nope").0.split(' ').nth(1), Some("404"));
+    assert_eq!(
+        common::http_get(port, "/healthz").0.split(' ').nth(1),
+        Some("200")
+    );
+    assert_eq!(
+        common::http_get(port, "/nope").0.split(' ').nth(1),
+        Some("404")
+    );
     // `hudifs status --json` carries the same counters.
     let st = status(&m);
     let key = r#"hudifs_fuse_requests_total{op="read",outcome="ok"}"#;
@@ -149,7 +144,7 @@ fn a_local_mount_counts_its_requests_and_keeps_answering_across_a_restart() {
     // SAFETY: a signal to the daemon this test's mount started.
     assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
     let _ = read(&files[0]);
-    let (line, body) = get(port, "/metrics");
+    let (line, body) = common::http_get(port, "/metrics");
     assert!(line.contains("200"), "{line}");
     let after = common::openmetrics(&body);
     assert!(
@@ -192,7 +187,7 @@ fn store_requests_are_counted_by_kind_and_outcome() {
     );
     let got = std::fs::read(m.path().join("latest").join(&files[0])).unwrap();
     assert_eq!(got, std::fs::read(local.join(&files[0])).unwrap());
-    let parsed = common::openmetrics(&get(port, "/metrics").1);
+    let parsed = common::openmetrics(&common::http_get(port, "/metrics").1);
     let count = |kind: &str, outcome: &str| {
         sample(
             &parsed,

@@ -46,7 +46,7 @@ impl PluginMetrics {
         );
         m.registry.register(
             "call_seconds",
-            "Time to answer a CSI call, by method",
+            "Time to answer the CSI calls that do work (Probe, publish, unpublish), by method",
             m.seconds.clone(),
         );
         m.registry.register(
@@ -62,14 +62,16 @@ impl PluginMetrics {
         m
     }
 
-    /// Count one call of `op` that took `seconds` and ended in `outcome`.
-    pub fn call(&self, op: &'static str, outcome: &'static str, seconds: f64) {
+    /// Count one call of `op` that ended in `outcome`, and its time when it did work.
+    pub fn call(&self, op: &'static str, outcome: &'static str, seconds: Option<f64>) {
         self.calls
             .get_or_create(&[("method", op), ("outcome", outcome)])
             .inc();
-        self.seconds
-            .get_or_create(&[("method", op)])
-            .observe(seconds);
+        if let Some(seconds) = seconds {
+            self.seconds
+                .get_or_create(&[("method", op)])
+                .observe(seconds);
+        }
     }
 
     /// The OpenMetrics text, with the volume and daemon counts given.

@@ -13,7 +13,7 @@
 //! a daemon's volumes stops that daemon.
 
 use std::collections::HashMap;
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -145,20 +145,6 @@ fn daemon_options(spec: &VolumeSpec) -> Vec<String> {
 /// `hudifs mount -o` checks it, before any daemon starts.
 pub fn daemon_config(table: &str, mnt: &Path, options: &[String]) -> Result<MountConfig, String> {
     MountConfig::from_options(table, mnt, options).map_err(|e| e.to_string())
-}
-
-/// `name` of `path`'s extended attributes, if it has it.
-fn xattr(path: &Path, name: &str) -> Option<String> {
-    let p = CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
-    let n = CString::new(name).ok()?;
-    let mut buf = vec![0u8; 256];
-    // SAFETY: valid C strings and a buffer of the length given.
-    let len = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    if len < 0 {
-        return None;
-    }
-    buf.truncate(len as usize);
-    String::from_utf8(buf).ok()
 }
 
 impl Publisher {
@@ -342,12 +328,13 @@ impl Publisher {
                 } else {
                     mnt.join("latest")
                 };
-                let instant = xattr(&latest_of, "user.hudi.instant").ok_or_else(|| {
-                    Refusal::FailedPrecondition(format!(
-                        "pin: mount-time: table {} has no completed write to pin",
-                        spec.table
-                    ))
-                })?;
+                let instant =
+                    crate::status::read_xattr(&latest_of, "user.hudi.instant").map_err(|_| {
+                        Refusal::FailedPrecondition(format!(
+                            "pin: mount-time: table {} has no completed write to pin",
+                            spec.table
+                        ))
+                    })?;
                 attributes::pinned_view(&spec.view, &instant).map_err(Refusal::InvalidArgument)?
             }
         };

@@ -57,15 +57,17 @@ impl Plugin {
             .unwrap_or_else(|e| Err(Status::internal(format!("{op}: {e}"))));
         let code = result.as_ref().map_or_else(Status::code, |_| Code::Ok);
         self.metrics
-            .call(op, outcome(code), started.elapsed().as_secs_f64());
+            .call(op, outcome(code), Some(started.elapsed().as_secs_f64()));
         if let Err(s) = &result {
             log::warn!("{op}: {}", s.message());
         }
         result
     }
 
+    /// Count a call answered at once, from what the plugin holds (not timed: nothing to wait
+    /// for).
     fn count(&self, op: &'static str) {
-        self.metrics.call(op, "ok", 0.0);
+        self.metrics.call(op, "ok", None);
     }
 }
 

@@ -369,7 +369,7 @@ impl Inner {
         self.live = open.len() as u64;
         self.pass_since = pass;
         self.pass_bytes_since = 0;
-        self.live_bytes = live_size(&records, &open);
+        self.live_bytes = live_state(&records, &open).len() as u64;
         Ok(records)
     }
 
@@ -421,20 +421,6 @@ impl Inner {
         }
         Ok(())
     }
-}
-
-/// The size of [`live_state`].
-fn live_size(records: &[(Tag, Vec<u8>)], open: &[OpenPassthrough]) -> u64 {
-    let other: usize = records
-        .iter()
-        .filter(|(t, _)| !is_passthrough(*t))
-        .map(|(_, p)| 5 + p.len())
-        .sum();
-    (other
-        + open
-            .iter()
-            .map(|o| 5 + records[o.record].1.len())
-            .sum::<usize>()) as u64
 }
 
 /// The records that matter after `records`, as one stream: every record but passthrough ones

@@ -600,3 +600,14 @@ pub fn sample(parsed: &Value, family: &str, name: &str, labels: &[(&str, &str)])
         .and_then(|s| s[2].as_f64())
         .unwrap_or(0.0)
 }
+
+/// `GET path` on 127.0.0.1:`port`: the status line and the body.
+pub fn http_get(port: u16, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
