@@ -452,6 +452,11 @@ pub struct MountArgs {
     /// needs more fails with EFBIG.
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size, help_heading = VIEWS)]
     pub merge_memory: u64,
+    /// The most memory the daemon may hold (bytes, or with a K, M, G or T suffix; default: half
+    /// of the machine's memory or of its cgroup's limit). Reads from object stores wait for
+    /// memory rather than exceed it; a merge that cannot fit fails with EFBIG.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = PERFORMANCE)]
+    pub max_memory: Option<u64>,
     /// Keep the bytes of files read from an object store in this directory (created private),
     /// keyed by object and ETag: repeated reads are local, and a file deleted while open reads
     /// to its end.

@@ -45,6 +45,9 @@ pub struct Metrics {
     latest_age: Gauge<f64, AtomicU64>,
     follower_lag: Gauge<f64, AtomicU64>,
     memory: Gauge<i64, AtomicI64>,
+    ceiling: Gauge<i64, AtomicI64>,
+    counted: Gauge<i64, AtomicI64>,
+    memory_waits: Gauge<i64, AtomicI64>,
     /// When the follower last confirmed `latest/` (ms since the epoch; 0: never).
     followed_at: AtomicU64,
     latest: OnceLock<LatestInstant>,
@@ -81,6 +84,9 @@ impl Metrics {
             latest_age: Gauge::default(),
             follower_lag: Gauge::default(),
             memory: Gauge::default(),
+            ceiling: Gauge::default(),
+            counted: Gauge::default(),
+            memory_waits: Gauge::default(),
             followed_at: AtomicU64::new(0),
             latest: OnceLock::new(),
             scrape: Mutex::new(()),
@@ -151,6 +157,21 @@ impl Metrics {
             "Resident memory of the serving daemon",
             m.memory.clone(),
         );
+        r.register(
+            "hudifs_memory_ceiling_bytes",
+            "The most memory the daemon may hold (--max-memory)",
+            m.ceiling.clone(),
+        );
+        r.register(
+            "hudifs_memory_counted_bytes",
+            "Memory counted against the ceiling now: read-ahead, bytes reads wait for, merges",
+            m.counted.clone(),
+        );
+        r.register(
+            "hudifs_memory_waits",
+            "Reads and merges that waited for memory under the ceiling, since start",
+            m.memory_waits.clone(),
+        );
         m
     }
 
@@ -178,6 +199,11 @@ impl Metrics {
                 .set(now.saturating_sub(followed) as f64 / 1000.0);
         }
         self.memory.set(resident_bytes());
+        let c = hudifs_storage::ceiling::process();
+        let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.ceiling.set(as_i64(c.ceiling()));
+        self.counted.set(as_i64(c.used()));
+        self.memory_waits.set(as_i64(c.waits()));
     }
 
     /// The OpenMetrics text of every family.
@@ -211,13 +237,7 @@ impl Metrics {
 
 /// The resident memory of this process (from `/proc/self/statm`).
 fn resident_bytes() -> i64 {
-    let pages: i64 = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages * page.max(1) as i64
+    hudifs_storage::ceiling::resident_bytes().map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX))
 }
 
 impl hudifs_storage::observe::Observer for Metrics {

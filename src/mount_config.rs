@@ -51,6 +51,9 @@ pub struct MountConfig {
     /// The merged view's cache and memory limit (`--merge-cache`, `--merge-cache-size`,
     /// `--merge-memory`).
     pub merge: MergeSettings,
+    /// The most memory the daemon may hold (`--max-memory`); `None`: sized from the machine
+    /// ([`hudifs_storage::ceiling::default_ceiling`]).
+    pub max_memory: Option<u64>,
     /// The data cache of store files (`--cache`), if any.
     pub cache: Option<PathBuf>,
     /// How much the data cache may hold, in bytes (`--max-cache-size`).
@@ -92,6 +95,7 @@ impl MountConfig {
                 cache_bytes: a.merge_cache_size,
                 memory_cap: a.merge_memory,
             },
+            max_memory: a.max_memory,
             cache: a.cache,
             max_cache_size: a.max_cache_size,
             access: Access {
@@ -177,6 +181,9 @@ impl MountConfig {
             &format!("--merge-cache-size={}", self.merge.cache_bytes),
         );
         arg(&mut v, &format!("--merge-memory={}", self.merge.memory_cap));
+        if let Some(m) = self.max_memory {
+            arg(&mut v, &format!("--max-memory={m}"));
+        }
         if let Some(dir) = &self.cache {
             path_flag(&mut v, "--cache", dir);
         }
@@ -338,6 +345,7 @@ mod tests {
         );
         assert_eq!(c.store.listing, ListingMode::Storage);
         assert_eq!(c.max_cache_size, 2 << 30);
+        assert_eq!(c.max_memory, None, "sized from the machine unless given");
         assert_eq!(c.merge.memory_cap, 64 << 20);
         assert_eq!(
             c.data_cache(),
@@ -485,7 +493,7 @@ mod tests {
                 1usize..64,
                 prop::option::of(abs_path()),
                 any::<[u64; 3]>(),
-                prop::option::of(abs_path()),
+                (prop::option::of(abs_path()), prop::option::of(any::<u64>())),
                 (
                     prop::option::of(any::<u32>()),
                     prop::option::of(any::<u32>()),
@@ -497,7 +505,15 @@ mod tests {
             .prop_map(
                 |(
                     (table, mountpoint, b, store, zone, poll, lake_depth, metrics),
-                    (threads, merge_dir, sizes, cache, (uid, gid), (file_mode, dir_mode), fsname),
+                    (
+                        threads,
+                        merge_dir,
+                        sizes,
+                        (cache, max_memory),
+                        (uid, gid),
+                        (file_mode, dir_mode),
+                        fsname,
+                    ),
                 )| MountConfig {
                     table,
                     mountpoint,
@@ -515,6 +531,7 @@ mod tests {
                         cache_bytes: sizes[0],
                         memory_cap: sizes[1],
                     },
+                    max_memory,
                     cache,
                     max_cache_size: sizes[2],
                     access: Access {

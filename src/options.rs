@@ -239,6 +239,15 @@ pub const OPTIONS: &[MountOpt] = &[
         },
         "--merge-memory: memory cap of one slice's log records while it is merged",
     ),
+    value(
+        "max_memory",
+        "SIZE",
+        |a, v| {
+            a.max_memory = Some(crate::cli::parse_size(v)?);
+            Ok(())
+        },
+        "--max-memory: the most memory the daemon may hold",
+    ),
     flag(
         "allow_other",
         |a| a.allow_other = true,

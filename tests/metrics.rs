@@ -76,6 +76,9 @@ fn a_local_mount_counts_its_requests_and_keeps_answering_across_a_restart() {
         ("hudifs_latest_instant_age_seconds", "gauge"),
         ("hudifs_follower_lag_seconds", "gauge"),
         ("hudifs_resident_memory_bytes", "gauge"),
+        ("hudifs_memory_ceiling_bytes", "gauge"),
+        ("hudifs_memory_counted_bytes", "gauge"),
+        ("hudifs_memory_waits", "gauge"),
     ] {
         assert!(
             body.contains(&format!("# TYPE {family} {kind}\n")),
@@ -100,6 +103,15 @@ fn a_local_mount_counts_its_requests_and_keeps_answering_across_a_restart() {
             "hudifs_resident_memory_bytes",
             &[]
         ) > 1e6
+    );
+    assert!(
+        sample(
+            &first,
+            "hudifs_memory_ceiling_bytes",
+            "hudifs_memory_ceiling_bytes",
+            &[]
+        ) >= (512u64 << 20) as f64,
+        "the default ceiling: half the memory available, at least 512 MiB"
     );
     assert!(
         sample(

@@ -2,7 +2,8 @@
 //! `tests/s3_server.rs`), docs/SEMANTICS.md §9: the prefetcher gives exact bytes for
 //! sequential and random reads; an object replaced while open gives ESTALE; on a versioned
 //! bucket, and with `--cache`, a file the cleaner deletes while open reads to its end; a file
-//! in the cache is read again without a GET (counted by a proxy in this process).
+//! in the cache is read again without a GET (counted by a proxy in this process); eight readers
+//! and a merge at once stay under `--max-memory`.
 
 mod common;
 
@@ -323,4 +324,163 @@ fn count_sums(dir: &Path) -> usize {
                 .count()
         })
         .unwrap_or(0)
+}
+
+/// A merge-on-read table for the memory ceiling: eight large base files in `part=a`, and in
+/// `part=b` one file group of 200,000 rows with a log updating one row in five. Uploaded to
+/// `url`; the paths of the eight large files.
+fn ceiling_table(local: &Path, url: &str, endpoint: &str) -> Vec<String> {
+    use hudifs_core::timeline::Action;
+    use hudifs_testkit::generator::rows_with_ids;
+    let spec = TableSpec::new("ceiling", TableType::MergeOnRead, 9).partitioned_by(&["part"], true);
+    let mut w = TableWriter::create(local, spec, 1_767_225_600_000).unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    for _ in 0..8 {
+        t.insert_sized("part=a", 32 << 20).unwrap();
+    }
+    t.complete().unwrap();
+    let big = w.events().last().unwrap().written.clone();
+    let ids: Vec<i64> = (0..200_000).collect();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let group = t.insert("part=b", &rows_with_ids(1, &ids)).unwrap();
+    t.complete().unwrap();
+    let upd: Vec<i64> = ids.iter().copied().step_by(5).collect();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.update("part=b", &group, &rows_with_ids(2, &upd)).unwrap();
+    t.complete().unwrap();
+    let store = seam(url, endpoint);
+    for rel in common::walk_files(local).unwrap() {
+        let b = std::fs::read(local.join(&rel)).unwrap();
+        store.put(&TablePath::new(&rel).unwrap(), &b).unwrap();
+    }
+    big
+}
+
+/// A line of `/proc/PID/status` in bytes (`VmHWM:`, `VmRSS:`).
+fn status_bytes(pid: u32, key: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = s
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"));
+    kb << 10
+}
+
+/// Eight slow sequential readers of the large files (checking every byte) and a read of the
+/// merged slice, all at once, on a fresh mount with `extra`; the serving daemon's peak resident
+/// size and the merged file's bytes.
+fn ceiling_load(
+    url: &str,
+    endpoint: &str,
+    local: &Path,
+    big: &[String],
+    extra: &[&str],
+) -> (u64, Vec<u8>) {
+    let m = mount(url, endpoint, extra);
+    let pid = m.serving_pid().expect("the serving daemon's pid");
+    let latest = m.path().join("latest");
+    let merged_dir = m.path().join("merged/latest/part=b");
+    std::thread::scope(|s| {
+        let readers: Vec<_> = big
+            .iter()
+            .map(|rel| {
+                let (view, want) = (latest.join(rel), local.join(rel));
+                s.spawn(move || {
+                    let want = std::fs::read(want).unwrap();
+                    let mut f = std::fs::File::open(&view).unwrap();
+                    let mut got = Vec::with_capacity(want.len());
+                    let mut buf = vec![0u8; 1 << 20];
+                    loop {
+                        let n = f.read(&mut buf).unwrap();
+                        if n == 0 {
+                            break;
+                        }
+                        got.extend_from_slice(&buf[..n]);
+                        // A slow consumer: the prefetcher runs ahead of it.
+                        std::thread::sleep(Duration::from_millis(30));
+                    }
+                    assert!(got == want, "{rel}: bytes differ");
+                })
+            })
+            .collect();
+        let merge = s.spawn(|| {
+            let names: Vec<_> = std::fs::read_dir(&merged_dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            assert_eq!(names.len(), 1, "{names:?}");
+            std::fs::read(&names[0]).unwrap()
+        });
+        for r in readers {
+            r.join().unwrap();
+        }
+        let merged = merge.join().unwrap();
+        (status_bytes(pid, "VmHWM:"), merged)
+    })
+}
+
+/// `--max-memory` (docs/SEMANTICS.md §9, "Memory ceiling"): the load that takes the daemon well
+/// over 112 MiB without a ceiling stays under it with one, every byte right and the merged file
+/// the same.
+#[test]
+fn eight_readers_and_a_merge_stay_under_the_memory_ceiling() {
+    let Some((tmp, moto)) = setup() else { return };
+    let url = "s3://lake/ceiling";
+    let local = tmp.path().join("t");
+    let big = ceiling_table(&local, url, &moto.endpoint);
+    let cache = |n: &str| tmp.path().join(n).display().to_string();
+    let (free, merged_free) = ceiling_load(
+        url,
+        &moto.endpoint,
+        &local,
+        &big,
+        &["--merge-cache", &cache("mc1")],
+    );
+    let ceiling: u64 = 112 << 20;
+    let (capped, merged_capped) = ceiling_load(
+        url,
+        &moto.endpoint,
+        &local,
+        &big,
+        &["--merge-cache", &cache("mc2"), "--max-memory", "112M"],
+    );
+    eprintln!(
+        "peak resident: {} MiB without a ceiling, {} MiB with --max-memory 112M",
+        free >> 20,
+        capped >> 20
+    );
+    assert!(
+        free > ceiling + (16 << 20),
+        "the load must take the daemon over the ceiling without one ({} MiB)",
+        free >> 20
+    );
+    assert!(
+        capped <= ceiling,
+        "peak {} MiB over --max-memory 112M",
+        capped >> 20
+    );
+    assert!(merged_free.len() > 1 << 20);
+    assert!(merged_free == merged_capped, "the merged file is the same");
+}
+
+/// A ceiling that leaves less than 64 MiB above what the daemon holds is refused at mount.
+#[test]
+fn a_ceiling_too_small_to_read_is_refused() {
+    let Some((tmp, moto)) = setup() else { return };
+    let url = "s3://lake/small";
+    big_table(&tmp.path().join("t"), url, &moto.endpoint, 1 << 20);
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let out = std::process::Command::new(hudifs_testkit::mount::binary("hudifs"))
+        .args(["mount", url])
+        .arg(&mnt)
+        .args(["--endpoint-url", &moto.endpoint, "--force-path-style"])
+        .args(["--max-memory", "40M"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("--max-memory 40 MiB is too small"), "{err}");
+    assert!(!hudifs_testkit::mount::is_mounted(&mnt));
 }

@@ -22,6 +22,8 @@ pub use mountpoint::{is_mount_point, umount};
 
 /// `hudifs mount` of the configuration `cfg` (`MountConfig::from_args` of its command line).
 pub fn mount(cfg: &MountConfig) -> Result<()> {
+    // Before anything is opened: stores' read windows and merges count against it.
+    install_memory_ceiling(cfg)?;
     // A daemon started by a keeper to serve its mount: mounted and checked already.
     if let Some(handoff) = takeover::Handoff::from_env()? {
         return takeover::serve(cfg, handoff);
@@ -41,6 +43,34 @@ pub fn mount(cfg: &MountConfig) -> Result<()> {
         Some(table) if keeper::wanted() => keeper::run(cfg, table),
         table => session::run_foreground(cfg, table),
     }
+}
+
+/// Install the process's memory ceiling (`--max-memory`, docs/SEMANTICS.md §9, "Memory
+/// ceiling"), refusing one that leaves too little for reads above what the daemon holds already.
+fn install_memory_ceiling(cfg: &MountConfig) -> Result<()> {
+    use hudifs_storage::ceiling::{self, MemoryCeiling, MIN_DATA};
+    let given = cfg.max_memory;
+    let c = MemoryCeiling::new(given.unwrap_or_else(ceiling::default_ceiling));
+    if c.room() < MIN_DATA {
+        return Err(Error::Usage(format!(
+            "--max-memory {} MiB is too small: the daemon holds {} MiB itself and needs at least {} MiB more for reads",
+            c.ceiling() >> 20,
+            c.outside() >> 20,
+            MIN_DATA >> 20
+        )));
+    }
+    log::info!(
+        "memory ceiling {} MiB{} ({} MiB held at start)",
+        c.ceiling() >> 20,
+        if given.is_some() {
+            ""
+        } else {
+            " (half of the memory available)"
+        },
+        c.outside() >> 20
+    );
+    ceiling::install(c);
+    Ok(())
 }
 
 /// The storage and configuration of `cfg.table` when it is a table (opened, checked and read:

@@ -247,6 +247,23 @@ impl MergeCache {
             Some(k) => format!("{table}\0{}\0{}", slice.id(), k.join(",")),
         };
         self.in_flight(&id, || {
+            crate::memory::with_memory(&opts.ceiling, |m| {
+                self.ensure_in(storage, table, cfg, slice, visible, &opts.with_memory(m))
+            })
+        })
+    }
+
+    /// [`MergeCache::ensure`], one attempt within the memory of `opts`.
+    fn ensure_in(
+        &self,
+        storage: &dyn Storage,
+        table: &str,
+        cfg: &MergeConfig,
+        slice: &Slice,
+        visible: &dyn BlockVisibility,
+        opts: &MergeOptions,
+    ) -> Result<Ensured> {
+        {
             let prepared = prepare(storage, cfg, slice, visible, opts)?;
             if prepared.plan() == Plan::BaseUnchanged {
                 return Ok(Ensured::Base);
@@ -263,7 +280,7 @@ impl MergeCache {
             self.materialise(claim, &format!("slice {}", slice.id()), |out| {
                 prepared.write_to(out).map(|s| s.bytes)
             })
-        })
+        }
     }
 
     /// The change feed of `group` (`cdc/`): from the cache when an entry matches its inputs,
@@ -280,6 +297,23 @@ impl MergeCache {
     ) -> Result<Ensured> {
         let id = format!("{table}\0{}", group.id());
         self.in_flight(&id, || {
+            crate::memory::with_memory(&opts.ceiling, |m| {
+                self.ensure_cdc_in(storage, table, cfg, group, committed, &opts.with_memory(m))
+            })
+        })
+    }
+
+    /// [`MergeCache::ensure_cdc`], one attempt within the memory of `opts`.
+    fn ensure_cdc_in(
+        &self,
+        storage: &dyn Storage,
+        table: &str,
+        cfg: &MergeConfig,
+        group: &CdcGroup,
+        committed: &(dyn Fn(&str) -> bool + Sync),
+        opts: &MergeOptions,
+    ) -> Result<Ensured> {
+        {
             let prepared = prepare_cdc(storage, cfg, group, committed, opts)?;
             let claim = Claim {
                 format: CDC_CREATED_BY.to_string(),
@@ -292,7 +326,7 @@ impl MergeCache {
             };
             let what = format!("the change feed of {}", group.id());
             self.materialise(claim, &what, |out| prepared.write_to(out))
-        })
+        }
     }
 
     /// Run `f` holding the lock of `id`: one merge per slice at a time.
@@ -354,11 +388,14 @@ impl MergeCache {
             Ok(s) => s,
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
-                let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-                if f.len() >= MAX_FAILURES {
-                    f.clear();
+                // A merge stopped for want of memory is started again, not remembered.
+                if e.needed == 0 {
+                    let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+                    if f.len() >= MAX_FAILURES {
+                        f.clear();
+                    }
+                    f.insert(key, e.clone());
                 }
-                f.insert(key, e.clone());
                 return Err(e);
             }
         };

@@ -30,6 +30,7 @@ use arrow_array::{BooleanArray, RecordBatch};
 use arrow_schema::DataType;
 use arrow_schema::SchemaRef;
 use bytes::Bytes;
+use hudifs_storage::ceiling::MemoryCeiling;
 use hudifs_storage::{OpenFile, Storage, TablePath};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::arrow_writer::ArrowWriterOptions;
@@ -43,6 +44,7 @@ use crate::chunks::{Counting, StorageChunks};
 use crate::config::MergeConfig;
 use crate::error::{MergeError, Result};
 use crate::logread::{choose_blocks, decode_block, BlockRecords, Chosen};
+use crate::memory::MergeMemory;
 use crate::merger::Merger;
 use crate::schema::{conform_batch, output_schema, parquet_schema};
 
@@ -146,9 +148,20 @@ pub struct MergeOptions {
     pub memory_cap: u64,
     /// Rows per batch read from the base file.
     pub batch_rows: usize,
-    /// Rows per row group written.
+    /// Rows per row group written (a row group is also closed once its encoded bytes reach
+    /// [`WRITER_FLUSH`]).
     pub row_group_rows: usize,
+    /// The memory ceiling merges count against (`--max-memory`).
+    pub ceiling: Arc<MemoryCeiling>,
+    /// What this merge holds of it (set per attempt by [`crate::memory::with_memory`]; a
+    /// merge without one counts in a fresh one).
+    pub memory: Option<MergeMemory>,
 }
+
+/// The encoded bytes of a row group the writer holds before it closes it.
+pub const WRITER_FLUSH: u64 = 32 << 20;
+/// What a merge counts for the batches it has in hand (read, merged, being written).
+const BATCH_ALLOWANCE: u64 = 8 << 20;
 
 impl Default for MergeOptions {
     fn default() -> Self {
@@ -156,6 +169,26 @@ impl Default for MergeOptions {
             memory_cap: 1 << 30,
             batch_rows: 8192,
             row_group_rows: 1 << 20,
+            ceiling: hudifs_storage::ceiling::process(),
+            memory: None,
+        }
+    }
+}
+
+impl MergeOptions {
+    /// These options, counting in `m`.
+    pub fn with_memory(&self, m: MergeMemory) -> MergeOptions {
+        MergeOptions {
+            memory: Some(m),
+            ..self.clone()
+        }
+    }
+
+    /// The memory this merge counts in.
+    pub(crate) fn memory(&self) -> Result<MergeMemory> {
+        match &self.memory {
+            Some(m) => Ok(m.clone()),
+            None => MergeMemory::within(&self.ceiling, 0),
         }
     }
 }
@@ -192,6 +225,8 @@ pub struct Prepared {
     blocks: Vec<Chosen>,
     identities: Vec<Identity>,
     block_instants: Vec<String>,
+    /// What the merge holds of the memory ceiling.
+    memory: MergeMemory,
 }
 
 /// Counts of one merge.
@@ -305,6 +340,7 @@ fn prepare_inner(
     visible: &dyn BlockVisibility,
     opts: &MergeOptions,
 ) -> Result<Prepared> {
+    let memory = opts.memory()?;
     let mut identities = Vec::new();
     let base = match &slice.base {
         None => None,
@@ -339,6 +375,9 @@ fn prepare_inner(
     for f in logs {
         let name = storage.describe(&f.path);
         let id = identity(storage, f)?;
+        if total + id.size <= opts.memory_cap {
+            memory.count(id.size)?;
+        }
         let data = read_counted(
             storage,
             f,
@@ -365,6 +404,7 @@ fn prepare_inner(
         blocks,
         identities,
         block_instants,
+        memory,
     })
 }
 
@@ -408,7 +448,10 @@ impl Prepared {
     /// (what the change feed compares; the memory cap applies to the log records as for a
     /// written merge).
     pub fn batches(self) -> Result<(SchemaRef, Vec<RecordBatch>, MergeStats)> {
-        let mut sink = MemorySink::default();
+        let mut sink = MemorySink {
+            memory: Some(self.memory.clone()),
+            ..MemorySink::default()
+        };
         let stats = self.run(&mut sink)?;
         let schema = sink
             .schema
@@ -450,6 +493,12 @@ impl Prepared {
                     self.opts.memory_cap
                 )));
             }
+            self.memory.count(match &r {
+                BlockRecords::Data { batch, .. } => batch.get_array_memory_size() as u64,
+                BlockRecords::Deletes { keys, .. } => {
+                    keys.iter().map(|k| k.len() as u64 + 64).sum::<u64>()
+                }
+            })?;
             items.push(r);
         }
         // 2. The base file.
@@ -461,6 +510,10 @@ impl Prepared {
                 };
                 let b = ParquetRecordBatchReaderBuilder::try_new(StorageChunks(file.clone()))
                     .map_err(corrupt)?;
+                // The reader holds a row group's column chunks at a time, and a batch.
+                let rg = b.metadata().row_groups().iter();
+                let largest = rg.map(|g| g.compressed_size().max(0) as u64).max();
+                self.memory.count(largest.unwrap_or(0) + BATCH_ALLOWANCE)?;
                 Some(b)
             }
         };
@@ -547,6 +600,12 @@ impl Prepared {
                 }
             }
         }
+        // The writer's row group (closed at WRITER_FLUSH bytes, or smaller with the inputs).
+        if !sink.holds_rows() {
+            let inputs = self.identities.iter().map(|i| i.size).sum::<u64>();
+            self.memory
+                .count(WRITER_FLUSH.min(inputs) + BATCH_ALLOWANCE)?;
+        }
         sink.start(&schema, descr, kv, dictionary, &self.opts)?;
 
         // 5. The base rows, merged.
@@ -623,6 +682,10 @@ trait Sink {
     ) -> Result<()>;
     fn write(&mut self, batch: &RecordBatch) -> Result<()>;
     fn finish(&mut self) -> Result<()>;
+    /// Whether the rows stay in memory (then each batch is counted as it comes).
+    fn holds_rows(&self) -> bool {
+        false
+    }
 }
 
 fn write_err(e: parquet::errors::ParquetError) -> MergeError {
@@ -677,7 +740,15 @@ impl<W: Write + Send> Sink for ParquetSink<W> {
 
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         match &mut self.writer {
-            Some(w) => w.write(batch).map_err(write_err),
+            Some(w) => {
+                w.write(batch).map_err(write_err)?;
+                // A row group is closed once it holds WRITER_FLUSH encoded bytes (what the
+                // merge counted for it), whatever its rows.
+                if w.in_progress_size() as u64 >= WRITER_FLUSH {
+                    w.flush().map_err(write_err)?;
+                }
+                Ok(())
+            }
             None => Err(MergeError::corrupt("a merged batch before the schema")),
         }
     }
@@ -701,6 +772,7 @@ impl<W: Write + Send> Sink for ParquetSink<W> {
 struct MemorySink {
     schema: Option<SchemaRef>,
     batches: Vec<RecordBatch>,
+    memory: Option<MergeMemory>,
 }
 
 impl Sink for MemorySink {
@@ -717,8 +789,15 @@ impl Sink for MemorySink {
     }
 
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        if let Some(m) = &self.memory {
+            m.count(batch.get_array_memory_size() as u64)?;
+        }
         self.batches.push(batch.clone());
         Ok(())
+    }
+
+    fn holds_rows(&self) -> bool {
+        true
     }
 
     fn finish(&mut self) -> Result<()> {

@@ -25,6 +25,9 @@ pub struct MergeError {
     /// The slice, as `partition/fileId@baseInstant` (set by the engine once it knows it).
     pub slice: String,
     pub reason: String,
+    /// Set when the merge stopped for want of memory it may wait for
+    /// ([`crate::memory`]): all the bytes it needed; 0 otherwise.
+    pub needed: u64,
 }
 
 impl MergeError {
@@ -33,6 +36,7 @@ impl MergeError {
             kind: Refusal::Unsupported,
             slice: String::new(),
             reason: reason.into(),
+            needed: 0,
         }
     }
     pub fn corrupt(reason: impl Into<String>) -> MergeError {
@@ -40,6 +44,7 @@ impl MergeError {
             kind: Refusal::Corrupt,
             slice: String::new(),
             reason: reason.into(),
+            needed: 0,
         }
     }
     pub fn too_big(reason: impl Into<String>) -> MergeError {
@@ -47,6 +52,17 @@ impl MergeError {
             kind: Refusal::TooBig,
             slice: String::new(),
             reason: reason.into(),
+            needed: 0,
+        }
+    }
+
+    /// A merge that must start again holding `needed` bytes at once ([`crate::memory`]).
+    pub fn needs(needed: u64) -> MergeError {
+        MergeError {
+            kind: Refusal::TooBig,
+            slice: String::new(),
+            reason: format!("waiting for {} MiB of memory", needed >> 20),
+            needed,
         }
     }
 

@@ -22,6 +22,7 @@ pub mod config;
 pub mod engine;
 mod error;
 pub mod logread;
+pub mod memory;
 mod merger;
 pub mod order;
 pub mod schema;
@@ -35,6 +36,7 @@ pub use engine::{
     MergeStats, Plan, Prepared, Slice, CREATED_BY,
 };
 pub use error::{MergeError, Refusal, Result};
+pub use memory::MergeMemory;
 pub use view::{
     cdc_check, cdc_groups, slices_of_view, slices_of_window, snapshot_visibility,
     window_visibility, ViewSlice,

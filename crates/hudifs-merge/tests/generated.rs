@@ -17,6 +17,7 @@ use hudifs_merge::{
     merge_slice, prepare, CacheOptions, Ensured, InputFile, MergeCache, MergeConfig, MergeOptions,
     Plan, Refusal, Slice,
 };
+use hudifs_storage::MemoryCeiling;
 use hudifs_storage::{Fault, FaultyStore, MemStore, Op, Rule, Storage, StorageWrite, TablePath};
 use hudifs_testkit::generator::blocks::{self, DeleteOrdering};
 
@@ -743,6 +744,40 @@ fn refusals() {
         Refusal::TooBig
     );
     assert!(merge(&*t.store, &cfg, &sl, all, &opts).is_ok());
+    // More than the memory ceiling leaves for data (`--max-memory`): EFBIG, naming it.
+    let low = MergeOptions {
+        ceiling: MemoryCeiling::fixed(4 << 20),
+        ..Default::default()
+    };
+    let (k, errno, msg) = errno_of(merge(&*t.store, &cfg, &sl, all, &low));
+    assert_eq!((k, errno), (Refusal::TooBig, libc::EFBIG), "{msg}");
+    assert!(msg.contains("--max-memory"), "{msg}");
+    // A merge that fits but finds the ceiling taken waits for it, holding nothing, and never
+    // takes more than the ceiling.
+    let ceiling = MemoryCeiling::fixed(64 << 20);
+    let hog = ceiling.try_take(60 << 20).unwrap();
+    let opts2 = MergeOptions {
+        ceiling: ceiling.clone(),
+        ..Default::default()
+    };
+    let got = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            hudifs_merge::memory::with_memory(&ceiling, |m| {
+                merge(&*t.store, &cfg, &sl, all, &opts2.with_memory(m))
+            })
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!h.is_finished(), "it waits while the ceiling is taken");
+        drop(hog);
+        h.join().unwrap()
+    });
+    assert_eq!(
+        got.unwrap(),
+        merge(&*t.store, &cfg, &sl, all, &opts).unwrap()
+    );
+    assert!(ceiling.peak() <= 64 << 20);
+    assert!(ceiling.waits() >= 1);
+    assert_eq!(ceiling.used(), 0);
 }
 
 #[test]

@@ -12,6 +12,7 @@
 use std::sync::{Mutex, OnceLock};
 
 use bytes::Bytes;
+use hudifs_storage::ceiling::Lease;
 
 /// The smallest buffer worth keeping: smaller bodies (footers, metadata) are allocated as
 /// usual.
@@ -26,6 +27,9 @@ struct Pool {
     idle: Vec<Vec<Vec<u8>>>,
     idle_bytes: usize,
     idle_max: usize,
+    /// The idle bytes, held of the process's memory ceiling: a buffer that does not fit under
+    /// it is freed instead of kept.
+    held: Option<Lease>,
 }
 
 type Shared = Mutex<Pool>;
@@ -37,8 +41,18 @@ fn global() -> &'static Shared {
             idle: Vec::new(),
             idle_bytes: 0,
             idle_max: IDLE_MAX,
+            held: None,
         })
     })
+}
+
+/// The memory a body of `n` bytes takes in a buffer of the pool (its size class's capacity:
+/// a reused buffer is resident to its capacity).
+pub fn footprint(n: u64) -> u64 {
+    match usize::try_from(n).ok().and_then(class) {
+        Some(k) => (MIN_POOLED << k) as u64,
+        None => n,
+    }
 }
 
 fn lock(p: &Shared) -> std::sync::MutexGuard<'_, Pool> {
@@ -71,6 +85,10 @@ fn take_from(pool: &Shared, n: usize) -> Vec<u8> {
     let mut p = lock(pool);
     if let Some(mut b) = p.idle.get_mut(k).and_then(Vec::pop) {
         p.idle_bytes -= b.capacity();
+        if let Some(h) = p.held.as_mut() {
+            // The taker holds it now (a prefetch lease of its footprint).
+            drop(h.split(b.capacity() as u64));
+        }
         b.clear();
         return b;
     }
@@ -89,6 +107,13 @@ fn give_back(pool: &Shared, b: Vec<u8>) {
     if p.idle_bytes + cap > p.idle_max {
         return;
     }
+    let Some(l) = hudifs_storage::ceiling::process().try_take(cap as u64) else {
+        return;
+    };
+    p.held = Some(match p.held.take() {
+        Some(h) => h.join(l),
+        None => l,
+    });
     if p.idle.len() <= k {
         p.idle.resize_with(k + 1, Vec::new);
     }
@@ -130,6 +155,7 @@ mod tests {
             idle: Vec::new(),
             idle_bytes: 0,
             idle_max,
+            held: None,
         })))
     }
 

@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use futures::future::{BoxFuture, FutureExt, Shared};
+use hudifs_storage::ceiling::{self, MemoryCeiling, Reclaim};
 
 /// Where a prefetcher gets bytes from: one ranged request per call.
 pub trait RangeSource: Send + Sync + 'static {
@@ -78,22 +79,32 @@ impl Default for PrefetchConfig {
     }
 }
 
-/// The bytes all prefetchers of a store may hold at once (default 256 MiB).
+/// The bytes all prefetchers of a store may read ahead at once (default 256 MiB), within the
+/// daemon's memory ceiling ([`MemoryCeiling`], `--max-memory`), which the bytes readers wait
+/// for also count against.
 #[derive(Debug)]
 pub struct Budget {
     limit: u64,
     used: AtomicU64,
     peak: AtomicU64,
+    ceiling: Arc<MemoryCeiling>,
 }
 
 pub const DEFAULT_BUDGET: u64 = 256 << 20;
 
 impl Budget {
+    /// A read-ahead budget of `limit` bytes without a memory ceiling (tests, benchmarks).
     pub fn new(limit: u64) -> Arc<Budget> {
+        Self::within(limit, MemoryCeiling::fixed(u64::MAX >> 2))
+    }
+
+    /// A read-ahead budget of `limit` bytes within `ceiling`.
+    pub fn within(limit: u64, ceiling: Arc<MemoryCeiling>) -> Arc<Budget> {
         Arc::new(Budget {
             limit,
             used: AtomicU64::new(0),
             peak: AtomicU64::new(0),
+            ceiling,
         })
     }
 
@@ -111,45 +122,68 @@ impl Budget {
         self.limit
     }
 
-    /// `n` bytes of read-ahead if the budget has room.
-    fn try_take(self: &Arc<Self>, n: u64) -> Option<Lease> {
-        let mut cur = self.used.load(Ordering::Relaxed);
-        loop {
-            if cur + n > self.limit {
-                return None;
-            }
-            match self
-                .used
-                .compare_exchange_weak(cur, cur + n, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => {
-                    self.peak.fetch_max(cur + n, Ordering::Relaxed);
-                    return Some(Lease {
-                        budget: self.clone(),
-                        n,
-                    });
-                }
-                Err(now) => cur = now,
-            }
-        }
+    /// The memory ceiling the budget lies within.
+    pub fn ceiling(&self) -> &Arc<MemoryCeiling> {
+        &self.ceiling
     }
 
-    /// `n` bytes a reader is waiting for: taken even over the limit (a read is never refused;
-    /// it is read-ahead that waits).
-    fn take(self: &Arc<Self>, n: u64) -> Lease {
+    fn lease(self: &Arc<Self>, held: ceiling::Lease) -> Lease {
+        let n = held.bytes();
         let now = self.used.fetch_add(n, Ordering::AcqRel) + n;
         self.peak.fetch_max(now, Ordering::Relaxed);
         Lease {
             budget: self.clone(),
             n,
+            _held: held,
         }
+    }
+
+    /// `n` bytes of read-ahead if the budget and the ceiling have room (read-ahead leaves the
+    /// ceiling's reserve for readers).
+    fn try_take(self: &Arc<Self>, n: u64) -> Option<Lease> {
+        let n = crate::bufpool::footprint(n);
+        if self.used() + n > self.limit {
+            return None;
+        }
+        self.ceiling.try_take_spare(n).map(|h| self.lease(h))
+    }
+
+    /// `n` bytes a reader waits for, from `granted` (what it waited for) or if they fit now.
+    ///
+    /// A read that waited (`granted` is `Some`) takes from what it waited for first. Bytes
+    /// that can never fit (a single read larger than all the room the ceiling leaves) are taken
+    /// regardless: such a read must not wait for ever.
+    fn try_take_demanded(
+        self: &Arc<Self>,
+        n: u64,
+        granted: &mut Option<ceiling::Lease>,
+    ) -> Option<Lease> {
+        let n = crate::bufpool::footprint(n);
+        if let Some(g) = granted.as_mut() {
+            if g.bytes() >= n {
+                return Some(self.lease(g.split(n)));
+            }
+            let more = n - g.bytes();
+            let more = match self.ceiling.try_take(more) {
+                Some(l) => l,
+                None if !self.ceiling.can_fit(n) => self.ceiling.force(more),
+                None => return None,
+            };
+            let rest = g.split(g.bytes());
+            return Some(self.lease(rest.join(more)));
+        }
+        if !self.ceiling.can_fit(n) {
+            return Some(self.lease(self.ceiling.force(n)));
+        }
+        self.ceiling.try_take(n).map(|h| self.lease(h))
     }
 }
 
-/// Bytes of the budget held by one chunk.
+/// Bytes of the budget held by one chunk (or one read's GET of its own).
 struct Lease {
     budget: Arc<Budget>,
     n: u64,
+    _held: ceiling::Lease,
 }
 
 impl Drop for Lease {
@@ -210,6 +244,32 @@ pub struct Prefetcher {
     budget: Arc<Budget>,
     runtime: tokio::runtime::Handle,
     state: Arc<Mutex<State>>,
+    /// What the memory ceiling asks to give read-ahead back (registered weakly: it goes with
+    /// the file).
+    _window: Arc<dyn Reclaim>,
+}
+
+/// A file's window as the memory ceiling sees it: chunks no reader waits for can be dropped
+/// when a reader elsewhere waits for memory.
+struct Window(Arc<Mutex<State>>);
+
+impl Reclaim for Window {
+    fn reclaim(&self) -> u64 {
+        // Never wait here: the caller may be this file's own reader.
+        let Ok(mut st) = self.0.try_lock() else {
+            return 0;
+        };
+        let before: u64 = st.chunks.iter().map(Chunk::len).sum();
+        // Read-ahead no read has asked for, and chunks already fetched (a reader awaiting one
+        // holds its bytes itself).
+        st.chunks
+            .retain(|c| c.served > 0 && c.data.peek().is_none());
+        // The stream's fetched bytes now end where the window does.
+        let last = st.stream.map_or(0, |s| s.last);
+        st.fetched_to = st.chunks.back().map_or(last, |c| c.range.end.max(last));
+        let after: u64 = st.chunks.iter().map(Chunk::len).sum();
+        before - after
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -224,10 +284,16 @@ fn unshare(e: &io::Error) -> io::Error {
     }
 }
 
-/// A piece of a read: a part of a chunk, or a GET of its own.
+/// A piece of a read: a part of a chunk, or a GET of its own (with the bytes it holds).
 enum Piece {
     Chunk(Fetched, Range<usize>),
-    Direct(BoxFuture<'static, io::Result<Bytes>>),
+    Direct(BoxFuture<'static, io::Result<Bytes>>, Lease),
+}
+
+impl Chunk {
+    fn len(&self) -> u64 {
+        self.range.end - self.range.start
+    }
 }
 
 impl Prefetcher {
@@ -238,13 +304,17 @@ impl Prefetcher {
         budget: Arc<Budget>,
         runtime: tokio::runtime::Handle,
     ) -> Prefetcher {
+        let state = Arc::new(Mutex::new(State::default()));
+        let window: Arc<dyn Reclaim> = Arc::new(Window(state.clone()));
+        budget.ceiling.register(Arc::downgrade(&window));
         Prefetcher {
             source,
             size,
             cfg,
             budget,
             runtime,
-            state: Arc::new(Mutex::new(State::default())),
+            state,
+            _window: window,
         }
     }
 
@@ -273,8 +343,23 @@ impl Prefetcher {
         }
     }
 
-    /// Up to `len` bytes at `offset` (fewer only at the end of the file).
-    pub fn read(&self, offset: u64, len: usize) -> BoxFuture<'static, io::Result<Bytes>> {
+    /// Up to `len` bytes at `offset` (fewer only at the end of the file). The bytes the read
+    /// waits for count against the memory ceiling: when they do not fit, the read waits for
+    /// them (holding nothing) and then starts over.
+    pub fn read(
+        self: &Arc<Self>,
+        offset: u64,
+        len: usize,
+    ) -> BoxFuture<'static, io::Result<Bytes>> {
+        self.read_granted(offset, len, None)
+    }
+
+    fn read_granted(
+        self: &Arc<Self>,
+        offset: u64,
+        len: usize,
+        mut granted: Option<ceiling::Lease>,
+    ) -> BoxFuture<'static, io::Result<Bytes>> {
         let end = offset.saturating_add(len as u64).min(self.size);
         if offset >= end {
             return futures::future::ready(Ok(Bytes::new())).boxed();
@@ -334,7 +419,11 @@ impl Prefetcher {
             };
             (from, target, cfg.max_request)
         };
+        // The chunks to start: those the reader waits for must all have memory, or none is
+        // started and the read waits; read-ahead stops where the budget does.
+        let mut new_chunks = Vec::new();
         let mut s = from;
+        let mut short = None;
         while s < target {
             let e = if stream.sequential {
                 (s + request).min(self.size)
@@ -342,51 +431,125 @@ impl Prefetcher {
                 (s + request).min(target)
             };
             let lease = if s < end || !stream.sequential {
-                // The reader waits for it.
-                self.budget.take(e - s)
+                match self.budget.try_take_demanded(e - s, &mut granted) {
+                    Some(l) => l,
+                    None => {
+                        short = Some(());
+                        break;
+                    }
+                }
             } else {
                 match self.budget.try_take(e - s) {
                     Some(l) => l,
                     None => break,
                 }
             };
-            let c = self.chunk(s..e, lease);
-            st.chunks.push_back(c);
+            new_chunks.push((s..e, lease));
             s = e;
-            st.fetched_to = e;
         }
-        // The pieces of [offset, end): parts of chunks, and GETs of their own where no chunk
-        // has the bytes.
-        let mut pieces = Vec::new();
-        let mut at = offset;
+        // Bytes of [offset, end) that neither a chunk nor a new one holds: GETs of their own,
+        // whose bytes the read holds while it runs.
+        let mut directs = Vec::new();
+        // A read of several pieces is copied into one buffer: its bytes are held too.
+        let mut assembly = None;
+        if short.is_none() {
+            let mut gaps = Vec::new();
+            let mut at = offset;
+            let mut overlapping = 0;
+            let covered = st
+                .chunks
+                .iter()
+                .map(|c| c.range.clone())
+                .chain(new_chunks.iter().map(|(r, _)| r.clone()));
+            for r in covered {
+                if r.end <= offset || r.start >= end {
+                    continue;
+                }
+                overlapping += 1;
+                if r.start > at {
+                    gaps.push(at..r.start);
+                }
+                at = at.max(r.end.min(end));
+            }
+            if at < end {
+                gaps.push(at..end);
+            }
+            if overlapping + gaps.len() > 1 {
+                match self.budget.try_take_demanded(end - offset, &mut granted) {
+                    Some(l) => assembly = Some(l),
+                    None => short = Some(()),
+                }
+            }
+            for r in gaps.into_iter().filter(|_| short.is_none()) {
+                match self.budget.try_take_demanded(r.end - r.start, &mut granted) {
+                    Some(l) => directs.push((r, l)),
+                    None => {
+                        short = Some(());
+                        break;
+                    }
+                }
+            }
+        }
+        if short.is_some() {
+            // Memory the reader waits for is not there: give back what this attempt took, wait
+            // for enough for all it waits for (holding nothing), and start over with it.
+            let span = if stream.sequential {
+                end.saturating_sub(from) + request
+            } else {
+                target.saturating_sub(from)
+            };
+            let need = span + 2 * (end - offset);
+            drop(new_chunks);
+            drop(directs);
+            drop(assembly);
+            drop(granted);
+            drop(st);
+            let this = self.clone();
+            let ceiling = self.budget.ceiling.clone();
+            return async move {
+                let got = ceiling.take(need).await;
+                this.read_granted(offset, len, Some(got)).await
+            }
+            .boxed();
+        }
+        for (r, lease) in new_chunks {
+            let c = self.chunk(r.clone(), lease);
+            st.chunks.push_back(c);
+            st.fetched_to = r.end;
+        }
+        // The pieces of [offset, end), in order.
+        let mut pieces: Vec<(u64, Piece)> = Vec::new();
         for c in st.chunks.iter_mut() {
-            if c.range.end <= at || c.range.start >= end {
+            if c.range.end <= offset || c.range.start >= end {
                 continue;
             }
-            if c.range.start > at {
-                pieces.push(Piece::Direct(self.source.fetch(at..c.range.start)));
-                at = c.range.start;
-            }
+            let from = offset.max(c.range.start);
             let upto = end.min(c.range.end);
-            let a = (at - c.range.start) as usize;
+            let a = (from - c.range.start) as usize;
             let b = (upto - c.range.start) as usize;
-            c.served += upto - at;
-            pieces.push(Piece::Chunk(c.data.clone(), a..b));
-            at = upto;
+            c.served += upto - from;
+            pieces.push((from, Piece::Chunk(c.data.clone(), a..b)));
         }
-        if at < end {
-            pieces.push(Piece::Direct(self.source.fetch(at..end)));
+        for (r, lease) in directs {
+            pieces.push((r.start, Piece::Direct(self.source.fetch(r), lease)));
         }
+        pieces.sort_by_key(|(at, _)| *at);
         st.fetched_to = st.fetched_to.max(end);
         drop(st);
+        drop(granted);
         let state = self.state.clone();
         async move {
+            let _assembly = assembly;
             let mut parts = Vec::with_capacity(pieces.len());
             let mut failed = None;
-            for p in pieces {
+            let mut held = Vec::new();
+            for (_, p) in pieces {
                 let r = match p {
                     Piece::Chunk(f, r) => f.await.map(|b| b.slice(r)).map_err(|e| unshare(&e)),
-                    Piece::Direct(f) => f.await,
+                    Piece::Direct(f, lease) => {
+                        held.push(lease);
+                        f.await
+                    }
                 };
                 match r {
                     Ok(b) => parts.push(b),

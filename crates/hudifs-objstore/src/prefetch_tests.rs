@@ -4,6 +4,7 @@ use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use super::*;
+use hudifs_storage::MemoryCeiling;
 
 /// An object in memory that counts and records its GETs; optionally slow, optionally failing
 /// the GETs that cover one offset.
@@ -69,21 +70,27 @@ fn prefetcher(
     c: &Arc<Counting>,
     cfg: PrefetchConfig,
     budget: &Arc<Budget>,
-) -> Prefetcher {
-    Prefetcher::new(
+) -> Arc<Prefetcher> {
+    Arc::new(Prefetcher::new(
         Arc::new(Src(c.clone())),
         c.bytes.len() as u64,
         cfg,
         budget.clone(),
         rt.handle().clone(),
-    )
+    ))
 }
 
 const K: u64 = 1024;
 const M: u64 = 1024 * 1024;
 
 /// Read `len` at `offset` and check the bytes against the object.
-fn read_exact(rt: &tokio::runtime::Runtime, p: &Prefetcher, c: &Counting, offset: u64, len: usize) {
+fn read_exact(
+    rt: &tokio::runtime::Runtime,
+    p: &Arc<Prefetcher>,
+    c: &Counting,
+    offset: u64,
+    len: usize,
+) {
     let got = rt.block_on(p.read(offset, len)).unwrap();
     let end = (offset as usize + len).min(c.bytes.len());
     assert!(
@@ -189,7 +196,7 @@ fn eight_readers_stay_within_the_memory_budget() {
         .collect();
     let ps: Vec<_> = files
         .iter()
-        .map(|c| Arc::new(prefetcher(&rt, c, cfg, &budget)))
+        .map(|c| prefetcher(&rt, c, cfg, &budget))
         .collect();
     let mut readers = Vec::new();
     for (c, p) in files.iter().zip(&ps) {
@@ -217,6 +224,87 @@ fn eight_readers_stay_within_the_memory_budget() {
     assert!(budget.peak() > 8 * cfg.first_request, "read-ahead happened");
     drop(ps);
     assert_eq!(budget.used(), 0);
+}
+
+/// Eight sequential readers under a memory ceiling smaller than their read-ahead budget: the
+/// bytes they wait for wait for room instead of passing it, and every byte is right.
+#[test]
+fn under_a_ceiling_readers_wait_instead_of_exceeding_it() {
+    let rt = runtime();
+    let cfg = PrefetchConfig {
+        first_request: 64 * K,
+        max_request: M,
+        max_ahead: 8 * M,
+        slack: 512 * K,
+        reach: 2 * M,
+    };
+    let ceiling = MemoryCeiling::fixed(20 * M);
+    let budget = Budget::within(64 * M, ceiling.clone());
+    let files: Vec<_> = (0..8)
+        .map(|_| Counting::new((24 * M) as usize, Duration::from_millis(2)))
+        .collect();
+    let ps: Vec<_> = files
+        .iter()
+        .map(|c| prefetcher(&rt, c, cfg, &budget))
+        .collect();
+    let mut readers = Vec::new();
+    for (c, p) in files.iter().zip(&ps) {
+        let (c, p) = (c.clone(), p.clone());
+        readers.push(rt.spawn(async move {
+            let mut off = 0;
+            while off < 24 * M {
+                let got = p.read(off, 128 * 1024).await.unwrap();
+                assert!(got[..] == c.bytes[off as usize..off as usize + got.len()]);
+                off += got.len() as u64;
+            }
+        }));
+    }
+    for r in readers {
+        rt.block_on(r).unwrap();
+    }
+    assert!(
+        ceiling.peak() <= 20 * M,
+        "peak {} over the ceiling",
+        ceiling.peak()
+    );
+    assert!(budget.peak() > 8 * cfg.first_request, "read-ahead happened");
+    drop(ps);
+    assert_eq!((budget.used(), ceiling.used()), (0, 0));
+}
+
+/// A reader that finds no room takes back the read-ahead of a file nobody reads any more
+/// rather than waiting for it to be closed.
+#[test]
+fn a_waiting_reader_takes_back_an_idle_files_read_ahead() {
+    let rt = runtime();
+    let cfg = PrefetchConfig {
+        first_request: 64 * K,
+        max_request: M,
+        max_ahead: 8 * M,
+        slack: 512 * K,
+        reach: 2 * M,
+    };
+    let ceiling = MemoryCeiling::fixed(24 * M);
+    let budget = Budget::within(64 * M, ceiling.clone());
+    let a = Counting::new((24 * M) as usize, Duration::ZERO);
+    let b = Counting::new((24 * M) as usize, Duration::ZERO);
+    let pa = prefetcher(&rt, &a, cfg, &budget);
+    let pb = prefetcher(&rt, &b, cfg, &budget);
+    // A reads 4 MiB in order and stops: its window runs ahead.
+    for i in 0..32 {
+        read_exact(&rt, &pa, &a, i * 128 * K, 128 * 1024);
+    }
+    let held = pa.held();
+    assert!(held > M, "A reads ahead ({held} bytes)");
+    // Something else takes all the rest.
+    let hog = ceiling.try_take(ceiling.room() - ceiling.used()).unwrap();
+    // B's read waits for room: A's window gives it back.
+    let t = std::time::Instant::now();
+    read_exact(&rt, &pb, &b, 5 * M, 128 * 1024);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(pa.held() < held, "A's unread read-ahead was taken back");
+    assert!(ceiling.peak() <= 24 * M);
+    drop(hog);
 }
 
 #[test]

@@ -42,7 +42,10 @@ impl Default for Reads {
     fn default() -> Self {
         Reads {
             prefetch: PrefetchConfig::default(),
-            budget: Budget::new(crate::prefetch::DEFAULT_BUDGET),
+            budget: Budget::within(
+                crate::prefetch::DEFAULT_BUDGET,
+                hudifs_storage::ceiling::process(),
+            ),
             cache: None,
             versioned: Arc::default(),
         }

@@ -11,8 +11,10 @@
 //!   other machines' writes can be seen.
 //! - [`MemStore`]: a table in memory, for fast tests of the logic above.
 //! - [`FaultyStore`]: a wrapper that injects failures and latency.
+//! - [`ceiling`]: the daemon's memory ceiling, shared by read windows and merges.
 //! - [`scoped`]: a directory of a storage as a storage of its own (a table of a lake).
 
+pub mod ceiling;
 mod faulty;
 mod local;
 mod memory;
@@ -24,6 +26,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+pub use ceiling::{Lease, MemoryCeiling, Reclaim};
 pub use faulty::{Fault, FaultyStore, Op, Rule};
 pub use local::{local_file_handle, network_file_system, FsStats, LocalStore, Watch, WatchEvents};
 pub use memory::MemStore;
