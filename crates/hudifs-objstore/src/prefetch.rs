@@ -92,6 +92,9 @@ pub struct Budget {
 
 pub const DEFAULT_BUDGET: u64 = 256 << 20;
 
+/// How many times a read waits for memory before it takes what it needs regardless.
+const WAITS: u32 = 3;
+
 impl Budget {
     /// A read-ahead budget of `limit` bytes without a memory ceiling (tests, benchmarks).
     pub fn new(limit: u64) -> Arc<Budget> {
@@ -351,14 +354,18 @@ impl Prefetcher {
         offset: u64,
         len: usize,
     ) -> BoxFuture<'static, io::Result<Bytes>> {
-        self.read_granted(offset, len, None)
+        self.read_granted(offset, len, None, 0)
     }
 
+    /// The read, `waited` times started over for memory with `granted` the last wait's bytes.
+    /// After [`WAITS`] waits what it needs is taken regardless (the room shrank below what one
+    /// read needs while it waited): a read must not wait for ever.
     fn read_granted(
         self: &Arc<Self>,
         offset: u64,
         len: usize,
         mut granted: Option<ceiling::Lease>,
+        waited: u32,
     ) -> BoxFuture<'static, io::Result<Bytes>> {
         let end = offset.saturating_add(len as u64).min(self.size);
         if offset >= end {
@@ -506,9 +513,13 @@ impl Prefetcher {
             drop(st);
             let this = self.clone();
             let ceiling = self.budget.ceiling.clone();
+            if waited >= WAITS {
+                let got = ceiling.force(need);
+                return self.read_granted(offset, len, Some(got), waited + 1);
+            }
             return async move {
                 let got = ceiling.take(need).await;
-                this.read_granted(offset, len, Some(got)).await
+                this.read_granted(offset, len, Some(got), waited + 1).await
             }
             .boxed();
         }
