@@ -286,7 +286,12 @@ impl PartitionCache {
         files: Vec<DataFile>,
         previous: Option<&PartitionListing>,
     ) -> PartitionListing {
-        let mut out = PartitionListing::default();
+        // Kept as long as the listing: no room to grow into (a million files' worth adds up).
+        let mut out = PartitionListing {
+            files: Vec::with_capacity(files.len()),
+            ids: Vec::with_capacity(files.len()),
+            ..Default::default()
+        };
         let mut new_files = Vec::new();
         let mut new_slots = Vec::new();
         for f in files {
