@@ -315,7 +315,7 @@ impl HudiFs {
             ids.insert(f.rel_path(), listing.ids[i]);
             mtimes.insert(f.rel_path(), f.mtime());
             files.push(VisibleFile {
-                file: (**f).clone(),
+                file: f.clone(),
                 writer: choice.writer(c).cloned(),
                 slice: choice.slice(c).to_string(),
             });
@@ -418,7 +418,7 @@ impl HudiFs {
         partition: &str,
         listing: &PartitionListing,
     ) -> Result<MergedPartition> {
-        let files: Vec<DataFile> = listing.files.iter().map(|f| (**f).clone()).collect();
+        let files: Vec<DataFile> = listing.files.to_vec();
         let mut ids: HashMap<String, (u64, SystemTime)> = HashMap::new();
         for (f, id) in listing.files.iter().zip(&listing.ids) {
             ids.insert(f.rel_path(), (*id, f.mtime()));

@@ -621,7 +621,7 @@ impl HudiFs {
     }
 
     /// A table file of the registry.
-    pub(super) fn registered(&self, file: u64) -> Result<Arc<DataFile>> {
+    pub(super) fn registered(&self, file: u64) -> Result<DataFile> {
         self.partitions
             .registry
             .get(file)

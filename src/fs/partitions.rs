@@ -29,7 +29,7 @@ type FileKey = (Arc<str>, Box<str>);
 /// Every table file the mount has seen, by stable id. Append-only: an id never changes meaning.
 #[derive(Default)]
 pub struct FileRegistry {
-    files: RwLock<Vec<Arc<DataFile>>>,
+    files: RwLock<Vec<DataFile>>,
     /// Where new ids are recorded before anyone hears of them (`restart_journal.rs`).
     journal: OnceLock<Arc<RestartJournal>>,
     /// After a restart: the ids the previous daemons gave, by partition and name, so that a
@@ -38,12 +38,12 @@ pub struct FileRegistry {
 }
 
 impl FileRegistry {
-    pub fn get(&self, id: u64) -> Option<Arc<DataFile>> {
+    pub fn get(&self, id: u64) -> Option<DataFile> {
         let files = self.files.read().unwrap_or_else(|e| e.into_inner());
         files.get(usize::try_from(id).ok()?).cloned()
     }
 
-    fn push_all(&self, new: Vec<Arc<DataFile>>) -> std::ops::Range<u64> {
+    fn push_all(&self, new: Vec<DataFile>) -> std::ops::Range<u64> {
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         if let (Some(journal), false) = (self.journal.get(), new.is_empty()) {
             journal.append(Tag::Files, &encode_files(&new));
@@ -69,7 +69,7 @@ impl FileRegistry {
             }
             let files = decode_files(payload, exts)
                 .ok_or("a Files record of the restart journal does not read back")?;
-            let range = self.push_all(files.into_iter().map(Arc::new).collect());
+            let range = self.push_all(files);
             let files = self.files.read().unwrap_or_else(|e| e.into_inner());
             for id in range {
                 let f = &files[id as usize];
@@ -81,7 +81,7 @@ impl FileRegistry {
     }
 
     /// The id a previous daemon gave `file`, if it is the same file (name, size, time).
-    fn recovered_id(&self, file: &DataFile) -> Option<(Arc<DataFile>, u64)> {
+    fn recovered_id(&self, file: &DataFile) -> Option<(DataFile, u64)> {
         let recovered = self.recovered.lock().unwrap_or_else(|e| e.into_inner());
         if recovered.is_empty() {
             return None;
@@ -94,7 +94,7 @@ impl FileRegistry {
 
 /// Files of one partition as a `Files` record: the partition, then per file its name, size,
 /// time and mode.
-fn encode_files(files: &[Arc<DataFile>]) -> Vec<u8> {
+fn encode_files(files: &[DataFile]) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + files.len() * 96);
     put_str(&mut out, files.first().map_or("", |f| &*f.partition));
     out.extend_from_slice(&(files.len() as u32).to_le_bytes());
@@ -144,7 +144,7 @@ enum Trust {
 /// The data files of one partition, sorted by name, with their registry ids.
 #[derive(Debug, Default)]
 pub struct PartitionListing {
-    pub files: Vec<Arc<DataFile>>,
+    pub files: Vec<DataFile>,
     pub ids: Vec<u64>,
     /// Why the listing can be reused for a later snapshot without reading the directory.
     trust: Trust,
@@ -286,7 +286,12 @@ impl PartitionCache {
         files: Vec<DataFile>,
         previous: Option<&PartitionListing>,
     ) -> PartitionListing {
-        let mut out = PartitionListing::default();
+        // Kept as long as the listing: no room to grow into (a million files' worth adds up).
+        let mut out = PartitionListing {
+            files: Vec::with_capacity(files.len()),
+            ids: Vec::with_capacity(files.len()),
+            ..Default::default()
+        };
         let mut new_files = Vec::new();
         let mut new_slots = Vec::new();
         for f in files {
@@ -304,11 +309,10 @@ impl PartitionCache {
                     out.ids.push(id);
                 }
                 None => {
-                    let file = Arc::new(f);
                     new_slots.push(out.files.len());
-                    out.files.push(file.clone());
+                    out.files.push(f.clone());
                     out.ids.push(0);
-                    new_files.push(file);
+                    new_files.push(f);
                 }
             }
         }

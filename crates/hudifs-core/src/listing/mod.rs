@@ -5,7 +5,7 @@ mod data_file;
 mod names;
 mod walk;
 
-pub use data_file::DataFile;
+pub use data_file::{DataFile, DataFileFields};
 pub use names::{
     base_file_name, log_file_name, parse_base_name, parse_data_name, parse_log_name, BaseName,
     DataName, LogName, PARTITION_METAFILE,

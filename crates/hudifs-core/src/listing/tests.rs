@@ -104,9 +104,15 @@ fn compact_data_files() {
     )
     .unwrap();
     assert_eq!((odd.file_id(), odd.write_token()), ("0-1-2", "0-1-2"));
-    assert!(
-        std::mem::size_of::<DataFile>() <= 64,
-        "{}",
-        std::mem::size_of::<DataFile>()
-    );
+    // One thin pointer to one allocation, the name's bytes right after the fields: 134 bytes
+    // for a name of 77 (a uuid file id, a token, an instant and `.parquet`).
+    assert_eq!(std::mem::size_of::<DataFile>(), 8);
+    assert_eq!(std::mem::size_of::<Option<DataFile>>(), 8);
+    assert!(DataFile::allocation_size(&"n".repeat(77)) <= 134);
+    let c = b.clone();
+    assert_eq!(c, b);
+    assert_eq!(c.name(), b.name());
+    drop(b);
+    assert_eq!(c.name(), "f-1_0-1-2_20240101000000000.parquet");
+    assert_eq!((c.size, c.mode, &*c.partition), (10, 0o644, "city=x"));
 }

@@ -135,6 +135,8 @@ pub fn resolve_partition<F: std::borrow::Borrow<DataFile>>(
         interner,
         ids: HashMap::new(),
     };
+    // Kept as long as the view: no room to grow into (a million files' worth adds up).
+    out.files.reserve_exact(chosen.len());
     for c in chosen {
         let writer = match c.writer {
             Some(w) => table.id(&mut out, w),
@@ -147,6 +149,7 @@ pub fn resolve_partition<F: std::borrow::Borrow<DataFile>>(
             slice,
         });
     }
+    out.instants.shrink_to_fit();
     out
 }
 
