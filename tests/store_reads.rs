@@ -356,6 +356,25 @@ fn ceiling_table(local: &Path, url: &str, endpoint: &str) -> Vec<String> {
     big
 }
 
+/// The serving daemon of `m` (from `hudifs status --json`, once the daemon has written its
+/// state) and how many times it was restarted.
+fn serving(m: &MountGuard) -> (u32, u64) {
+    for _ in 0..100 {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hudifs"))
+            .args(["status", "--json"])
+            .arg(m.path())
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let row = &v["mounts"][0];
+        if let (Some(pid), Some(restarts)) = (row["pid"].as_u64(), row["restarts"].as_u64()) {
+            return (pid as u32, restarts);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no serving daemon in hudifs status: {}", m.log_text());
+}
+
 /// A line of `/proc/PID/status` in bytes (`VmHWM:`, `VmRSS:`).
 fn status_bytes(pid: u32, key: &str) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -378,7 +397,7 @@ fn ceiling_load(
     extra: &[&str],
 ) -> (u64, Vec<u8>) {
     let m = mount(url, endpoint, extra);
-    let pid = m.serving_pid().expect("the serving daemon's pid");
+    let (pid, _) = serving(&m);
     let latest = m.path().join("latest");
     let merged_dir = m.path().join("merged/latest/part=b");
     std::thread::scope(|s| {
@@ -416,7 +435,14 @@ fn ceiling_load(
             r.join().unwrap();
         }
         let merged = merge.join().unwrap();
-        (status_bytes(pid, "VmHWM:"), merged)
+        let hwm = status_bytes(pid, "VmHWM:");
+        assert_eq!(
+            serving(&m),
+            (pid, 0),
+            "the serving daemon was restarted under the load: {}",
+            m.log_text()
+        );
+        (hwm, merged)
     })
 }
 

@@ -160,6 +160,7 @@ impl Budget {
         self: &Arc<Self>,
         n: u64,
         granted: &mut Option<ceiling::Lease>,
+        force: bool,
     ) -> Option<Lease> {
         let n = crate::bufpool::footprint(n);
         if let Some(g) = granted.as_mut() {
@@ -169,13 +170,16 @@ impl Budget {
             let more = n - g.bytes();
             let more = match self.ceiling.try_take(more) {
                 Some(l) => l,
-                None if !self.ceiling.can_fit(n) => self.ceiling.force(more),
+                None if force || !self.ceiling.can_fit(n) => self.ceiling.force(more),
                 None => return None,
             };
             let rest = g.split(g.bytes());
             return Some(self.lease(rest.join(more)));
         }
-        if !self.ceiling.can_fit(n) {
+        if force || !self.ceiling.can_fit(n) {
+            if let Some(l) = self.ceiling.try_take(n) {
+                return Some(self.lease(l));
+            }
             return Some(self.lease(self.ceiling.force(n)));
         }
         self.ceiling.try_take(n).map(|h| self.lease(h))
@@ -372,6 +376,8 @@ impl Prefetcher {
             return futures::future::ready(Ok(Bytes::new())).boxed();
         }
         let cfg = self.cfg;
+        // After WAITS waits, what the read waits for is taken regardless: it never comes short.
+        let force = waited >= WAITS;
         let mut st = lock(&self.state);
         let continues = st.stream.is_some_and(|s| {
             // Within the window, or behind or ahead of it within the kernel's reach.
@@ -438,7 +444,7 @@ impl Prefetcher {
                 (s + request).min(target)
             };
             let lease = if s < end || !stream.sequential {
-                match self.budget.try_take_demanded(e - s, &mut granted) {
+                match self.budget.try_take_demanded(e - s, &mut granted, force) {
                     Some(l) => l,
                     None => {
                         short = Some(());
@@ -482,13 +488,19 @@ impl Prefetcher {
                 gaps.push(at..end);
             }
             if overlapping + gaps.len() > 1 {
-                match self.budget.try_take_demanded(end - offset, &mut granted) {
+                match self
+                    .budget
+                    .try_take_demanded(end - offset, &mut granted, force)
+                {
                     Some(l) => assembly = Some(l),
                     None => short = Some(()),
                 }
             }
             for r in gaps.into_iter().filter(|_| short.is_none()) {
-                match self.budget.try_take_demanded(r.end - r.start, &mut granted) {
+                match self
+                    .budget
+                    .try_take_demanded(r.end - r.start, &mut granted, force)
+                {
                     Some(l) => directs.push((r, l)),
                     None => {
                         short = Some(());
@@ -505,7 +517,8 @@ impl Prefetcher {
             } else {
                 target.saturating_sub(from)
             };
-            let need = span + 2 * (end - offset);
+            // Bytes are counted as buffer footprints: up to twice their number.
+            let need = 2 * (span + 2 * (end - offset));
             drop(new_chunks);
             drop(directs);
             drop(assembly);
@@ -513,10 +526,6 @@ impl Prefetcher {
             drop(st);
             let this = self.clone();
             let ceiling = self.budget.ceiling.clone();
-            if waited >= WAITS {
-                let got = ceiling.force(need);
-                return self.read_granted(offset, len, Some(got), waited + 1);
-            }
             return async move {
                 let got = ceiling.take(need).await;
                 this.read_granted(offset, len, Some(got), waited + 1).await

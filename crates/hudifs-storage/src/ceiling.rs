@@ -31,6 +31,12 @@ pub const READ_RESERVE: u64 = 16 << 20;
 /// The least the ceiling must leave for data above the daemon's memory at start.
 pub const MIN_DATA: u64 = 64 << 20;
 
+/// What a measured ceiling keeps free of leases for memory nobody counts (allocator slack,
+/// request and reply buffers in flight): a sixteenth of it, at least 8 MiB.
+pub fn headroom(ceiling: u64) -> u64 {
+    (ceiling / 16).max(8 << 20)
+}
+
 /// Something that holds leases it can give back at once (read-ahead no reader waits for).
 pub trait Reclaim: Send + Sync {
     /// Drop what can be dropped; the bytes freed.
@@ -236,10 +242,16 @@ impl MemoryCeiling {
         self.ceiling
     }
 
-    /// What the ceiling leaves for data now: the ceiling less the daemon's other memory.
+    /// What the ceiling leaves for data now: the ceiling less the daemon's other memory and
+    /// the [`headroom`] (measured ceilings only).
     pub fn room(&self) -> u64 {
+        let headroom = match self.other {
+            Other::Measured => headroom(self.ceiling),
+            Other::Fixed(_) => 0,
+        };
         self.ceiling
             .saturating_sub(self.outside.load(Ordering::Relaxed))
+            .saturating_sub(headroom)
     }
 
     /// The daemon's memory outside leases at the last sample.
@@ -600,7 +612,7 @@ mod tests {
         let rss = resident_bytes().unwrap();
         let c = MemoryCeiling::new(rss + 200 * M);
         assert!(c.outside() > 0);
-        assert!(c.room() <= 200 * M + (rss - c.outside()));
+        assert!(c.room() <= 200 * M + (rss - c.outside()) - headroom(rss + 200 * M));
         assert!(available_memory().unwrap() > 0);
         assert!(default_ceiling() >= 512 << 20);
     }
