@@ -180,23 +180,30 @@ fn a_parquet_footer_and_column_chunks_fetch_about_what_they_ask() {
     assert!(fetched >= 2 * M + 256 * K);
 }
 
-#[test]
-fn eight_readers_stay_within_the_memory_budget() {
-    let rt = runtime();
-    let cfg = PrefetchConfig {
+/// Windows small enough for a test's objects.
+fn small_windows() -> PrefetchConfig {
+    PrefetchConfig {
         first_request: 64 * K,
         max_request: M,
         max_ahead: 8 * M,
         slack: 512 * K,
         reach: 2 * M,
-    };
-    let budget = Budget::new(12 * M);
+    }
+}
+
+/// Eight objects of 24 MiB read in 128 KiB reads at once, every byte checked; their
+/// prefetchers (still open).
+fn eight_readers(
+    rt: &tokio::runtime::Runtime,
+    cfg: PrefetchConfig,
+    budget: &Arc<Budget>,
+) -> Vec<Arc<Prefetcher>> {
     let files: Vec<_> = (0..8)
         .map(|_| Counting::new((24 * M) as usize, Duration::from_millis(2)))
         .collect();
     let ps: Vec<_> = files
         .iter()
-        .map(|c| prefetcher(&rt, c, cfg, &budget))
+        .map(|c| prefetcher(rt, c, cfg, budget))
         .collect();
     let mut readers = Vec::new();
     for (c, p) in files.iter().zip(&ps) {
@@ -213,6 +220,15 @@ fn eight_readers_stay_within_the_memory_budget() {
     for r in readers {
         rt.block_on(r).unwrap();
     }
+    ps
+}
+
+#[test]
+fn eight_readers_stay_within_the_memory_budget() {
+    let rt = runtime();
+    let cfg = small_windows();
+    let budget = Budget::new(12 * M);
+    let ps = eight_readers(&rt, cfg, &budget);
     // Read-ahead stops at the budget; only what readers wait for may pass it (one request
     // each).
     assert!(
@@ -231,37 +247,10 @@ fn eight_readers_stay_within_the_memory_budget() {
 #[test]
 fn under_a_ceiling_readers_wait_instead_of_exceeding_it() {
     let rt = runtime();
-    let cfg = PrefetchConfig {
-        first_request: 64 * K,
-        max_request: M,
-        max_ahead: 8 * M,
-        slack: 512 * K,
-        reach: 2 * M,
-    };
+    let cfg = small_windows();
     let ceiling = MemoryCeiling::fixed(20 * M);
     let budget = Budget::within(64 * M, ceiling.clone());
-    let files: Vec<_> = (0..8)
-        .map(|_| Counting::new((24 * M) as usize, Duration::from_millis(2)))
-        .collect();
-    let ps: Vec<_> = files
-        .iter()
-        .map(|c| prefetcher(&rt, c, cfg, &budget))
-        .collect();
-    let mut readers = Vec::new();
-    for (c, p) in files.iter().zip(&ps) {
-        let (c, p) = (c.clone(), p.clone());
-        readers.push(rt.spawn(async move {
-            let mut off = 0;
-            while off < 24 * M {
-                let got = p.read(off, 128 * 1024).await.unwrap();
-                assert!(got[..] == c.bytes[off as usize..off as usize + got.len()]);
-                off += got.len() as u64;
-            }
-        }));
-    }
-    for r in readers {
-        rt.block_on(r).unwrap();
-    }
+    let ps = eight_readers(&rt, cfg, &budget);
     assert!(
         ceiling.peak() <= 20 * M,
         "peak {} over the ceiling",
@@ -277,13 +266,7 @@ fn under_a_ceiling_readers_wait_instead_of_exceeding_it() {
 #[test]
 fn a_waiting_reader_takes_back_an_idle_files_read_ahead() {
     let rt = runtime();
-    let cfg = PrefetchConfig {
-        first_request: 64 * K,
-        max_request: M,
-        max_ahead: 8 * M,
-        slack: 512 * K,
-        reach: 2 * M,
-    };
+    let cfg = small_windows();
     let ceiling = MemoryCeiling::fixed(24 * M);
     let budget = Budget::within(64 * M, ceiling.clone());
     let a = Counting::new((24 * M) as usize, Duration::ZERO);
