@@ -11,7 +11,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use hudifs_storage::ceiling::{self, Lease, MemoryCeiling};
+use hudifs_storage::ceiling::{Lease, MemoryCeiling};
 
 use crate::error::{MergeError, Result};
 
@@ -64,11 +64,6 @@ impl MergeMemory {
             lease,
             counted: 0,
         }))))
-    }
-
-    /// Within the process's ceiling ([`ceiling::process`]), nothing taken yet.
-    pub fn process() -> MergeMemory {
-        Self::within(&ceiling::process(), 0).unwrap_or_else(|_| unreachable!("nothing reserved"))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
