@@ -321,7 +321,7 @@ pub fn view_json(key: &ViewKey, view: &View, read_optimized: bool) -> serde_json
                 "partition": f.file.partition.as_ref(),
                 "file_id": f.file.file_id(),
                 "kind": if f.file.is_base() { "base" } else { "log" },
-                "size": f.file.size,
+                "size": f.file.size(),
                 "mtime_ms": f.file.mtime().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
                 "writer": f.writer,
                 "slice": f.slice,

@@ -7,6 +7,7 @@ mod common;
 
 use std::ffi::OsStr;
 use std::path::Path;
+use std::sync::Arc;
 
 use hudifs::follow::Follower;
 use hudifs::fs::{DirCache, FsOptions, HudiFs, Kind, MergeSettings, ROOT, TTL_FRESH};
@@ -450,6 +451,100 @@ fn listings_carry_file_attributes_once_files_are_looked_up() {
     let (attrs, again) = listing(part);
     assert!(attrs, "a file was looked up: listings carry attributes");
     assert_eq!(again, entries, "the same entries either way");
+}
+
+/// A walk for names states no table file: a local disk lists names without a `stat` each. The
+/// first file whose attributes are asked for states its partition, with the disk's size, time
+/// and mode; a file gone since the listing is not found; listings then carry the attributes.
+#[test]
+fn a_name_walk_states_no_file_and_attributes_come_from_the_disk() {
+    use hudifs_storage::{FaultyStore, LocalStore, Op};
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(dir) = common::fixtures_dir() else {
+        return;
+    };
+    // Three partitions, several files in latest/.
+    let table = "sample_table/cow/v6_simplekeygen_nonhivestyle";
+    let root = common::unzip(&dir.join("tables").join(format!("{table}.zip")), tmp.path());
+    let store = Arc::new(FaultyStore::new(
+        Arc::new(LocalStore::new(&root).unwrap()),
+        1,
+    ));
+    let fs = HudiFs::with_store(store.clone(), FsOptions::default()).unwrap();
+    let latest = walk(&fs, &["latest"]).unwrap();
+    let stats_before = store.calls(Op::Stat);
+    // (directory inode, partition, file name) of every file of latest/.
+    let mut files = Vec::new();
+    let mut partitions = 0;
+    for p in fs.readdir_entries(latest).unwrap() {
+        assert_eq!(p.entry.attr.kind, Kind::Dir, "a partitioned table");
+        partitions += 1;
+        for e in fs.readdir_entries(p.entry.attr.ino).unwrap() {
+            assert_eq!(e.entry.attr.kind, Kind::File, "one level of partitions");
+            files.push((p.entry.attr.ino, p.name.to_string(), e.name.to_string()));
+        }
+    }
+    // The partitions hold older slices too: a listing with attributes states them all.
+    let on_disk: usize = files
+        .iter()
+        .map(|(_, part, _)| part)
+        .collect::<std::collections::BTreeSet<_>>()
+        .iter()
+        .map(|part| {
+            std::fs::read_dir(root.join(part))
+                .unwrap()
+                .filter(|e| {
+                    let n = e.as_ref().unwrap().file_name();
+                    n.to_string_lossy().ends_with(".parquet")
+                })
+                .count()
+        })
+        .sum();
+    assert!(
+        on_disk > partitions,
+        "{on_disk} files in {partitions} partitions"
+    );
+    // One `stat` per partition directory (its time decides when to list it again), none per
+    // file.
+    let stats = store.calls(Op::Stat) - stats_before;
+    assert!(
+        stats <= partitions as u64,
+        "{stats} stats for {partitions} partitions"
+    );
+    // A file deleted since the listing: not found, not served with made-up attributes.
+    let (gone_dir, gone_part, gone) = files[0].clone();
+    std::fs::remove_file(root.join(&gone_part).join(&gone)).unwrap();
+    let err = fs.lookup(gone_dir, OsStr::new(&gone)).unwrap_err();
+    assert!(
+        matches!(err, hudifs_core::error::Error::NotFound(_)),
+        "{err}"
+    );
+    // The others carry the disk's attributes, by lookup and then in listings.
+    let disk = |part: &str, name: &str| {
+        let m = std::fs::symlink_metadata(root.join(part).join(name)).unwrap();
+        (
+            m.len(),
+            m.modified().unwrap(),
+            (m.permissions().mode() & 0o555) as u16,
+        )
+    };
+    for (d, part, name) in &files[1..] {
+        let a = fs.lookup(*d, OsStr::new(name)).unwrap().attr;
+        assert_eq!((a.size, a.mtime, a.perm), disk(part, name), "{part}/{name}");
+        assert!(a.size > 0);
+    }
+    for (d, part, name) in &files[1..] {
+        let h = fs.opendir(*d).unwrap();
+        let l = fs.readdir(h.fh).unwrap();
+        assert!(
+            l.file_attrs(),
+            "files were looked up: listings carry attributes"
+        );
+        let (_, e) = l.iter().find(|(n, _)| n == name).unwrap();
+        assert_eq!(e.attr.size, disk(part, name).0, "{part}/{name}");
+        fs.releasedir(h.fh);
+    }
 }
 
 /// Every byte of `ino` through handle `fh` read with `read_node` (as the mount reads, inode

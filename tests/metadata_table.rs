@@ -45,7 +45,7 @@ fn views(snap: &Snapshot) -> Vec<(String, Listed)> {
                 .map(|v| {
                     v.files
                         .iter()
-                        .map(|f| (f.rel_path(), f.file.size))
+                        .map(|f| (f.rel_path(), f.file.size()))
                         .collect()
                 })
                 .map_err(|e| e.to_string());

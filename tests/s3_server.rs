@@ -156,6 +156,19 @@ fn s3_tables_list_and_mount_like_local_ones() {
         // Table files on a store are read past the page cache (FOPEN_DIRECT_IO): the reads
         // above left no page of them behind; they can still be mapped.
         if let Some((rel, bytes)) = st.iter().find(|(_, b)| !b.is_empty()) {
+            // They ask for reads of 1 MiB (`st_blksize`, what cat and cp read at once), where
+            // the local mount's ask for pages.
+            use std::os::unix::fs::MetadataExt;
+            let blksize = |m: &MountGuard| {
+                std::fs::metadata(m.path().join("latest").join(rel))
+                    .unwrap()
+                    .blksize()
+            };
+            assert_eq!(
+                (blksize(&sm), blksize(&lm)),
+                (1 << 20, 4096),
+                "{name}: {rel}"
+            );
             let (resident, via_map) = mapped(&sm.path().join("latest").join(rel));
             assert_eq!(resident, 0, "{name}: {rel} was read through the page cache");
             assert!(&via_map == bytes, "{name}: {rel} maps to other bytes");

@@ -60,6 +60,7 @@ pub use inode::{
 pub use kernel_cache::{Deferred, DirCache, AGAIN};
 pub use merged::{default_cache_dir, MergeSettings, DEFAULT_CACHE_BYTES, DEFAULT_MEMORY_CAP};
 pub use ops::{DirListing, InoMap, OpenedDir, StaleDir};
+pub use owner::{PAGE_BLKSIZE, STORE_BLKSIZE};
 pub use restart_journal::{
     decode_properties, encode_properties, open_passthrough, pass_open, pass_release,
     RestartJournal, Tag as JournalTag,
@@ -108,6 +109,9 @@ pub struct Attr {
     pub perm: u16,
     pub uid: u32,
     pub gid: u32,
+    /// The preferred I/O size (`st_blksize`): what `cat`, `cp` and Python's buffered files
+    /// read at once.
+    pub blksize: u32,
 }
 
 /// A looked-up node with how long the kernel may cache it.
@@ -227,6 +231,7 @@ impl HudiFs {
             gid,
             root.mtime.unwrap_or(SystemTime::UNIX_EPOCH),
             opts.access,
+            store.is_object_store(),
         );
         Ok(HudiFs {
             store,

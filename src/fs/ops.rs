@@ -111,8 +111,43 @@ impl HudiFs {
         self.owner.dir(ino, ttl)
     }
 
-    fn file_entry(&self, ino: u64, f: &DataFile, ttl: Duration) -> Entry {
-        self.owner.table_file(ino, f, ttl)
+    /// The entry of a table file, stated first if it was listed by name only.
+    fn file_entry(&self, ino: u64, f: &DataFile, ttl: Duration) -> Result<Entry> {
+        self.stated(f)?;
+        Ok(self.owner.table_file(ino, f, ttl))
+    }
+
+    /// Make sure `f`'s size, time and mode are known: a file listed by name only is stated
+    /// with the rest of its partition (whoever asks for one file's attributes usually asks for
+    /// its neighbours' next), else alone. A file gone since the listing is not found.
+    pub(super) fn stated(&self, f: &DataFile) -> Result<()> {
+        if f.is_stated() {
+            return Ok(());
+        }
+        self.partitions.stat_partition(&*self.store, &f.partition);
+        if !f.is_stated() {
+            hudifs_core::listing::stat_files(&*self.store, std::slice::from_ref(f));
+        }
+        if f.is_stated() {
+            Ok(())
+        } else {
+            Err(Error::NotFound(f.rel_path()))
+        }
+    }
+
+    /// Whether every file of a listing has its attributes (a listing made while no caller
+    /// statted names its files only, `stat_demand.rs`).
+    fn entries_stated(&self, entries: &[DirEntry]) -> bool {
+        entries
+            .iter()
+            .all(|e| match Node::from_ino(e.entry.attr.ino) {
+                Some(Node::ViewFile { file, .. }) => self
+                    .partitions
+                    .registry
+                    .get(file)
+                    .is_none_or(|f| f.is_stated()),
+                _ => true,
+            })
     }
 
     /// The node a name at the mount root stands for.
@@ -164,7 +199,7 @@ impl HudiFs {
                     .get(file)
                     .ok_or_else(|| Error::NotFound(format!("file {file}")))?;
                 let ttl = self.view(view).map(|v| v.ttl()).unwrap_or(TTL_FRESH);
-                Ok(self.file_entry(ino, &f, ttl))
+                self.file_entry(ino, &f, ttl)
             }
             Node::TimelineFile { name } => {
                 let name = self.timeline_name(name)?;
@@ -254,7 +289,7 @@ impl HudiFs {
                 return match node {
                     MergedNode::Base(file) => {
                         let f = self.registered(file)?;
-                        Ok(self.file_entry(Node::ViewFile { view, file }.ino(), &f, ttl))
+                        self.file_entry(Node::ViewFile { view, file }.ino(), &f, ttl)
                     }
                     MergedNode::Slice(slice) => {
                         let ms = self.merged_slice(view, slice)?;
@@ -274,7 +309,7 @@ impl HudiFs {
                     file: pv.listing.ids[c.index as usize],
                 };
                 let f = &pv.listing.files[c.index as usize];
-                return Ok(self.file_entry(node.ino(), f, self.answer_ttl(&v)));
+                return self.file_entry(node.ino(), f, self.answer_ttl(&v));
             }
         }
         let child = join(&path, name);
@@ -369,7 +404,7 @@ impl HudiFs {
                         let entry = match *node {
                             MergedNode::Base(file) => {
                                 let f = self.registered(file)?;
-                                self.file_entry(Node::ViewFile { view, file }.ino(), &f, v.ttl())
+                                self.file_entry(Node::ViewFile { view, file }.ino(), &f, v.ttl())?
                             }
                             MergedNode::Slice(slice) => {
                                 let ms = self.merged_slice(view, slice)?;
@@ -390,6 +425,11 @@ impl HudiFs {
                     if view == 0 {
                         self.kernel.handed_files(dir_id, v.snap.generation, &pv);
                     }
+                    // Files listed by name are stated only while callers stat what they list
+                    // (`stat_demand.rs`): a walk for names never states them.
+                    if self.stat_demand.wants_file_attrs() {
+                        hudifs_core::listing::stat_files(&*self.store, &pv.listing.files);
+                    }
                     for c in &pv.choice.files {
                         let f = &pv.listing.files[c.index as usize];
                         let node = Node::ViewFile {
@@ -398,7 +438,7 @@ impl HudiFs {
                         };
                         out.push(DirEntry {
                             name: Arc::from(f.name()),
-                            entry: self.file_entry(node.ino(), f, v.ttl()),
+                            entry: self.owner.table_file(node.ino(), f, v.ttl()),
                         });
                     }
                 }
@@ -484,11 +524,12 @@ impl HudiFs {
             Some((_, generation)) if generation < self.snapshot().generation => TTL_FRESH,
             _ => Duration::MAX,
         };
+        let file_attrs = self.stat_demand.wants_file_attrs() && self.entries_stated(&entries);
         Ok(DirListing {
             entries,
             ttl_cap,
             ino_map: None,
-            file_attrs: self.stat_demand.wants_file_attrs(),
+            file_attrs,
         })
     }
 
@@ -652,7 +693,11 @@ impl HudiFs {
     /// The entry of a merged slice: merged now if it is not yet.
     fn merged_entry(&self, ino: u64, ms: &MergedSlice, ttl: Duration) -> Result<Entry> {
         let size = match self.materialise(ms)? {
-            Materialised::Base(file) => self.registered(file)?.size,
+            Materialised::Base(file) => {
+                let f = self.registered(file)?;
+                self.stated(&f)?;
+                f.size()
+            }
             Materialised::Merged { size, .. } => size,
         };
         Ok(self.merged_attr(ino, ms, size, ttl))
@@ -661,7 +706,11 @@ impl HudiFs {
     /// The entry of a merged slice in a listing: without merging. One not merged yet shows
     /// size 0 with a zero TTL, so that the kernel asks (and the slice is merged) on `stat`.
     fn merged_listed(&self, ino: u64, ms: &MergedSlice, ttl: Duration) -> Entry {
-        match ms.size_if_known(|id| self.partitions.registry.get(id).map(|f| f.size)) {
+        let size_of = |id| {
+            let f = self.partitions.registry.get(id)?;
+            f.is_stated().then(|| f.size())
+        };
+        match ms.size_if_known(size_of) {
             Some(size) => self.merged_attr(ino, ms, size, ttl),
             None => self.merged_attr(ino, ms, 0, Duration::ZERO),
         }

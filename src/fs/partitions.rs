@@ -80,6 +80,15 @@ impl FileRegistry {
         Ok(())
     }
 
+    /// Whether a previous daemon's files are being taken over (see [`FileRegistry::resume`]).
+    fn recovering(&self) -> bool {
+        !self
+            .recovered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
     /// The id a previous daemon gave `file`, if it is the same file (name, size, time).
     fn recovered_id(&self, file: &DataFile) -> Option<(DataFile, u64)> {
         let recovered = self.recovered.lock().unwrap_or_else(|e| e.into_inner());
@@ -88,21 +97,38 @@ impl FileRegistry {
         }
         let id = *recovered.get(&(file.partition.clone(), Box::<str>::from(file.name())))?;
         let old = self.get(id)?;
-        (old.size == file.size && old.mtime() == file.mtime()).then_some((old, id))
+        same_file(&old, file).then_some((old, id))
     }
 }
 
+/// Whether a file listed again is the file listed before under its name: the same size and
+/// time. The new listing states the files whose old ones were stated
+/// ([`PartitionCache::listing`]); a file never stated before (listed by name, its attributes
+/// never asked for) has nothing to compare and is taken as the same, as a file whose size and
+/// time did not change is.
+fn same_file(old: &DataFile, new: &DataFile) -> bool {
+    !old.is_stated() || !new.is_stated() || (old.size() == new.size() && old.mtime() == new.mtime())
+}
+
+/// The size a `Files` record gives a file not stated yet.
+const UNSTATTED_SIZE: u64 = u64::MAX;
+
 /// Files of one partition as a `Files` record: the partition, then per file its name, size,
-/// time and mode.
+/// time and mode (size [`UNSTATTED_SIZE`] for a file not stated yet).
 fn encode_files(files: &[DataFile]) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + files.len() * 96);
     put_str(&mut out, files.first().map_or("", |f| &*f.partition));
     out.extend_from_slice(&(files.len() as u32).to_le_bytes());
     for f in files {
         put_str(&mut out, f.name());
-        out.extend_from_slice(&f.size.to_le_bytes());
+        let size = if f.is_stated() {
+            f.size()
+        } else {
+            UNSTATTED_SIZE
+        };
+        out.extend_from_slice(&size.to_le_bytes());
         put_time(&mut out, f.mtime());
-        out.extend_from_slice(&f.mode.to_le_bytes());
+        out.extend_from_slice(&f.mode().to_le_bytes());
     }
     out
 }
@@ -117,14 +143,11 @@ fn decode_files(payload: &[u8], exts: &[String]) -> Option<Vec<DataFile>> {
         let size = f.u64()?;
         let mtime = get_time(&mut f)?;
         let mode = f.u16()?;
-        out.push(DataFile::new(
-            partition.clone(),
-            name,
-            exts,
-            size,
-            mtime,
-            mode as u32,
-        )?);
+        out.push(if size == UNSTATTED_SIZE {
+            DataFile::unstatted(partition.clone(), name, exts)?
+        } else {
+            DataFile::new(partition.clone(), name, exts, size, mtime, mode as u32)?
+        });
     }
     Some(out)
 }
@@ -215,7 +238,7 @@ impl PartitionCache {
             }
         }
         let before = dir_mtime()?;
-        let files = match snap.list_partition(partition) {
+        let files = match snap.list_partition_names(partition) {
             Ok(f) => f,
             // A partition deleted since discovery is empty.
             Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
@@ -223,6 +246,18 @@ impl PartitionCache {
             }
             Err(e) => return Err(e),
         };
+        // Files known before with their attributes are stated now, to tell a file replaced
+        // under its name (`same_file`); after a restart, all of them.
+        if self.registry.recovering() {
+            hudifs_core::listing::stat_files(store, &files);
+        } else if let Some(c) = cached.as_deref() {
+            let known: Vec<DataFile> = files
+                .iter()
+                .filter(|f| c.position(f.name()).is_some_and(|i| c.files[i].is_stated()))
+                .cloned()
+                .collect();
+            hudifs_core::listing::stat_files(store, &known);
+        }
         let trust = match before {
             None => Trust::UntilTouched,
             Some(t) => {
@@ -254,6 +289,16 @@ impl PartitionCache {
         });
         listings.insert(partition.clone(), listing.clone());
         Ok(listing)
+    }
+
+    /// State the files of `partition`'s listing that were listed by name only
+    /// (`DataFile::unstatted`): once for the whole partition, when something first asks for
+    /// the attributes of one of its files.
+    pub fn stat_partition(&self, store: &dyn hudifs_storage::Storage, partition: &str) {
+        let listing = self.lock().get(partition).cloned();
+        if let Some(l) = listing {
+            hudifs_core::listing::stat_files(store, &l.files);
+        }
     }
 
     /// Forget what is known about a partition (an instant touched it).
@@ -299,8 +344,7 @@ impl PartitionCache {
                 .and_then(|p| {
                     let i = p.position(f.name())?;
                     let old = &p.files[i];
-                    (old.size == f.size && old.mtime() == f.mtime())
-                        .then(|| (old.clone(), p.ids[i]))
+                    same_file(old, &f).then(|| (old.clone(), p.ids[i]))
                 })
                 .or_else(|| self.registry.recovered_id(&f));
             match known {

@@ -175,12 +175,17 @@ impl HudiFs {
 
     /// The listing of `partition` for view `v`'s snapshot (a store's fault is EIO).
     fn listing_of(&self, v: &ViewState, partition: &Arc<str>) -> Result<Arc<PartitionListing>> {
-        self.partitions.listing(&v.snap, partition).map_err(|e| {
+        let listing = self.partitions.listing(&v.snap, partition).map_err(|e| {
             Error::io(
                 self.store.describe(&Default::default()),
                 std::io::Error::other(e.to_string()),
             )
-        })
+        })?;
+        // A merged view and a change feed key their slices by their inputs' sizes and times.
+        if v.merged || v.cdc {
+            hudifs_core::listing::stat_files(&*self.store, &listing.files);
+        }
+        Ok(listing)
     }
 
     /// The merged partition `i` of a merged view if it was built (handed to the kernel).
@@ -304,8 +309,7 @@ impl HudiFs {
             .copied()
             .filter(|i| v.parts.get(*i).is_some_and(|s| s.get().is_none()))
             .collect();
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
+        let threads = hudifs_core::side_by_side::cores()
             .min(RESOLVE_THREADS)
             .min(todo.len() / 4);
         if threads < 2 {

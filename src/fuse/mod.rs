@@ -118,7 +118,7 @@ fn file_attr(a: &Attr) -> FileAttr {
         uid: a.uid,
         gid: a.gid,
         rdev: 0,
-        blksize: 4096,
+        blksize: a.blksize,
         flags: 0,
     }
 }

@@ -449,6 +449,7 @@ impl LakeFs {
                 perm: self.opts.access.dir_mode.unwrap_or(0o555),
                 uid: self.uid,
                 gid: self.gid,
+                blksize: crate::fs::PAGE_BLKSIZE,
             },
             ttl: TTL_FRESH,
         }

@@ -239,7 +239,7 @@ fn log_differences(
             None => match listing::list_partition(store, cfg, p) {
                 Ok(files) => files
                     .iter()
-                    .map(|f| (f.name().to_string(), f.size))
+                    .map(|f| (f.name().to_string(), f.size()))
                     .collect(),
                 Err(e) => {
                     log::warn!("{root}: verify: cannot list {p:?}: {e}");

@@ -193,6 +193,21 @@ impl Snapshot {
         }
     }
 
+    /// [`Snapshot::list_partition`], by names alone where that saves a `stat` per file
+    /// ([`listing::list_partition_names`]): for the mount, which states files when their
+    /// attributes are asked for.
+    pub fn list_partition_names(&self, partition: &str) -> Result<Vec<DataFile>> {
+        let prelisted = self
+            .prelisted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(partition);
+        match prelisted {
+            Some(entries) => Ok(listing::partition_files(&self.cfg, partition, entries)),
+            None => listing::list_partition_names(&*self.store, &self.cfg, partition),
+        }
+    }
+
     /// Resolve a whole view at once, listing every partition it may have files in (for
     /// `hudifs ls` and tests; the mount resolves partitions lazily).
     pub fn resolve(&self, key: &ViewKey, read_optimized: bool) -> Result<View> {

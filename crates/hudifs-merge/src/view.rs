@@ -56,7 +56,7 @@ pub fn slices_of_view(files: &[VisibleFile]) -> Vec<ViewSlice> {
         let Ok(path) = TablePath::new(&f.rel_path()) else {
             continue;
         };
-        let input = InputFile::new(path, Some(f.file.size));
+        let input = InputFile::new(path, Some(f.file.size()));
         if f.file.is_base() {
             entry.slice.base = Some(input);
         } else {

@@ -171,6 +171,19 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// What the storage says about `path` (not following symbolic links).
     fn stat(&self, path: &TablePath) -> io::Result<Meta>;
 
+    /// [`Storage::stat`] of entries `names` of directory `dir`, in order. A local disk answers
+    /// them relative to the directory: one path walk, not one per name.
+    fn stat_names(&self, dir: &TablePath, names: &[&str]) -> Vec<io::Result<Meta>> {
+        names
+            .iter()
+            .map(|n| {
+                dir.child(n)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
+                    .and_then(|p| self.stat(&p))
+            })
+            .collect()
+    }
+
     /// The whole content of file `path`.
     fn read(&self, path: &TablePath) -> io::Result<Vec<u8>>;
 

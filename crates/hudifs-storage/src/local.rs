@@ -85,6 +85,35 @@ impl LocalStore {
     }
 }
 
+/// What [`LocalStore::meta`] says, from a `stat` buffer.
+fn stat_meta(st: &libc::stat) -> Meta {
+    let kind = match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => Kind::File,
+        libc::S_IFDIR => Kind::Dir,
+        _ => Kind::Other,
+    };
+    let mtime = if st.st_mtime >= 0 {
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(
+            st.st_mtime as u64,
+            st.st_mtime_nsec as u32,
+        ))
+    } else {
+        std::time::UNIX_EPOCH
+            .checked_sub(std::time::Duration::from_secs(st.st_mtime.unsigned_abs()))
+    };
+    Meta {
+        kind,
+        size: if kind == Kind::File {
+            st.st_size as u64
+        } else {
+            0
+        },
+        mtime,
+        mode: st.st_mode,
+        version: None,
+    }
+}
+
 /// Capacity figures of the file system under a table.
 #[derive(Debug, Clone, Copy)]
 pub struct FsStats {
@@ -181,6 +210,44 @@ impl Storage for LocalStore {
         Ok(LocalStore::meta(&std::fs::symlink_metadata(
             self.path(path),
         )?))
+    }
+
+    fn stat_names(&self, dir: &TablePath, names: &[&str]) -> Vec<io::Result<Meta>> {
+        use std::os::fd::AsRawFd;
+        let d = match std::fs::File::open(self.path(dir)) {
+            Ok(d) => d,
+            Err(e) => {
+                return names
+                    .iter()
+                    .map(|_| Err(io::Error::from(e.kind())))
+                    .collect()
+            }
+        };
+        names
+            .iter()
+            .map(|name| {
+                if !crate::path::valid_component(name) {
+                    return Err(io::Error::new(io::ErrorKind::InvalidInput, *name));
+                }
+                let c = std::ffi::CString::new(*name)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                // SAFETY: an all-zero `stat` is a valid value to be overwritten.
+                let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                // SAFETY: `d` is an open directory, `c` a NUL-terminated name, `st` writable.
+                let r = unsafe {
+                    libc::fstatat(
+                        d.as_raw_fd(),
+                        c.as_ptr(),
+                        &mut st,
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                };
+                if r != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(stat_meta(&st))
+            })
+            .collect()
     }
 
     fn read(&self, path: &TablePath) -> io::Result<Vec<u8>> {

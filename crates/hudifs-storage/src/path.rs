@@ -26,7 +26,7 @@ impl fmt::Display for InvalidPath {
 
 impl std::error::Error for InvalidPath {}
 
-fn valid_component(c: &str) -> bool {
+pub(crate) fn valid_component(c: &str) -> bool {
     !c.is_empty() && c != "." && c != ".." && !c.contains('/') && !c.contains('\0')
 }
 

@@ -59,6 +59,9 @@ impl Storage for Scoped {
     fn stat(&self, path: &TablePath) -> io::Result<Meta> {
         self.inner.stat(&self.at(path))
     }
+    fn stat_names(&self, dir: &TablePath, names: &[&str]) -> Vec<io::Result<Meta>> {
+        self.inner.stat_names(&self.at(dir), names)
+    }
     fn read(&self, path: &TablePath) -> io::Result<Vec<u8>> {
         self.inner.read(&self.at(path))
     }

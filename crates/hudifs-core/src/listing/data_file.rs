@@ -10,7 +10,7 @@ use std::alloc::Layout;
 use std::fmt;
 use std::ops::Deref;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -23,18 +23,24 @@ pub struct DataFileFields {
     refs: AtomicUsize,
     /// Partition path relative to the table root (`""` for non-partitioned tables).
     pub partition: Arc<str>,
-    pub size: u64,
-    mtime_secs: i64,
-    mtime_nanos: u32,
+    /// What the file system says of the file (size, time, permission bits): set at listing
+    /// time, or later for a file listed by name only ([`DataFile::unstatted`]). Atomics, so
+    /// that stating the file once fills every handle of it.
+    size: AtomicU64,
+    mtime_secs: AtomicI64,
+    mtime_nanos: AtomicU32,
     /// Log version; 0 for a base file.
     version: u32,
-    /// Permission bits of the file on disk.
-    pub mode: u16,
+    /// Permission bits of the file on disk, or [`UNSTATTED`] before the file was stated.
+    mode: AtomicU16,
     file_id: (u8, u8),
     instant: (u8, u8),
     token: (u8, u8),
     name_len: u8,
 }
+
+/// `mode` of a file listed by name only, not yet stated (permission bits never set it).
+const UNSTATTED: u16 = 0x8000;
 
 /// Where the name's bytes start in the allocation: right after the last field, not after the
 /// padding that rounds `DataFileFields` up to its alignment.
@@ -71,6 +77,16 @@ impl DataFile {
         mtime: SystemTime,
         mode: u32,
     ) -> Option<DataFile> {
+        let f = Self::unstatted(partition, name, exts)?;
+        f.set_meta(size, mtime, mode);
+        Some(f)
+    }
+
+    /// A data file from its name alone (None if the name is not a data file name of this
+    /// table): its size, time and mode read 0 until [`DataFile::set_meta`]. A local disk lists
+    /// names without a `stat` per file; the mount states a partition's files when something
+    /// asks for their attributes (SEMANTICS.md §2.6).
+    pub fn unstatted(partition: Arc<str>, name: &str, exts: &[String]) -> Option<DataFile> {
         if name.len() > u8::MAX as usize {
             return None;
         }
@@ -78,18 +94,14 @@ impl DataFile {
         // A name is at most 255 bytes (checked above): every range fits a byte.
         let pair = |r: std::ops::Range<usize>| (r.start as u8, r.end as u8);
         let version = if spans.log { spans.version.max(1) } else { 0 };
-        let (mtime_secs, mtime_nanos) = match mtime.duration_since(SystemTime::UNIX_EPOCH) {
-            Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
-            Err(e) => (-(e.duration().as_secs() as i64), 0),
-        };
         let fields = DataFileFields {
             refs: AtomicUsize::new(1),
             partition,
-            size,
-            mtime_secs,
-            mtime_nanos,
+            size: AtomicU64::new(0),
+            mtime_secs: AtomicI64::new(0),
+            mtime_nanos: AtomicU32::new(0),
             version,
-            mode: (mode & 0o7777) as u16,
+            mode: AtomicU16::new(UNSTATTED),
             file_id: pair(spans.file_id),
             instant: pair(spans.instant),
             token: pair(spans.write_token),
@@ -107,6 +119,44 @@ impl DataFile {
             ptr.as_ptr().write(fields);
             std::ptr::copy_nonoverlapping(name.as_ptr(), raw.add(NAME_AT), name.len());
             Some(DataFile { ptr })
+        }
+    }
+
+    /// Record what the file system says of the file. Every handle of it sees it; stating a
+    /// file twice at once stores the same values twice.
+    pub fn set_meta(&self, size: u64, mtime: SystemTime, mode: u32) {
+        let (secs, nanos) = match mtime.duration_since(SystemTime::UNIX_EPOCH) {
+            Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
+            Err(e) => (-(e.duration().as_secs() as i64), 0),
+        };
+        self.size.store(size, Ordering::Relaxed);
+        self.mtime_secs.store(secs, Ordering::Relaxed);
+        self.mtime_nanos.store(nanos, Ordering::Relaxed);
+        // Last, and released: whoever sees the mode sees the size and time.
+        self.mode.store((mode & 0o7777) as u16, Ordering::Release);
+    }
+
+    /// Whether the file's size, time and mode are known (see [`DataFile::unstatted`]).
+    pub fn is_stated(&self) -> bool {
+        self.mode.load(Ordering::Acquire) & UNSTATTED == 0
+    }
+
+    /// Size in bytes (0 before the file is stated).
+    pub fn size(&self) -> u64 {
+        if self.is_stated() {
+            self.size.load(Ordering::Relaxed)
+        } else {
+            0
+        }
+    }
+
+    /// Permission bits of the file on disk (0 before the file is stated).
+    pub fn mode(&self) -> u16 {
+        let m = self.mode.load(Ordering::Acquire);
+        if m & UNSTATTED == 0 {
+            m
+        } else {
+            0
         }
     }
 
@@ -142,12 +192,17 @@ impl DataFile {
     pub fn log_version(&self) -> u32 {
         self.version
     }
+    /// Modification time (the epoch before the file is stated).
     pub fn mtime(&self) -> SystemTime {
-        if self.mtime_secs >= 0 {
-            SystemTime::UNIX_EPOCH
-                + std::time::Duration::new(self.mtime_secs as u64, self.mtime_nanos)
+        if !self.is_stated() {
+            return SystemTime::UNIX_EPOCH;
+        }
+        let secs = self.mtime_secs.load(Ordering::Relaxed);
+        let nanos = self.mtime_nanos.load(Ordering::Relaxed);
+        if secs >= 0 {
+            SystemTime::UNIX_EPOCH + std::time::Duration::new(secs as u64, nanos)
         } else {
-            SystemTime::UNIX_EPOCH - std::time::Duration::from_secs(self.mtime_secs.unsigned_abs())
+            SystemTime::UNIX_EPOCH - std::time::Duration::from_secs(secs.unsigned_abs())
         }
     }
     /// Path relative to the table root.
@@ -209,10 +264,10 @@ impl PartialEq for DataFile {
                 && self.instant == other.instant
                 && self.token == other.token
                 && self.version == other.version
-                && self.size == other.size
-                && self.mtime_secs == other.mtime_secs
-                && self.mtime_nanos == other.mtime_nanos
-                && self.mode == other.mode)
+                && self.is_stated() == other.is_stated()
+                && self.size() == other.size()
+                && self.mtime() == other.mtime()
+                && self.mode() == other.mode())
     }
 }
 
@@ -227,10 +282,10 @@ impl fmt::Debug for DataFile {
             .field("instant", &self.instant)
             .field("token", &self.token)
             .field("version", &self.version)
-            .field("size", &self.size)
-            .field("mtime_secs", &self.mtime_secs)
-            .field("mtime_nanos", &self.mtime_nanos)
-            .field("mode", &self.mode)
+            .field("stated", &self.is_stated())
+            .field("size", &self.size())
+            .field("mtime", &self.mtime())
+            .field("mode", &self.mode())
             .finish()
     }
 }

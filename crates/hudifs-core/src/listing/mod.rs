@@ -12,7 +12,7 @@ pub use names::{
 };
 pub use walk::{
     discover_partitions, discover_partitions_listed, discover_partitions_within, is_partition_dir,
-    list_partition, partition_dir, partition_files, Prelisted,
+    list_partition, list_partition_names, partition_dir, partition_files, stat_files, Prelisted,
 };
 
 #[cfg(test)]

@@ -114,5 +114,31 @@ fn compact_data_files() {
     assert_eq!(c.name(), b.name());
     drop(b);
     assert_eq!(c.name(), "f-1_0-1-2_20240101000000000.parquet");
-    assert_eq!((c.size, c.mode, &*c.partition), (10, 0o644, "city=x"));
+    assert_eq!((c.size(), c.mode(), &*c.partition), (10, 0o644, "city=x"));
+}
+
+#[test]
+fn a_file_listed_by_name_reads_zero_until_stated_and_then_every_handle_knows() {
+    let f = DataFile::unstatted(
+        Arc::from("p"),
+        "f-1_0-1-2_20240101000000000.parquet",
+        &exts(),
+    )
+    .unwrap();
+    let other = f.clone();
+    assert!(!f.is_stated());
+    assert_eq!(
+        (f.size(), f.mode(), f.mtime()),
+        (0, 0, std::time::SystemTime::UNIX_EPOCH)
+    );
+    let t = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 5);
+    f.set_meta(42, t, 0o100644);
+    assert!(other.is_stated());
+    assert_eq!((other.size(), other.mode(), other.mtime()), (42, 0o644, t));
+    // A stated file equals one made with its attributes, an unstated one does not.
+    let made = DataFile::new(Arc::from("p"), f.name(), &exts(), 42, t, 0o644).unwrap();
+    assert_eq!(made, other);
+    let bare = DataFile::unstatted(Arc::from("p"), f.name(), &exts()).unwrap();
+    assert_ne!(bare, made);
+    assert!(DataFile::unstatted(Arc::from("p"), "README.md", &exts()).is_none());
 }

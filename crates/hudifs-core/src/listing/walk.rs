@@ -236,6 +236,63 @@ pub fn list_partition(
     Ok(partition_files(cfg, partition, entries))
 }
 
+/// [`list_partition`] by names alone, where that saves a `stat` per file (a local disk): the
+/// files come [`DataFile::unstatted`] and [`stat_files`] fills them in when their attributes
+/// are asked for. On an object store a listing has the sizes anyway: the same as
+/// [`list_partition`].
+pub fn list_partition_names(
+    store: &dyn Storage,
+    cfg: &TableConfig,
+    partition: &str,
+) -> Result<Vec<DataFile>> {
+    if store.is_object_store() {
+        return list_partition(store, cfg, partition);
+    }
+    let dir = partition_dir(partition)?;
+    let entries = store
+        .list_names(&dir)
+        .map_err(|e| Error::io(store.describe(&dir), e))?;
+    let part: Arc<str> = Arc::from(partition);
+    let mut files: Vec<DataFile> = entries
+        .into_iter()
+        .filter(|(_, kind)| *kind == Kind::File)
+        .filter_map(|(name, _)| DataFile::unstatted(part.clone(), &name, &cfg.base_extensions))
+        .collect();
+    files.sort_by(|a, b| a.name().cmp(b.name()));
+    Ok(files)
+}
+
+/// Names a thread states at once ([`stat_files`]), and the most threads it uses.
+const STAT_CHUNK: usize = 256;
+const STAT_THREADS: usize = 4;
+
+/// State every file of `files` listed by name only ([`list_partition_names`]). A file that is
+/// gone (or no longer a regular file) stays unstated; the caller treats it as gone.
+pub fn stat_files(store: &dyn Storage, files: &[DataFile]) {
+    // By partition directory: a listing's files share one.
+    let mut todo: Vec<&DataFile> = files.iter().filter(|f| !f.is_stated()).collect();
+    todo.sort_by(|a, b| a.partition.cmp(&b.partition));
+    for group in todo.chunk_by(|a, b| a.partition == b.partition) {
+        let Ok(dir) = partition_dir(&group[0].partition) else {
+            continue;
+        };
+        let names: Vec<&str> = group.iter().map(|f| f.name()).collect();
+        // A large directory on every core: a `stat` is a system call, not a wait.
+        let chunks: Vec<&[&str]> = names.chunks(STAT_CHUNK).collect();
+        let threads = crate::side_by_side::cores().min(STAT_THREADS);
+        let metas = crate::side_by_side::map(&chunks, threads, |c| store.stat_names(&dir, c));
+        for (f, m) in group.iter().zip(metas.into_iter().flatten()) {
+            match m {
+                Ok(m) if m.kind == Kind::File => {
+                    f.set_meta(m.size, m.mtime.unwrap_or(SystemTime::UNIX_EPOCH), m.mode)
+                }
+                Ok(_) => {}
+                Err(e) => log::debug!("{}/{}: cannot stat: {e}", store.describe(&dir), f.name()),
+            }
+        }
+    }
+}
+
 /// The data files of a partition's listing `entries`, sorted by name.
 pub fn partition_files(cfg: &TableConfig, partition: &str, entries: Vec<Entry>) -> Vec<DataFile> {
     let part: Arc<str> = Arc::from(partition);

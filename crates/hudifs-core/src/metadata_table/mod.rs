@@ -132,9 +132,9 @@ pub fn read(
         let path = TablePath::new(&f.rel_path()).map_err(|e| err(e.to_string()))?;
         let g = groups.entry(f.file_id().to_string()).or_default();
         match parse_data_name(f.name(), &mcfg.base_extensions) {
-            Some(DataName::Base(_)) => g.0 = Some((path, f.size)),
+            Some(DataName::Base(_)) => g.0 = Some((path, f.size())),
             Some(DataName::Log(l)) => {
-                g.1.push(((l.instant, l.version, l.write_token), path, f.size))
+                g.1.push(((l.instant, l.version, l.write_token), path, f.size()))
             }
             None => {}
         }

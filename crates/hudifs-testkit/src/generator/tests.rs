@@ -739,7 +739,7 @@ fn bulk_inserts_read_back() {
         let listing = list_table(&snap);
         assert_eq!(listing.files().count(), 6);
         let sized = listing.files().find(|f| f.file_id() == big).unwrap();
-        assert!(sized.size >= 200_000, "{}", sized.size);
+        assert!(sized.size() >= 200_000, "{}", sized.size());
         let view = snap
             .resolve(&hudifs_core::viewkey::ViewKey::Latest, false)
             .unwrap();
