@@ -30,6 +30,8 @@ pub(super) struct OpenDir {
     pub latest: Option<LatestDir>,
     /// The handle may read and fill the kernel's cached listing (`kernel_cache.rs`).
     pub cached: bool,
+    /// Whether every file listed has its attributes (worked out once, when first asked).
+    pub stated: Arc<OnceLock<bool>>,
 }
 
 /// The handles of a mount. File and directory handles share one number space.
@@ -129,11 +131,16 @@ impl Handles {
         fh
     }
 
-    /// The entries of an open directory and its `latest/` directory and generation.
-    pub fn dir(&self, fh: u64) -> Option<(Arc<Vec<DirEntry>>, Option<LatestDir>)> {
+    /// The entries of an open directory, its `latest/` directory and generation, and whether
+    /// its files have their attributes ([`OpenDir::stated`]).
+    #[allow(clippy::type_complexity)]
+    pub fn dir(
+        &self,
+        fh: u64,
+    ) -> Option<(Arc<Vec<DirEntry>>, Option<LatestDir>, Arc<OnceLock<bool>>)> {
         lock(&self.dirs)
             .get(&fh)
-            .map(|d| (d.entries.clone(), d.latest))
+            .map(|d| (d.entries.clone(), d.latest, d.stated.clone()))
     }
 
     pub fn release_dir(&self, fh: u64) -> Option<OpenDir> {
@@ -153,12 +160,13 @@ mod tests {
             entries: Arc::new(Vec::new()),
             latest: Some((3, 4)),
             cached: true,
+            stated: Arc::default(),
         });
         assert_ne!(f, d);
         assert_eq!(h.file_count(), 1);
         assert!(matches!(h.file(f).as_deref(), Some(OpenHandle::Bytes(b)) if **b == [1, 2]));
         assert!(h.file(d).is_none(), "a directory handle is not a file");
-        assert_eq!(h.dir(d).map(|(_, l)| l), Some(Some((3, 4))));
+        assert_eq!(h.dir(d).map(|(_, l, _)| l), Some(Some((3, 4))));
         h.release_file(f);
         assert_eq!(h.file_count(), 0);
         assert!(h.release_dir(d).is_some_and(|o| o.cached));

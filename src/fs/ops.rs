@@ -492,6 +492,7 @@ impl HudiFs {
             entries,
             latest,
             cached: cache != DirCache::Off,
+            stated: Arc::default(),
         });
         Ok(OpenedDir { fh, cache })
     }
@@ -513,10 +514,11 @@ impl HudiFs {
                     entries,
                     latest: None,
                     cached: false,
+                    stated: Arc::default(),
                 },
             );
         }
-        let (entries, latest) = self
+        let (entries, latest, stated) = self
             .handles
             .dir(fh)
             .ok_or_else(|| Error::NotFound(format!("directory handle {fh}")))?;
@@ -524,7 +526,10 @@ impl HudiFs {
             Some((_, generation)) if generation < self.snapshot().generation => TTL_FRESH,
             _ => Duration::MAX,
         };
-        let file_attrs = self.stat_demand.wants_file_attrs() && self.entries_stated(&entries);
+        // A listing is handed out a page at a time: whether its files are stated is worked
+        // out once per handle.
+        let file_attrs = self.stat_demand.wants_file_attrs()
+            && *stated.get_or_init(|| self.entries_stated(&entries));
         Ok(DirListing {
             entries,
             ttl_cap,

@@ -9,17 +9,30 @@ use crate::table::TableConfig;
 impl Timeline {
     /// Read the active timeline of a table.
     pub fn load(store: &dyn Storage, cfg: &TableConfig) -> Result<Timeline> {
+        // On an object store the archive's LIST goes out beside the timeline's: each is a
+        // round trip to the store, and neither needs the other's answer.
+        let (names, archived) = if store.is_object_store() {
+            std::thread::scope(|s| {
+                let archived = s.spawn(|| archive_has_files(store, cfg));
+                let names = stable_listing(store, &cfg.timeline_dir);
+                let archived = archived
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                (names, archived)
+            })
+        } else {
+            (
+                stable_listing(store, &cfg.timeline_dir),
+                archive_has_files(store, cfg),
+            )
+        };
         let mut files = Vec::new();
-        for name in stable_listing(store, &cfg.timeline_dir)? {
+        for name in names? {
             if let Some(f) = parse_timeline_name(store, cfg, &name) {
                 files.push(f);
             }
         }
-        Ok(Timeline::from_files(
-            cfg.layout,
-            files,
-            archive_has_files(store, cfg)?,
-        ))
+        Ok(Timeline::from_files(cfg.layout, files, archived?))
     }
 }
 
