@@ -182,13 +182,8 @@ impl Snapshot {
     /// The data files of a partition, as the storage lists them now (or, the first time on an
     /// object store, as the discovery of this snapshot listed them).
     pub fn list_partition(&self, partition: &str) -> Result<Vec<DataFile>> {
-        let prelisted = self
-            .prelisted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(partition);
-        match prelisted {
-            Some(entries) => Ok(listing::partition_files(&self.cfg, partition, entries)),
+        match self.take_prelisted(partition) {
+            Some(files) => Ok(files),
             None => listing::list_partition(&*self.store, &self.cfg, partition),
         }
     }
@@ -197,15 +192,20 @@ impl Snapshot {
     /// ([`listing::list_partition_names`]): for the mount, which states files when their
     /// attributes are asked for.
     pub fn list_partition_names(&self, partition: &str) -> Result<Vec<DataFile>> {
-        let prelisted = self
+        match self.take_prelisted(partition) {
+            Some(files) => Ok(files),
+            None => listing::list_partition_names(&*self.store, &self.cfg, partition),
+        }
+    }
+
+    /// The files of the discovery's listing of `partition`, the first time only.
+    fn take_prelisted(&self, partition: &str) -> Option<Vec<DataFile>> {
+        let entries = self
             .prelisted
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(partition);
-        match prelisted {
-            Some(entries) => Ok(listing::partition_files(&self.cfg, partition, entries)),
-            None => listing::list_partition_names(&*self.store, &self.cfg, partition),
-        }
+            .remove(partition)?;
+        Some(listing::partition_files(&self.cfg, partition, entries))
     }
 
     /// Resolve a whole view at once, listing every partition it may have files in (for
