@@ -432,22 +432,7 @@ impl OpenFile for RemoteFile {
         match self.read_now(offset, len) {
             ReadNow::Ready(Ok(b)) => done(Ok(&b)),
             ReadNow::Ready(Err(e)) => done(Err(e)),
-            ReadNow::Later(mut f) => {
-                // Bytes already fetched are answered from this thread: a hand-over to the
-                // runtime costs two thread switches per request, most of a sequential read's
-                // requests find their bytes there.
-                // Polled within the runtime's context: a piece not yet fetched may start or
-                // drive its GET here (the connection registers with the runtime's reactor).
-                let ready = {
-                    let _in_runtime = self.runtime.enter();
-                    (&mut f).now_or_never()
-                };
-                if let Some(r) = ready {
-                    return match r {
-                        Ok(b) => done(Ok(&b)),
-                        Err(e) => done(Err(e)),
-                    };
-                }
+            ReadNow::Later(f) => {
                 self.runtime.spawn(async move {
                     match f.await {
                         Ok(b) => done(Ok(&b)),
