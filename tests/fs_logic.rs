@@ -6,6 +6,7 @@
 mod common;
 
 use std::ffi::OsStr;
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -512,6 +513,15 @@ fn a_name_walk_states_no_file_and_attributes_come_from_the_disk() {
         stats <= partitions as u64,
         "{stats} stats for {partitions} partitions"
     );
+    // A file that grew after the name walk shows its size now: the walk did not state it.
+    // (The count above misses a listing that states inside the storage's `list`.)
+    let (_, grown_part, grown) = &files[1];
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(root.join(grown_part).join(grown))
+        .unwrap()
+        .write_all(b"tail")
+        .unwrap();
     // A file deleted since the listing: not found, not served with made-up attributes.
     let (gone_dir, gone_part, gone) = files[0].clone();
     std::fs::remove_file(root.join(&gone_part).join(&gone)).unwrap();

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,49 +67,28 @@ impl LocalStore {
     }
 
     fn meta(md: &std::fs::Metadata) -> Meta {
-        let ft = md.file_type();
-        let kind = if ft.is_file() {
-            Kind::File
-        } else if ft.is_dir() {
-            Kind::Dir
-        } else {
-            Kind::Other
-        };
-        Meta {
-            kind,
-            size: if kind == Kind::File { md.len() } else { 0 },
-            mtime: md.modified().ok(),
-            mode: md.permissions().mode(),
-            version: None,
-        }
+        raw_meta(md.mode(), md.size(), md.mtime(), md.mtime_nsec())
     }
 }
 
-/// What [`LocalStore::meta`] says, from a `stat` buffer.
-fn stat_meta(st: &libc::stat) -> Meta {
-    let kind = match st.st_mode & libc::S_IFMT {
+/// What the storage says of a file from its `stat` fields (`st_mode`, `st_size`, `st_mtime`,
+/// `st_mtime_nsec`): [`LocalStore::meta`] and [`Storage::stat_names`] alike.
+fn raw_meta(mode: u32, size: u64, mtime: i64, mtime_nsec: i64) -> Meta {
+    let kind = match mode & libc::S_IFMT {
         libc::S_IFREG => Kind::File,
         libc::S_IFDIR => Kind::Dir,
         _ => Kind::Other,
     };
-    let mtime = if st.st_mtime >= 0 {
-        std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(
-            st.st_mtime as u64,
-            st.st_mtime_nsec as u32,
-        ))
+    let mtime = if mtime >= 0 {
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(mtime as u64, mtime_nsec as u32))
     } else {
-        std::time::UNIX_EPOCH
-            .checked_sub(std::time::Duration::from_secs(st.st_mtime.unsigned_abs()))
+        std::time::UNIX_EPOCH.checked_sub(std::time::Duration::from_secs(mtime.unsigned_abs()))
     };
     Meta {
         kind,
-        size: if kind == Kind::File {
-            st.st_size as u64
-        } else {
-            0
-        },
+        size: if kind == Kind::File { size } else { 0 },
         mtime,
-        mode: st.st_mode,
+        mode,
         version: None,
     }
 }
@@ -245,7 +224,12 @@ impl Storage for LocalStore {
                 if r != 0 {
                     return Err(io::Error::last_os_error());
                 }
-                Ok(stat_meta(&st))
+                Ok(raw_meta(
+                    st.st_mode,
+                    st.st_size as u64,
+                    st.st_mtime,
+                    st.st_mtime_nsec,
+                ))
             })
             .collect()
     }
