@@ -400,50 +400,73 @@ fn ceiling_load(
     let (pid, _) = serving(&m);
     let latest = m.path().join("latest");
     let merged_dir = m.path().join("merged/latest/part=b");
-    std::thread::scope(|s| {
-        let readers: Vec<_> = big
-            .iter()
-            .map(|rel| {
-                let (view, want) = (latest.join(rel), local.join(rel));
-                s.spawn(move || {
-                    let want = std::fs::read(want).unwrap();
-                    let mut f = std::fs::File::open(&view).unwrap();
-                    let mut got = Vec::with_capacity(want.len());
-                    let mut buf = vec![0u8; 1 << 20];
-                    loop {
-                        let n = f.read(&mut buf).unwrap();
-                        if n == 0 {
-                            break;
-                        }
-                        got.extend_from_slice(&buf[..n]);
-                        // A slow consumer: the prefetcher runs ahead of it.
-                        std::thread::sleep(Duration::from_millis(30));
-                    }
-                    assert!(got == want, "{rel}: bytes differ");
-                })
-            })
-            .collect();
-        let merge = s.spawn(|| {
-            let names: Vec<_> = std::fs::read_dir(&merged_dir)
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .collect();
-            assert_eq!(names.len(), 1, "{names:?}");
-            std::fs::read(&names[0]).unwrap()
-        });
-        for r in readers {
-            r.join().unwrap();
-        }
-        let merged = merge.join().unwrap();
-        let hwm = status_bytes(pid, "VmHWM:");
-        assert_eq!(
-            serving(&m),
-            (pid, 0),
-            "the serving daemon was restarted under the load: {}",
-            m.log_text()
+    // A read that never finishes (a take of memory nobody wakes) fails the test instead of
+    // hanging it: the daemon is killed, and every read waiting on it fails.
+    let (done, watch) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        let hung = matches!(
+            watch.recv_timeout(Duration::from_secs(300)),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
         );
-        (hwm, merged)
-    })
+        if hung {
+            // SAFETY: a signal to the daemon this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        hung
+    });
+    let load = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        std::thread::scope(|s| {
+            let readers: Vec<_> = big
+                .iter()
+                .map(|rel| {
+                    let (view, want) = (latest.join(rel), local.join(rel));
+                    s.spawn(move || {
+                        let want = std::fs::read(want).unwrap();
+                        let mut f = std::fs::File::open(&view).unwrap();
+                        let mut got = Vec::with_capacity(want.len());
+                        let mut buf = vec![0u8; 1 << 20];
+                        loop {
+                            let n = f.read(&mut buf).unwrap();
+                            if n == 0 {
+                                break;
+                            }
+                            got.extend_from_slice(&buf[..n]);
+                            // A slow consumer: the prefetcher runs ahead of it.
+                            std::thread::sleep(Duration::from_millis(30));
+                        }
+                        assert!(got == want, "{rel}: bytes differ");
+                    })
+                })
+                .collect();
+            let merge = s.spawn(|| {
+                let names: Vec<_> = std::fs::read_dir(&merged_dir)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect();
+                assert_eq!(names.len(), 1, "{names:?}");
+                std::fs::read(&names[0]).unwrap()
+            });
+            for r in readers {
+                r.join().unwrap();
+            }
+            let merged = merge.join().unwrap();
+            (status_bytes(pid, "VmHWM:"), merged)
+        })
+    }));
+    drop(done);
+    assert!(
+        !watchdog.join().unwrap(),
+        "the load did not finish in 300 s: {}",
+        m.log_text()
+    );
+    let (hwm, merged) = load.unwrap_or_else(|p| std::panic::resume_unwind(p));
+    assert_eq!(
+        serving(&m),
+        (pid, 0),
+        "the serving daemon was restarted under the load: {}",
+        m.log_text()
+    );
+    (hwm, merged)
 }
 
 /// `--max-memory` (docs/SEMANTICS.md §9, "Memory ceiling"): the load that takes the daemon well

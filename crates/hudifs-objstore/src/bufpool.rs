@@ -8,11 +8,15 @@
 //! Buffers of 64 KiB and more are taken from here instead and come back when the last
 //! [`Bytes`] of them is dropped. Idle buffers are kept up to [`IDLE_MAX`] bytes in all; the
 //! rest are freed.
+//!
+//! Idle buffers hold their bytes of the memory ceiling (`hudifs_storage::ceiling`), and give
+//! them all back when a take there has to wait: idle buffers nobody asks for must never keep a
+//! reader or a merge waiting.
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
-use hudifs_storage::ceiling::Lease;
+use hudifs_storage::ceiling::{Lease, MemoryCeiling, Reclaim};
 
 /// The smallest buffer worth keeping: smaller bodies (footers, metadata) are allocated as
 /// usual.
@@ -30,20 +34,43 @@ struct Pool {
     /// The idle bytes, held of the process's memory ceiling: a buffer that does not fit under
     /// it is freed instead of kept.
     held: Option<Lease>,
+    /// What gives the idle buffers back to the ceiling, once registered with it.
+    reclaimer: Option<Arc<dyn Reclaim>>,
+}
+
+impl Pool {
+    fn new(idle_max: usize) -> Pool {
+        Pool {
+            idle: Vec::new(),
+            idle_bytes: 0,
+            idle_max,
+            held: None,
+            reclaimer: None,
+        }
+    }
 }
 
 type Shared = Mutex<Pool>;
 
 fn global() -> &'static Shared {
     static POOL: OnceLock<Shared> = OnceLock::new();
-    POOL.get_or_init(|| {
-        Mutex::new(Pool {
-            idle: Vec::new(),
-            idle_bytes: 0,
-            idle_max: IDLE_MAX,
-            held: None,
-        })
-    })
+    POOL.get_or_init(|| Mutex::new(Pool::new(IDLE_MAX)))
+}
+
+/// The idle buffers of a pool, given back when the ceiling asks.
+struct Idle(&'static Shared);
+
+impl Reclaim for Idle {
+    fn reclaim(&self) -> u64 {
+        let (bufs, held) = {
+            let mut p = lock(self.0);
+            p.idle_bytes = 0;
+            (std::mem::take(&mut p.idle), p.held.take())
+        };
+        // Freed outside the pool's lock.
+        drop(bufs);
+        held.map_or(0, |l| l.bytes())
+    }
 }
 
 /// The memory a body of `n` bytes takes in a buffer of the pool (its size class's capacity:
@@ -96,8 +123,13 @@ fn take_from(pool: &Shared, n: usize) -> Vec<u8> {
     Vec::with_capacity(MIN_POOLED << k)
 }
 
-/// A buffer handed back: kept if it is of a pooled size and the pool has room.
-fn give_back(pool: &Shared, b: Vec<u8>) {
+/// A buffer handed back: kept if it is of a pooled size and the pool has room under the
+/// process's memory ceiling.
+fn give_back(pool: &'static Shared, b: Vec<u8>) {
+    give_back_within(pool, b, &hudifs_storage::ceiling::process());
+}
+
+fn give_back_within(pool: &'static Shared, b: Vec<u8>, ceiling: &Arc<MemoryCeiling>) {
     let cap = b.capacity();
     // Only buffers of exactly a class's capacity (a body longer than announced grew its own).
     let Some(k) = class(cap).filter(|k| MIN_POOLED << k == cap) else {
@@ -107,9 +139,14 @@ fn give_back(pool: &Shared, b: Vec<u8>) {
     if p.idle_bytes + cap > p.idle_max {
         return;
     }
-    let Some(l) = hudifs_storage::ceiling::process().try_take(cap as u64) else {
+    let Some(l) = ceiling.try_take(cap as u64) else {
         return;
     };
+    if p.reclaimer.is_none() {
+        let r: Arc<dyn Reclaim> = Arc::new(Idle(pool));
+        ceiling.register(Arc::downgrade(&r));
+        p.reclaimer = Some(r);
+    }
     p.held = Some(match p.held.take() {
         Some(h) => h.join(l),
         None => l,
@@ -151,12 +188,31 @@ mod tests {
     use super::*;
 
     fn pool(idle_max: usize) -> &'static Shared {
-        Box::leak(Box::new(Mutex::new(Pool {
-            idle: Vec::new(),
-            idle_bytes: 0,
-            idle_max,
-            held: None,
-        })))
+        Box::leak(Box::new(Mutex::new(Pool::new(idle_max))))
+    }
+
+    /// Idle buffers never keep a take waiting: one that does not fit beside them has them
+    /// freed. (A merge once waited for ever on a daemon whose only other lease was the pool's.)
+    #[test]
+    fn a_take_that_waits_has_the_idle_buffers_freed() {
+        let c = MemoryCeiling::fixed(10 << 20);
+        let p = pool(IDLE_MAX);
+        for _ in 0..6 {
+            give_back_within(p, Vec::with_capacity(1 << 20), &c);
+        }
+        assert_eq!((lock(p).idle_bytes, c.used()), (6 << 20, 6 << 20));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let c2 = c.clone();
+        std::thread::spawn(move || tx.send(c2.take_blocking(8 << 20)));
+        let l = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the take still waits with only idle buffers held");
+        assert_eq!(l.bytes(), 8 << 20);
+        assert_eq!((lock(p).idle_bytes, c.used()), (0, 8 << 20));
+        // Kept again once there is room.
+        drop(l);
+        give_back_within(p, Vec::with_capacity(1 << 20), &c);
+        assert_eq!((lock(p).idle_bytes, c.used()), (1 << 20, 1 << 20));
     }
 
     #[test]

@@ -133,11 +133,40 @@ impl Drop for Lease {
 
 /// The resident size of this process in bytes, from `/proc/self/statm`.
 pub fn resident_bytes() -> Option<u64> {
+    resident().map(|r| r.anon + r.file)
+}
+
+/// What this process holds in memory, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resident {
+    /// Anonymous memory: the heap, stacks, buffers (where leased bytes live).
+    pub anon: u64,
+    /// Pages of mapped files and shared memory: mostly the program's own code, which grows as
+    /// more of it runs (the first read of a store, the first merge).
+    pub file: u64,
+}
+
+/// [`Resident`] of this process, from `/proc/self/statm` (resident and shared pages).
+pub fn resident() -> Option<Resident> {
     let s = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
+    let mut f = s.split_whitespace().skip(1);
+    let resident: u64 = f.next()?.parse().ok()?;
+    let shared: u64 = f.next()?.parse().ok()?;
     // SAFETY: a plain getter without preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    Some(pages * u64::try_from(page).ok().filter(|&p| p > 0).unwrap_or(4096))
+    let page = u64::try_from(page).ok().filter(|&p| p > 0).unwrap_or(4096);
+    Some(Resident {
+        anon: resident.saturating_sub(shared) * page,
+        file: shared.min(resident) * page,
+    })
+}
+
+/// The memory outside leases that `r` shows while `used` bytes are leased. Leases hold
+/// anonymous memory only, and part of it unfilled at any moment (a buffer taken before its bytes
+/// arrive): they are taken off the anonymous part alone, so that they never hide the growth of
+/// the program's mapped code.
+pub fn outside_of(r: Resident, used: u64) -> u64 {
+    r.file + r.anon.saturating_sub(used)
 }
 
 /// The memory this process may use: the smaller of the machine's memory and its cgroup's
@@ -288,14 +317,15 @@ impl MemoryCeiling {
             st.last_sample = Some(Instant::now());
             st.used
         };
-        if let Some(rss) = resident_bytes() {
+        if let Some(r) = resident() {
             // Never less than before: leases taken but not filled yet make the difference
             // small at times, and the ceiling must not trust those moments.
             self.outside
-                .fetch_max(rss.saturating_sub(used), Ordering::Relaxed);
+                .fetch_max(outside_of(r, used), Ordering::Relaxed);
             log::debug!(
-                "memory: resident {} MiB, {} MiB of it counted, room for data {} MiB of {} MiB",
-                rss >> 20,
+                "memory: resident {} MiB ({} MiB of files), {} MiB of it counted, room for data {} MiB of {} MiB",
+                (r.anon + r.file) >> 20,
+                r.file >> 20,
                 used >> 20,
                 self.room() >> 20,
                 self.ceiling >> 20
@@ -605,6 +635,20 @@ mod tests {
             }
             std::thread::park();
         }
+    }
+
+    /// Leases filled only in part (buffers taken before their bytes come) make the anonymous
+    /// memory look smaller than what is leased; the program's mapped code must still count.
+    #[test]
+    fn leases_never_hide_the_mapped_code() {
+        let r = Resident {
+            anon: 50 * M,
+            file: 20 * M,
+        };
+        assert_eq!(outside_of(r, 80 * M), 20 * M);
+        assert_eq!(outside_of(r, 30 * M), 40 * M);
+        let now = resident().unwrap();
+        assert!(now.file > 0 && now.anon > 0, "{now:?}");
     }
 
     #[test]
