@@ -164,6 +164,8 @@ struct Picked<'f> {
 struct Slice<'f> {
     base: Option<&'f DataFile>,
     logs: Vec<&'f DataFile>,
+    /// Whether the slice's instant is known committed (`Timeline::is_committed`).
+    committed: bool,
 }
 
 /// A file placed in a slice: the file and the slice's base instant.
@@ -182,11 +184,21 @@ fn resolve_group<'f>(
     out: &mut Vec<Picked<'f>>,
 ) {
     let tl = &ctx.timeline;
-    let index_of: HashMap<*const DataFile, u32> = files
-        .iter()
-        .map(|(i, f)| (*f as *const DataFile, *i))
-        .collect();
-    let idx = |f: &DataFile| index_of.get(&(f as *const DataFile)).copied().unwrap_or(0);
+    // Most groups hold a file or two: a scan beats building a map for each.
+    let index_of: Option<HashMap<*const DataFile, u32>> = (files.len() > 8).then(|| {
+        files
+            .iter()
+            .map(|(i, f)| (*f as *const DataFile, *i))
+            .collect()
+    });
+    let listed = files;
+    let idx = |f: &DataFile| match &index_of {
+        Some(m) => m.get(&(f as *const DataFile)).copied().unwrap_or(0),
+        None => listed
+            .iter()
+            .find(|(_, g)| std::ptr::eq(*g, f))
+            .map_or(0, |(i, _)| *i),
+    };
     let files: Vec<&'f DataFile> = files.iter().map(|(_, f)| *f).collect();
     let completion_times = ctx.cfg.has_completion_times();
     let mut slices: BTreeMap<&'f str, Slice<'f>> = BTreeMap::new();
@@ -205,7 +217,9 @@ fn resolve_group<'f>(
             pick_duplicate(ctx, meta, instant, &candidates)
         };
         if let Some(b) = chosen {
-            slices.entry(instant).or_default().base = Some(b);
+            let s = slices.entry(instant).or_default();
+            s.base = Some(b);
+            s.committed = true;
         }
     }
     // Pending compactions covering this group open an (empty) slice.
@@ -222,19 +236,23 @@ fn resolve_group<'f>(
     let mut logs: Vec<&'f DataFile> = files.iter().filter(|f| !f.is_base()).copied().collect();
     if completion_times {
         logs.retain(|l| tl.is_committed(l.instant()));
-        logs.sort_by(|a, b| {
-            let key =
-                |f: &'f DataFile| (tl.completion(f.instant()), f.log_version(), f.write_token());
-            key(a).cmp(&key(b))
-        });
+        // Each log's completion looked up once, not at every comparison (stable, as before).
+        logs.sort_by_cached_key(|f| (tl.completion(f.instant()), f.log_version(), f.write_token()));
         for l in logs {
             let c = tl.completion(l.instant());
             let slice_key = slices
                 .range::<&str, _>((Unbounded, Included(c)))
                 .next_back()
-                .map(|(k, _)| *k)
-                .unwrap_or_else(|| l.instant());
-            slices.entry(slice_key).or_default().logs.push(l);
+                .map(|(k, _)| *k);
+            match slice_key {
+                Some(k) => slices.entry(k).or_default().logs.push(l),
+                None => {
+                    // A committed log's own instant.
+                    let s = slices.entry(l.instant()).or_default();
+                    s.logs.push(l);
+                    s.committed = true;
+                }
+            }
         }
     } else {
         for l in logs {
@@ -246,15 +264,19 @@ fn resolve_group<'f>(
     let Some(latest) = tl.latest.as_deref() else {
         return;
     };
-    let usable = |k: &str| {
+    // A slice known committed (its base's or a committed log's instant) is not looked up again.
+    let usable = |k: &str, s: &Slice| {
         k <= latest
-            && (tl.completed.contains_key(k) || pending_here.contains(k) || tl.is_archived(k))
+            && (s.committed
+                || tl.completed.contains_key(k)
+                || pending_here.contains(k)
+                || tl.is_archived(k))
     };
     let Some(picked) = slices
         .range::<&str, _>((Unbounded, Included(t)))
         .rev()
+        .find(|(k, s)| usable(k, s))
         .map(|(k, _)| *k)
-        .find(|k| usable(k))
     else {
         return;
     };
@@ -263,8 +285,8 @@ fn resolve_group<'f>(
         let previous = slices
             .range::<&str, _>((Unbounded, Excluded(picked)))
             .rev()
-            .map(|(k, _)| *k)
-            .find(|k| usable(k));
+            .find(|(k, s)| usable(k, s))
+            .map(|(k, _)| *k);
         let mut logs = Vec::new();
         let mut base = None;
         if let Some(p) = previous {
