@@ -54,7 +54,7 @@ pub struct InstantInterner {
 
 #[derive(Default)]
 struct Interned {
-    set: HashSet<InstantTime>,
+    set: HashSet<InstantTime, foldhash::fast::RandomState>,
     swept_at: usize,
 }
 
@@ -77,19 +77,19 @@ impl InstantInterner {
 
 /// Interns instants into a [`PartitionChoice`]'s table while it is built (a partition can hold
 /// one instant per file: a linear search made resolving it quadratic).
-struct ChoiceTable<'i> {
+struct ChoiceTable<'i, 'f> {
     interner: &'i InstantInterner,
-    ids: HashMap<String, u32>,
+    ids: HashMap<&'f str, u32, foldhash::fast::RandomState>,
 }
 
-impl ChoiceTable<'_> {
-    fn id(&mut self, out: &mut PartitionChoice, s: &str) -> u32 {
+impl<'f> ChoiceTable<'_, 'f> {
+    fn id(&mut self, out: &mut PartitionChoice, s: &'f str) -> u32 {
         if let Some(id) = self.ids.get(s) {
             return *id;
         }
         let id = out.instants.len() as u32;
         out.instants.push(self.interner.intern(s));
-        self.ids.insert(s.to_string(), id);
+        self.ids.insert(s, id);
         id
     }
 }
@@ -120,20 +120,28 @@ pub fn resolve_partition<F: std::borrow::Borrow<DataFile>>(
         groups.entry(f.file_id()).or_default().push((i as u32, f));
     }
     let mut chosen: Vec<Picked> = Vec::new();
+    // Most tables have no replaced groups, pending compactions or group filter: their groups
+    // need no id (two strings each).
+    let group_facts = !ctx.replaced_by.is_empty()
+        || !plan.archived_replaced.is_empty()
+        || plan.only.is_some()
+        || !ctx.pending_compaction_groups.is_empty();
     for (fid, gfiles) in groups {
-        let g = FileGroupId::new(&partition, fid);
-        if ctx.replaced_at(&g, t)
-            || plan.archived_replaced.contains(&g)
-            || plan.only.as_ref().is_some_and(|o| !o.contains(&g))
-        {
-            continue;
+        let g = group_facts.then(|| FileGroupId::new(&partition, fid));
+        if let Some(g) = &g {
+            if ctx.replaced_at(g, t)
+                || plan.archived_replaced.contains(g)
+                || plan.only.as_ref().is_some_and(|o| !o.contains(g))
+            {
+                continue;
+            }
         }
-        resolve_group(ctx, meta, plan, &g, &gfiles, t, &mut chosen);
+        resolve_group(ctx, meta, plan, g.as_ref(), &gfiles, t, &mut chosen);
     }
     chosen.sort_by_key(|c| c.index);
     let mut table = ChoiceTable {
         interner,
-        ids: HashMap::new(),
+        ids: HashMap::default(),
     };
     // Kept as long as the view: no room to grow into (a million files' worth adds up).
     out.files.reserve_exact(chosen.len());
@@ -173,12 +181,13 @@ type Placed<'f> = (&'f DataFile, &'f str);
 
 /// The rules for one file group: slices (base files of committed instants, pending
 /// compactions, logs by name instant or completion time), the usable slice picked at `t`, the
-/// pending-compaction merge, strict logs.
+/// pending-compaction merge, strict logs. `g` is the group's id, `None` when the table has no
+/// fact about groups (no replaced group, pending compaction or group filter).
 fn resolve_group<'f>(
     ctx: &'f Context,
     meta: &InstantMetadata,
     plan: &'f Plan,
-    g: &FileGroupId,
+    g: Option<&FileGroupId>,
     files: &[(u32, &'f DataFile)],
     t: &'f str,
     out: &mut Vec<Picked<'f>>,
@@ -226,7 +235,7 @@ fn resolve_group<'f>(
     let pending_here: BTreeSet<&'f str> = ctx
         .pending_compaction_groups
         .iter()
-        .filter(|(_, groups)| groups.contains(g))
+        .filter(|(_, groups)| g.is_some_and(|g| groups.contains(g)))
         .map(|(c, _)| c.as_str())
         .collect();
     for c in &pending_here {
