@@ -402,6 +402,7 @@ fn ceiling_load(
     let merged_dir = m.path().join("merged/latest/part=b");
     // A read that never finishes (a take of memory nobody wakes) fails the test instead of
     // hanging it: the daemon is killed, and every read waiting on it fails.
+    let keeper = m.pid.filter(|&k| k != pid);
     let (done, watch) = std::sync::mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
         let hung = matches!(
@@ -409,8 +410,11 @@ fn ceiling_load(
             Err(std::sync::mpsc::RecvTimeoutError::Timeout)
         );
         if hung {
-            // SAFETY: a signal to the daemon this test started.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            // The keeper first: it would start another serving daemon on the same connection.
+            for p in keeper.into_iter().chain([pid]) {
+                // SAFETY: a signal to a process this test started.
+                unsafe { libc::kill(p as i32, libc::SIGKILL) };
+            }
         }
         hung
     });

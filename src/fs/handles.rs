@@ -24,7 +24,8 @@ pub(super) enum OpenHandle {
 pub(super) type LatestDir = (u32, u64);
 
 /// An open directory handle: the entries it was opened with, and for `latest/` the directory
-/// and snapshot generation (for the kernel's listing cache).
+/// and snapshot generation (for the kernel's listing cache). Cheap to clone.
+#[derive(Clone)]
 pub(super) struct OpenDir {
     pub entries: Arc<Vec<DirEntry>>,
     pub latest: Option<LatestDir>,
@@ -131,16 +132,9 @@ impl Handles {
         fh
     }
 
-    /// The entries of an open directory, its `latest/` directory and generation, and whether
-    /// its files have their attributes ([`OpenDir::stated`]).
-    #[allow(clippy::type_complexity)]
-    pub fn dir(
-        &self,
-        fh: u64,
-    ) -> Option<(Arc<Vec<DirEntry>>, Option<LatestDir>, Arc<OnceLock<bool>>)> {
-        lock(&self.dirs)
-            .get(&fh)
-            .map(|d| (d.entries.clone(), d.latest, d.stated.clone()))
+    /// An open directory (its entries and state shared with the handle).
+    pub fn dir(&self, fh: u64) -> Option<OpenDir> {
+        lock(&self.dirs).get(&fh).cloned()
     }
 
     pub fn release_dir(&self, fh: u64) -> Option<OpenDir> {
@@ -166,7 +160,7 @@ mod tests {
         assert_eq!(h.file_count(), 1);
         assert!(matches!(h.file(f).as_deref(), Some(OpenHandle::Bytes(b)) if **b == [1, 2]));
         assert!(h.file(d).is_none(), "a directory handle is not a file");
-        assert_eq!(h.dir(d).map(|(_, l, _)| l), Some(Some((3, 4))));
+        assert_eq!(h.dir(d).map(|o| o.latest), Some(Some((3, 4))));
         h.release_file(f);
         assert_eq!(h.file_count(), 0);
         assert!(h.release_dir(d).is_some_and(|o| o.cached));

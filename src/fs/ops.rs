@@ -518,7 +518,12 @@ impl HudiFs {
                 },
             );
         }
-        let (entries, latest, stated) = self
+        let OpenDir {
+            entries,
+            latest,
+            stated,
+            ..
+        } = self
             .handles
             .dir(fh)
             .ok_or_else(|| Error::NotFound(format!("directory handle {fh}")))?;

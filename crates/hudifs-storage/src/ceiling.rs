@@ -138,16 +138,16 @@ pub fn resident_bytes() -> Option<u64> {
 
 /// What this process holds in memory, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Resident {
+struct Resident {
     /// Anonymous memory: the heap, stacks, buffers (where leased bytes live).
-    pub anon: u64,
+    anon: u64,
     /// Pages of mapped files and shared memory: mostly the program's own code, which grows as
     /// more of it runs (the first read of a store, the first merge).
-    pub file: u64,
+    file: u64,
 }
 
 /// [`Resident`] of this process, from `/proc/self/statm` (resident and shared pages).
-pub fn resident() -> Option<Resident> {
+fn resident() -> Option<Resident> {
     let s = std::fs::read_to_string("/proc/self/statm").ok()?;
     let mut f = s.split_whitespace().skip(1);
     let resident: u64 = f.next()?.parse().ok()?;
@@ -165,7 +165,7 @@ pub fn resident() -> Option<Resident> {
 /// anonymous memory only, and part of it unfilled at any moment (a buffer taken before its bytes
 /// arrive): they are taken off the anonymous part alone, so that they never hide the growth of
 /// the program's mapped code.
-pub fn outside_of(r: Resident, used: u64) -> u64 {
+fn outside_of(r: Resident, used: u64) -> u64 {
     r.file + r.anon.saturating_sub(used)
 }
 

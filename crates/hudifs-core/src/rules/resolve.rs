@@ -168,16 +168,19 @@ struct Picked<'f> {
     slice: &'f str,
 }
 
+/// A file of the partition's listing and its index there.
+type Listed<'f> = (u32, &'f DataFile);
+
 #[derive(Default)]
 struct Slice<'f> {
-    base: Option<&'f DataFile>,
-    logs: Vec<&'f DataFile>,
+    base: Option<Listed<'f>>,
+    logs: Vec<Listed<'f>>,
     /// Whether the slice's instant is known committed (`Timeline::is_committed`).
     committed: bool,
 }
 
 /// A file placed in a slice: the file and the slice's base instant.
-type Placed<'f> = (&'f DataFile, &'f str);
+type Placed<'f> = (Listed<'f>, &'f str);
 
 /// The rules for one file group: slices (base files of committed instants, pending
 /// compactions, logs by name instant or completion time), the usable slice picked at `t`, the
@@ -188,35 +191,19 @@ fn resolve_group<'f>(
     meta: &InstantMetadata,
     plan: &'f Plan,
     g: Option<&FileGroupId>,
-    files: &[(u32, &'f DataFile)],
+    files: &[Listed<'f>],
     t: &'f str,
     out: &mut Vec<Picked<'f>>,
 ) {
     let tl = &ctx.timeline;
-    // Most groups hold a file or two: a scan beats building a map for each.
-    let index_of: Option<HashMap<*const DataFile, u32>> = (files.len() > 8).then(|| {
-        files
-            .iter()
-            .map(|(i, f)| (*f as *const DataFile, *i))
-            .collect()
-    });
-    let listed = files;
-    let idx = |f: &DataFile| match &index_of {
-        Some(m) => m.get(&(f as *const DataFile)).copied().unwrap_or(0),
-        None => listed
-            .iter()
-            .find(|(_, g)| std::ptr::eq(*g, f))
-            .map_or(0, |(i, _)| *i),
-    };
-    let files: Vec<&'f DataFile> = files.iter().map(|(_, f)| *f).collect();
     let completion_times = ctx.cfg.has_completion_times();
     let mut slices: BTreeMap<&'f str, Slice<'f>> = BTreeMap::new();
 
     // Base files of committed instants; duplicates of one instant resolved by metadata path.
-    let mut bases: BTreeMap<&'f str, Vec<&'f DataFile>> = BTreeMap::new();
-    for f in files.iter().filter(|f| f.is_base()) {
+    let mut bases: BTreeMap<&'f str, Vec<Listed<'f>>> = BTreeMap::new();
+    for &(i, f) in files.iter().filter(|(_, f)| f.is_base()) {
         if tl.is_committed(f.instant()) {
-            bases.entry(f.instant()).or_default().push(f);
+            bases.entry(f.instant()).or_default().push((i, f));
         }
     }
     for (instant, candidates) in bases {
@@ -242,13 +229,19 @@ fn resolve_group<'f>(
         slices.entry(c).or_default();
     }
     // Log files.
-    let mut logs: Vec<&'f DataFile> = files.iter().filter(|f| !f.is_base()).copied().collect();
+    let mut logs: Vec<Listed<'f>> = files
+        .iter()
+        .filter(|(_, f)| !f.is_base())
+        .copied()
+        .collect();
     if completion_times {
-        logs.retain(|l| tl.is_committed(l.instant()));
+        logs.retain(|(_, l)| tl.is_committed(l.instant()));
         // Each log's completion looked up once, not at every comparison (stable, as before).
-        logs.sort_by_cached_key(|f| (tl.completion(f.instant()), f.log_version(), f.write_token()));
+        logs.sort_by_cached_key(|(_, f)| {
+            (tl.completion(f.instant()), f.log_version(), f.write_token())
+        });
         for l in logs {
-            let c = tl.completion(l.instant());
+            let c = tl.completion(l.1.instant());
             let slice_key = slices
                 .range::<&str, _>((Unbounded, Included(c)))
                 .next_back()
@@ -257,7 +250,7 @@ fn resolve_group<'f>(
                 Some(k) => slices.entry(k).or_default().logs.push(l),
                 None => {
                     // A committed log's own instant.
-                    let s = slices.entry(l.instant()).or_default();
+                    let s = slices.entry(l.1.instant()).or_default();
                     s.logs.push(l);
                     s.committed = true;
                 }
@@ -265,7 +258,7 @@ fn resolve_group<'f>(
         }
     } else {
         for l in logs {
-            slices.entry(l.instant()).or_default().logs.push(l);
+            slices.entry(l.1.instant()).or_default().logs.push(l);
         }
     }
 
@@ -312,9 +305,9 @@ fn resolve_group<'f>(
         )
     };
 
-    if let Some((b, k)) = base {
+    if let Some(((index, b), k)) = base {
         out.push(Picked {
-            index: idx(b),
+            index,
             writer: Some(b.instant()),
             slice: k,
         });
@@ -323,7 +316,7 @@ fn resolve_group<'f>(
         return;
     }
     // Strict logs.
-    for (l, k) in slice_logs {
+    for ((index, l), k) in slice_logs {
         let writer = if completion_times {
             (l.instant() <= t).then_some(Some(l.instant()))
         } else {
@@ -331,7 +324,7 @@ fn resolve_group<'f>(
         };
         if let Some(w) = writer {
             out.push(Picked {
-                index: idx(l),
+                index,
                 writer: w,
                 slice: k,
             });
@@ -345,8 +338,8 @@ fn pick_duplicate<'f>(
     ctx: &Context,
     meta: &InstantMetadata,
     instant: &str,
-    candidates: &[&'f DataFile],
-) -> Option<&'f DataFile> {
+    candidates: &[Listed<'f>],
+) -> Option<Listed<'f>> {
     let named: Option<BTreeSet<String>> = ctx
         .timeline
         .completed
@@ -358,8 +351,11 @@ fn pick_duplicate<'f>(
                 .filter_map(|s| s.file_name().map(str::to_string))
                 .collect()
         });
-    let hit: Vec<&&DataFile> = match &named {
-        Some(n) => candidates.iter().filter(|c| n.contains(c.name())).collect(),
+    let hit: Vec<&Listed> = match &named {
+        Some(n) => candidates
+            .iter()
+            .filter(|c| n.contains(c.1.name()))
+            .collect(),
         None => Vec::new(),
     };
     if hit.len() == 1 {
@@ -368,9 +364,9 @@ fn pick_duplicate<'f>(
     log::warn!(
         "partition {:?}: {} base files of file group {} at instant {instant} and the commit \
          metadata does not tell which one it wrote; all hidden",
-        &*candidates[0].partition,
+        &*candidates[0].1.partition,
         candidates.len(),
-        candidates[0].file_id(),
+        candidates[0].1.file_id(),
     );
     None
 }
