@@ -5,6 +5,8 @@ fn main() {
     env_logger::Builder::from_env(
         env_logger::Env::default().default_filter_or("warn,hudifs=info,fuser=error"),
     )
+    // Milliseconds: a mount, a listing or a poll is timed in them.
+    .format_timestamp_millis()
     .init();
     // `hudifs TABLE MNT -o OPTS`, as mount.fuse3 runs it, is `hudifs mount TABLE MNT -o OPTS`.
     let names: Vec<String> = Cli::command()
