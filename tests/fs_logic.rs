@@ -679,3 +679,99 @@ fn a_daemon_that_takes_over_gives_every_number_and_handle_the_same_meaning() {
     // A handle number nobody handed out is still refused.
     assert!(read_via(&next, files[0].0, fresh + 1_000_000).is_none());
 }
+
+/// What the FUSE adapter answers in place on an object store (`dir_resolved`: no hop to the
+/// store's threads) needs nothing from the storage: the directories of a view once it is
+/// listed, and lookups in them once their files are stated; not before the view is listed, not
+/// in a merged view, not after a switch.
+#[test]
+fn directories_resolved_in_memory_are_answered_without_the_storage() {
+    use hudifs_storage::{FaultyStore, LocalStore, Op};
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(dir) = common::fixtures_dir() else {
+        return;
+    };
+    let root = common::unzip(&dir.join("tables").join(format!("{TABLE}.zip")), tmp.path());
+    let store = Arc::new(FaultyStore::new(
+        Arc::new(LocalStore::new(&root).unwrap()),
+        1,
+    ));
+    let fs = HudiFs::with_store(store.clone(), FsOptions::default()).unwrap();
+    let calls = || [Op::List, Op::Stat, Op::Read, Op::ReadRange, Op::Open].map(|o| store.calls(o));
+    let latest = walk(&fs, &["latest"]).unwrap();
+    assert!(
+        !fs.dir_resolved(latest, false),
+        "no partition is resolved yet"
+    );
+    let parts: Vec<u64> = fs
+        .readdir_entries(latest)
+        .unwrap()
+        .iter()
+        .map(|p| p.entry.attr.ino)
+        .collect();
+    assert!(!parts.is_empty());
+    assert!(
+        fs.dir_resolved(latest, false),
+        "listing latest/ resolves every partition"
+    );
+
+    // Listing resolved directories asks the storage nothing.
+    let before = calls();
+    let mut files = Vec::new();
+    for &p in &parts {
+        assert!(fs.dir_resolved(p, false));
+        let h = fs.opendir(p).unwrap();
+        for (name, _) in fs.readdir(h.fh).unwrap().iter() {
+            files.push((p, name.to_string()));
+        }
+        fs.releasedir(h.fh);
+    }
+    assert!(!files.is_empty());
+    assert_eq!(calls(), before, "a listing of resolved directories");
+
+    // A name walk states no file: a lookup would, so it is not answered in place until then.
+    assert!(!fs.dir_resolved(parts[0], true));
+    for (p, name) in &files {
+        fs.lookup(*p, OsStr::new(name)).unwrap();
+    }
+    assert!(parts.iter().all(|&p| fs.dir_resolved(p, true)));
+    let before = calls();
+    for (p, name) in &files {
+        fs.lookup(*p, OsStr::new(name)).unwrap();
+    }
+    for &p in &parts {
+        let h = fs.opendir(p).unwrap();
+        assert!(fs.readdir(h.fh).unwrap().file_attrs());
+        fs.releasedir(h.fh);
+    }
+    assert_eq!(
+        calls(),
+        before,
+        "lookups and listings with attributes, files stated"
+    );
+
+    // A merged view may merge: never in place.
+    let merged = walk(&fs, &["merged", "latest"]).unwrap();
+    fs.readdir_entries(merged).unwrap();
+    assert!(!fs.dir_resolved(merged, false));
+
+    // After a switch the view is planned again: latest/ is not in place until its partitions
+    // back in view (10 and 20, which the undone replacecommit had replaced) are resolved; what
+    // is in place still asks nothing.
+    std::fs::remove_file(root.join(format!(".hoodie/{R3}.replacecommit"))).unwrap();
+    let inv = Follower::new()
+        .poll_once(&fs, std::time::Duration::ZERO)
+        .unwrap()
+        .expect("a changed timeline is a new snapshot");
+    fs.switched(&inv);
+    assert!(!fs.dir_resolved(latest, false));
+    let before = calls();
+    for &p in parts.iter().filter(|&&p| fs.dir_resolved(p, false)) {
+        let h = fs.opendir(p).unwrap();
+        fs.readdir(h.fh).unwrap();
+        fs.releasedir(h.fh);
+    }
+    assert_eq!(calls(), before, "directories in place after the switch");
+    assert_eq!(names(&fs, latest), ["10", "20", "30"]);
+    assert!(fs.dir_resolved(latest, false));
+}

@@ -137,6 +137,10 @@ impl Handles {
         lock(&self.dirs).get(&fh).cloned()
     }
 
+    pub fn has_dir(&self, fh: u64) -> bool {
+        lock(&self.dirs).contains_key(&fh)
+    }
+
     pub fn release_dir(&self, fh: u64) -> Option<OpenDir> {
         lock(&self.dirs).remove(&fh)
     }

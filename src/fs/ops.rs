@@ -497,6 +497,28 @@ impl HudiFs {
         Ok(OpenedDir { fh, cache })
     }
 
+    /// Whether listing directory `ino` (`lookup`: looking a name up in it) needs nothing from
+    /// the storage: a directory of a plain view planned against the current snapshot whose
+    /// partitions below it are all resolved (a walk of `latest/` resolves them all when it
+    /// lists `latest/`), and whose files are stated where the answer carries their attributes
+    /// (a lookup; a listing while callers stat what they list, `stat_demand.rs`). Anything
+    /// else may list, read metadata or merge.
+    pub fn dir_resolved(&self, ino: u64, lookup: bool) -> bool {
+        match Node::from_ino(ino) {
+            Some(Node::ViewDir { view, dir }) => {
+                let stated = lookup || self.stat_demand.wants_file_attrs();
+                self.view_dir_resolved(view, dir, stated)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether directory handle `fh` was opened by this daemon: its listing is in memory (one a
+    /// previous daemon of the mount opened is listed again on first use).
+    pub fn dir_listed(&self, fh: u64) -> bool {
+        self.handles.has_dir(fh)
+    }
+
     /// Entries of an open directory handle. A handle of `latest/` that outlived a switch gives
     /// its names short timeouts: the switch's invalidations may have missed them.
     pub fn readdir(&self, fh: u64) -> Result<DirListing> {

@@ -21,7 +21,15 @@ pub trait Served: Send + Sync {
     fn read(&self, ino: u64, fh: u64, offset: u64, size: u32, done: ReadAnswer);
     fn release(&self, fh: u64);
     fn opendir(&self, ino: u64) -> Result<OpenedDir>;
+    /// Whether opening directory `ino` (`lookup`: looking a name up in it) needs nothing from
+    /// the storage now (its partitions are resolved in memory): it is then answered in place,
+    /// also on an object store.
+    fn dir_resolved(&self, ino: u64, lookup: bool) -> bool;
     fn readdir(&self, ino: u64, fh: u64) -> Result<DirListing>;
+    /// Whether open directory handle `fh` holds its listing in memory (this daemon opened it):
+    /// a `readdir` of it then asks nothing of the storage and is answered in place, also on an
+    /// object store.
+    fn dir_listed(&self, fh: u64) -> bool;
     fn releasedir(&self, fh: u64) -> Option<StaleDir>;
     fn stale_dir_dropped(&self, s: StaleDir);
     fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>>;
@@ -54,6 +62,12 @@ impl Served for HudiFs {
     }
     fn readdir(&self, ino: u64, fh: u64) -> Result<DirListing> {
         HudiFs::readdir_node(self, ino, fh)
+    }
+    fn dir_listed(&self, fh: u64) -> bool {
+        HudiFs::dir_listed(self, fh)
+    }
+    fn dir_resolved(&self, ino: u64, lookup: bool) -> bool {
+        HudiFs::dir_resolved(self, ino, lookup)
     }
     fn releasedir(&self, fh: u64) -> Option<StaleDir> {
         HudiFs::releasedir(self, fh)

@@ -124,6 +124,28 @@ impl HudiFs {
         Ok(state)
     }
 
+    /// Whether directory `dir` of view `view` is resolved in memory: the view is cached, planned
+    /// against the current snapshot, plain (a merged view may merge), and every partition at
+    /// or below `dir` is resolved, with its files stated if `stated`.
+    pub(super) fn view_dir_resolved(&self, view: u32, dir: u32, stated: bool) -> bool {
+        let generation = self.snapshot().generation;
+        let Some(v) = lock(&self.views).peek(&view).cloned() else {
+            return false;
+        };
+        if v.snap.generation != generation || v.merged || v.cdc {
+            return false;
+        }
+        let Ok(path) = self.dir_path(dir) else {
+            return false;
+        };
+        v.snap.partitions_under(&path).all(|i| {
+            v.parts
+                .get(i)
+                .and_then(|s| s.get())
+                .is_some_and(|p| !stated || p.listing.files.iter().all(|f| f.is_stated()))
+        })
+    }
+
     /// Cached views, with their ids.
     pub(super) fn cached_views(&self) -> Vec<(u32, Arc<ViewState>)> {
         lock(&self.views)

@@ -169,18 +169,25 @@ fn readdirplus(
     mut reply: ReplyDirectoryPlus,
     t: Timed,
 ) {
-    let both = fs
-        .readdir(ino.0, fh.0)
-        .and_then(|entries| Ok((entries, fs.getattr(ino.0)?)));
-    t.end(both.is_ok());
-    let (entries, this) = match both {
-        Ok(b) => b,
+    let entries = fs.readdir(ino.0, fh.0);
+    t.end(entries.is_ok());
+    let entries = match entries {
+        Ok(e) => e,
         Err(e) => return reply.error(errno("readdirplus", &ino.0, &e)),
     };
-    // "." and ".." carry no attributes the kernel keeps; give this directory's.
-    let dots = [(".", this), ("..", this)];
-    let all = dots.iter().map(|(n, e)| (*n, *e)).chain(entries.iter());
-    for (i, (name, e)) in all.enumerate().skip(offset as usize) {
+    // "." and ".." go name only: Linux keeps no attributes of them from a readdirplus
+    // (`fuse_direntplus_link` skips them), so the listing needs nothing but the handle's.
+    for (i, name) in [".", ".."].into_iter().enumerate().skip(offset as usize) {
+        if reply.add_name_only(ino, (i + 1) as u64, FileType::Directory, name) {
+            return reply.ok();
+        }
+    }
+    for (i, (name, e)) in entries
+        .iter()
+        .enumerate()
+        .skip((offset as usize).saturating_sub(2))
+    {
+        let i = i + 2;
         // Files without attributes unless callers stat what they list (`stat_demand.rs`).
         let full = e.attr.kind != Kind::File || entries.file_attrs();
         let attr = file_attr(&e.attr);
@@ -295,16 +302,21 @@ impl Filesystem for FuseAdapter {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let name = name.to_os_string();
         let t = Timed::start("lookup");
-        self.later(move |fs, _| {
-            let r = fs.lookup(parent.0, &name);
+        let answer = move |fs: &dyn Served, name: &OsStr| {
+            let r = fs.lookup(parent.0, name);
             t.end(r.is_ok());
             match r {
                 Ok(e) => reply.entry(&e.ttl, &file_attr(&e.attr), Generation(0)),
-                Err(e) => reply.error(errno("lookup", &Path::new(&name).display(), &e)),
+                Err(e) => reply.error(errno("lookup", &Path::new(name).display(), &e)),
             }
-        })
+        };
+        // In a directory resolved in memory: answered here (see `opendir`).
+        if self.fs.dir_resolved(parent.0, true) {
+            return answer(&*self.fs, name);
+        }
+        let name = name.to_os_string();
+        self.later(move |fs, _| answer(fs, &name))
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -395,7 +407,7 @@ impl Filesystem for FuseAdapter {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let t = Timed::start("opendir");
-        self.later(move |fs, _| {
+        let answer = move |fs: &dyn Served| {
             let r = fs.opendir(ino.0);
             t.end(r.is_ok());
             match r {
@@ -411,7 +423,14 @@ impl Filesystem for FuseAdapter {
                 }
                 Err(e) => reply.error(errno("opendir", &ino.0, &e)),
             }
-        })
+        };
+        // A directory resolved in memory (a walk's partitions, once it has listed the view's
+        // root) is answered here: a hop to the store's threads per directory would cost a
+        // thread switch each.
+        if self.fs.dir_resolved(ino.0, false) {
+            return answer(&*self.fs);
+        }
+        self.later(move |fs, _| answer(fs))
     }
 
     fn readdir(
@@ -423,6 +442,9 @@ impl Filesystem for FuseAdapter {
         reply: ReplyDirectory,
     ) {
         let t = Timed::start("readdir");
+        if self.fs.dir_listed(fh.0) {
+            return readdir(&*self.fs, ino, fh, offset, reply, t);
+        }
         self.later(move |fs, _| readdir(fs, ino, fh, offset, reply, t))
     }
 
@@ -435,6 +457,9 @@ impl Filesystem for FuseAdapter {
         reply: ReplyDirectoryPlus,
     ) {
         let t = Timed::start("readdirplus");
+        if self.fs.dir_listed(fh.0) {
+            return readdirplus(&*self.fs, ino, fh, offset, reply, t);
+        }
         self.later(move |fs, _| readdirplus(fs, ino, fh, offset, reply, t))
     }
 

@@ -652,6 +652,28 @@ impl Served for LakeFs {
             .map_inodes(Arc::new(move |ino| inodes.outer(id, ino))))
     }
 
+    fn dir_resolved(&self, ino: u64, lookup: bool) -> bool {
+        // A directory of the lake itself may load a table: from the store's threads.
+        match self.node(ino) {
+            Ok(LakeNode::Table { table, ino }) => self
+                .live_table(table)
+                .ok()
+                .and_then(|t| t.loaded())
+                .is_some_and(|fs| fs.dir_resolved(ino, lookup)),
+            _ => false,
+        }
+    }
+
+    fn dir_listed(&self, fh: u64) -> bool {
+        match lock(&self.handles).get(&fh) {
+            Some(Handle::Dir(_)) => true,
+            Some(Handle::Table { table, fh }) => {
+                table.loaded().is_some_and(|fs| fs.dir_listed(*fh))
+            }
+            None => false,
+        }
+    }
+
     fn releasedir(&self, fh: u64) -> Option<StaleDir> {
         let Handle::Table { table, fh } = lock(&self.handles).remove(&fh)? else {
             return None;
