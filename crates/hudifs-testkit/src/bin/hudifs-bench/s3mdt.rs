@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hudifs_testkit::s3::store_args;
 
-use crate::record::{append, Record, Side};
+use crate::record::{append, median, Record, Side};
 use crate::s3list::{first_walk, hudi_rs_options, hudi_rs_slices};
 use crate::s3server::{serve, S3Table, Served};
 use crate::sys::hudifs_bin;
@@ -32,6 +32,7 @@ pub fn bench_s3_mdt(s3: &S3Table, c: &Common) -> Res<()> {
     for &lat in &s3.latency_ms {
         proxy.set_latency(Duration::from_millis(lat));
         let (mut mdt, mut storage, mut hudi_rs) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut mdt_live, mut storage_live) = (Vec::new(), Vec::new());
         let (mut mdt_walk, mut storage_walk, mut slices) = (None, None, 0);
         for rep in 0..c.reps {
             // Each side first in turn.
@@ -40,11 +41,13 @@ pub fn bench_s3_mdt(s3: &S3Table, c: &Common) -> Res<()> {
                     0 => {
                         let w = first_walk(&hudifs, url, &proxy, &mdt_args, c)?;
                         mdt.push(w.seconds);
+                        mdt_live.push(w.live);
                         mdt_walk = Some(w);
                     }
                     1 => {
                         let w = first_walk(&hudifs, url, &proxy, &storage_args, c)?;
                         storage.push(w.seconds);
+                        storage_live.push(w.live);
                         storage_walk = Some(w);
                     }
                     _ => {
@@ -74,6 +77,13 @@ pub fn bench_s3_mdt(s3: &S3Table, c: &Common) -> Res<()> {
                 "requests from mount to the end of the first find: metadata table {} ({}), \
                  storage {} ({})",
                 m.request_count, m.requests, s.request_count, s.requests
+            ),
+            format!(
+                "mount live (command returned) after {:.3} s (metadata table) and {:.3} s \
+                 (storage), medians; the rest of each side is the `find` of latest/ ({} files)",
+                median(&mdt_live),
+                median(&storage_live),
+                m.files
             ),
             "hudifs sides: wall time of `hudifs mount s3://…` (spawn, store check, load, mount \
              live) + `find latest -type f`, with --listing auto (the metadata table) and \
