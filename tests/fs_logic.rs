@@ -699,10 +699,7 @@ fn directories_resolved_in_memory_are_answered_without_the_storage() {
     let fs = HudiFs::with_store(store.clone(), FsOptions::default()).unwrap();
     let calls = || [Op::List, Op::Stat, Op::Read, Op::ReadRange, Op::Open].map(|o| store.calls(o));
     let latest = walk(&fs, &["latest"]).unwrap();
-    assert!(
-        !fs.dir_resolved(latest, false),
-        "no partition is resolved yet"
-    );
+    assert!(!fs.dir_resolved(latest), "no partition is resolved yet");
     let parts: Vec<u64> = fs
         .readdir_entries(latest)
         .unwrap()
@@ -711,7 +708,7 @@ fn directories_resolved_in_memory_are_answered_without_the_storage() {
         .collect();
     assert!(!parts.is_empty());
     assert!(
-        fs.dir_resolved(latest, false),
+        fs.dir_resolved(latest),
         "listing latest/ resolves every partition"
     );
 
@@ -719,7 +716,7 @@ fn directories_resolved_in_memory_are_answered_without_the_storage() {
     let before = calls();
     let mut files = Vec::new();
     for &p in &parts {
-        assert!(fs.dir_resolved(p, false));
+        assert!(fs.dir_resolved(p));
         let h = fs.opendir(p).unwrap();
         for (name, _) in fs.readdir(h.fh).unwrap().iter() {
             files.push((p, name.to_string()));
@@ -730,11 +727,24 @@ fn directories_resolved_in_memory_are_answered_without_the_storage() {
     assert_eq!(calls(), before, "a listing of resolved directories");
 
     // A name walk states no file: a lookup would, so it is not answered in place until then.
-    assert!(!fs.dir_resolved(parts[0], true));
+    let (p0, f0) = &files[0];
+    assert!(!fs.lookup_resolved(*p0, OsStr::new(f0)));
+    // The partitions themselves are resolved: looking them up in latest/ asks nothing.
+    let before = calls();
+    for p in fs.readdir_entries(latest).unwrap() {
+        assert!(fs.lookup_resolved(latest, OsStr::new(&*p.name)));
+        fs.lookup(latest, OsStr::new(&*p.name)).unwrap();
+    }
+    // A name that is not there is answered in place too (no partition lies below it).
+    assert!(fs.lookup_resolved(latest, OsStr::new("no-such-partition")));
+    assert!(fs.lookup(latest, OsStr::new("no-such-partition")).is_err());
+    assert_eq!(calls(), before, "lookups of resolved partitions");
     for (p, name) in &files {
         fs.lookup(*p, OsStr::new(name)).unwrap();
     }
-    assert!(parts.iter().all(|&p| fs.dir_resolved(p, true)));
+    assert!(files
+        .iter()
+        .all(|(p, name)| fs.lookup_resolved(*p, OsStr::new(name))));
     let before = calls();
     for (p, name) in &files {
         fs.lookup(*p, OsStr::new(name)).unwrap();
@@ -753,7 +763,7 @@ fn directories_resolved_in_memory_are_answered_without_the_storage() {
     // A merged view may merge: never in place.
     let merged = walk(&fs, &["merged", "latest"]).unwrap();
     fs.readdir_entries(merged).unwrap();
-    assert!(!fs.dir_resolved(merged, false));
+    assert!(!fs.dir_resolved(merged));
 
     // After a switch the view is planned again: latest/ is not in place until its partitions
     // back in view (10 and 20, which the undone replacecommit had replaced) are resolved; what
@@ -764,14 +774,14 @@ fn directories_resolved_in_memory_are_answered_without_the_storage() {
         .unwrap()
         .expect("a changed timeline is a new snapshot");
     fs.switched(&inv);
-    assert!(!fs.dir_resolved(latest, false));
+    assert!(!fs.dir_resolved(latest));
     let before = calls();
-    for &p in parts.iter().filter(|&&p| fs.dir_resolved(p, false)) {
+    for &p in parts.iter().filter(|&&p| fs.dir_resolved(p)) {
         let h = fs.opendir(p).unwrap();
         fs.readdir(h.fh).unwrap();
         fs.releasedir(h.fh);
     }
     assert_eq!(calls(), before, "directories in place after the switch");
     assert_eq!(names(&fs, latest), ["10", "20", "30"]);
-    assert!(fs.dir_resolved(latest, false));
+    assert!(fs.dir_resolved(latest));
 }

@@ -497,20 +497,37 @@ impl HudiFs {
         Ok(OpenedDir { fh, cache })
     }
 
-    /// Whether listing directory `ino` (`lookup`: looking a name up in it) needs nothing from
-    /// the storage: a directory of a plain view planned against the current snapshot whose
-    /// partitions below it are all resolved (a walk of `latest/` resolves them all when it
-    /// lists `latest/`), and whose files are stated where the answer carries their attributes
-    /// (a lookup; a listing while callers stat what they list, `stat_demand.rs`). Anything
-    /// else may list, read metadata or merge.
-    pub fn dir_resolved(&self, ino: u64, lookup: bool) -> bool {
+    /// Whether listing directory `ino` needs nothing from the storage: a directory of a plain
+    /// view planned against the current snapshot whose partitions at and below it are all
+    /// resolved (a walk of `latest/` resolves them all when it lists `latest/`), with the
+    /// files of the partition there stated while listings carry attributes (`stat_demand.rs`).
+    /// Anything else may list, read metadata or merge.
+    pub fn dir_resolved(&self, ino: u64) -> bool {
         match Node::from_ino(ino) {
             Some(Node::ViewDir { view, dir }) => {
-                let stated = lookup || self.stat_demand.wants_file_attrs();
-                self.view_dir_resolved(view, dir, stated)
+                self.view_dir_resolved(view, dir, self.stat_demand.wants_file_attrs())
             }
             _ => false,
         }
+    }
+
+    /// Whether looking `name` up in directory `parent` needs nothing from the storage: a stated
+    /// file of a resolved partition, or a directory whose partitions are all resolved, in a
+    /// plain view planned against the current snapshot.
+    pub fn lookup_resolved(&self, parent: u64, name: &OsStr) -> bool {
+        match (Node::from_ino(parent), name.to_str()) {
+            (Some(Node::ViewDir { view, dir }), Some(name)) => {
+                self.view_lookup_resolved(view, dir, name)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether requests that may wait on the storage are answered from the store's threads
+    /// (an object store) rather than in place (a local disk, where `dir_resolved` and
+    /// `lookup_resolved` need not be asked).
+    pub fn answers_later(&self) -> bool {
+        self.store.is_object_store()
     }
 
     /// Whether directory handle `fh` was opened by this daemon: its listing is in memory (one a

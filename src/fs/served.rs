@@ -21,10 +21,14 @@ pub trait Served: Send + Sync {
     fn read(&self, ino: u64, fh: u64, offset: u64, size: u32, done: ReadAnswer);
     fn release(&self, fh: u64);
     fn opendir(&self, ino: u64) -> Result<OpenedDir>;
-    /// Whether opening directory `ino` (`lookup`: looking a name up in it) needs nothing from
-    /// the storage now (its partitions are resolved in memory): it is then answered in place,
-    /// also on an object store.
-    fn dir_resolved(&self, ino: u64, lookup: bool) -> bool;
+    /// Whether requests that may wait on the storage go to other threads ([`Self::run_blocking`]
+    /// on an object store); if not, the two questions below need not be asked.
+    fn answers_later(&self) -> bool;
+    /// Whether opening directory `ino` needs nothing from the storage now (its partitions are
+    /// resolved in memory): it is then answered in place, also on an object store.
+    fn dir_resolved(&self, ino: u64) -> bool;
+    /// Whether looking `name` up in directory `parent` needs nothing from the storage now.
+    fn lookup_resolved(&self, parent: u64, name: &OsStr) -> bool;
     fn readdir(&self, ino: u64, fh: u64) -> Result<DirListing>;
     /// Whether open directory handle `fh` holds its listing in memory (this daemon opened it):
     /// a `readdir` of it then asks nothing of the storage and is answered in place, also on an
@@ -66,8 +70,14 @@ impl Served for HudiFs {
     fn dir_listed(&self, fh: u64) -> bool {
         HudiFs::dir_listed(self, fh)
     }
-    fn dir_resolved(&self, ino: u64, lookup: bool) -> bool {
-        HudiFs::dir_resolved(self, ino, lookup)
+    fn answers_later(&self) -> bool {
+        HudiFs::answers_later(self)
+    }
+    fn dir_resolved(&self, ino: u64) -> bool {
+        HudiFs::dir_resolved(self, ino)
+    }
+    fn lookup_resolved(&self, parent: u64, name: &OsStr) -> bool {
+        HudiFs::lookup_resolved(self, parent, name)
     }
     fn releasedir(&self, fh: u64) -> Option<StaleDir> {
         HudiFs::releasedir(self, fh)

@@ -124,26 +124,60 @@ impl HudiFs {
         Ok(state)
     }
 
-    /// Whether directory `dir` of view `view` is resolved in memory: the view is cached, planned
-    /// against the current snapshot, plain (a merged view may merge), and every partition at
-    /// or below `dir` is resolved, with its files stated if `stated`.
-    pub(super) fn view_dir_resolved(&self, view: u32, dir: u32, stated: bool) -> bool {
+    /// View `view` and the path of its directory `dir`, if the view is cached, planned against
+    /// the current snapshot and plain (a merged view may merge): what an answer from memory
+    /// starts from.
+    fn view_in_memory(&self, view: u32, dir: u32) -> Option<(Arc<ViewState>, Arc<str>)> {
         let generation = self.snapshot().generation;
-        let Some(v) = lock(&self.views).peek(&view).cloned() else {
+        let v = lock(&self.views).peek(&view).cloned()?;
+        if v.snap.generation != generation || v.merged || v.cdc {
+            return None;
+        }
+        Some((v, self.dir_path(dir).ok()?))
+    }
+
+    /// Whether every partition of `v` at or below `path` is resolved.
+    fn resolved_under(v: &ViewState, path: &str) -> bool {
+        v.snap
+            .partitions_under(path)
+            .all(|i| v.parts.get(i).is_some_and(|s| s.get().is_some()))
+    }
+
+    /// Whether listing directory `dir` of view `view` needs nothing from the storage: the view
+    /// is in memory, every partition at or below `dir` is resolved, and if `stated`, the files
+    /// of the partition at `dir` are stated.
+    pub(super) fn view_dir_resolved(&self, view: u32, dir: u32, stated: bool) -> bool {
+        let Some((v, path)) = self.view_in_memory(view, dir) else {
             return false;
         };
-        if v.snap.generation != generation || v.merged || v.cdc {
+        if !Self::resolved_under(&v, &path) {
             return false;
         }
-        let Ok(path) = self.dir_path(dir) else {
+        !stated
+            || self
+                .partition_index(&v, &path)
+                .and_then(|i| v.parts[i].get())
+                .is_none_or(|p| p.listing.files.iter().all(|f| f.is_stated()))
+    }
+
+    /// Whether looking `name` up in directory `dir` of view `view` needs nothing from the
+    /// storage: the view is in memory, and `name` is a stated file of the resolved partition at
+    /// `dir`, or else every partition below `dir/name` is resolved (what deciding a directory
+    /// takes).
+    pub(super) fn view_lookup_resolved(&self, view: u32, dir: u32, name: &str) -> bool {
+        let Some((v, path)) = self.view_in_memory(view, dir) else {
             return false;
         };
-        v.snap.partitions_under(&path).all(|i| {
-            v.parts
-                .get(i)
-                .and_then(|s| s.get())
-                .is_some_and(|p| !stated || p.listing.files.iter().all(|f| f.is_stated()))
-        })
+        if let Some(i) = self.partition_index(&v, &path) {
+            let Some(p) = v.parts[i].get() else {
+                return false;
+            };
+            if let Some(pos) = p.position(name) {
+                let c = p.choice.files[pos];
+                return p.listing.files[c.index as usize].is_stated();
+            }
+        }
+        Self::resolved_under(&v, &super::join(&path, name))
     }
 
     /// Cached views, with their ids.

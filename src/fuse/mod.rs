@@ -312,7 +312,7 @@ impl Filesystem for FuseAdapter {
             }
         };
         // In a directory resolved in memory: answered here (see `opendir`).
-        if self.fs.dir_resolved(parent.0, true) {
+        if self.fs.answers_later() && self.fs.lookup_resolved(parent.0, name) {
             return answer(&*self.fs, name);
         }
         let name = name.to_os_string();
@@ -427,7 +427,7 @@ impl Filesystem for FuseAdapter {
         // A directory resolved in memory (a walk's partitions, once it has listed the view's
         // root) is answered here: a hop to the store's threads per directory would cost a
         // thread switch each.
-        if self.fs.dir_resolved(ino.0, false) {
+        if self.fs.answers_later() && self.fs.dir_resolved(ino.0) {
             return answer(&*self.fs);
         }
         self.later(move |fs, _| answer(fs))
@@ -442,7 +442,7 @@ impl Filesystem for FuseAdapter {
         reply: ReplyDirectory,
     ) {
         let t = Timed::start("readdir");
-        if self.fs.dir_listed(fh.0) {
+        if self.fs.answers_later() && self.fs.dir_listed(fh.0) {
             return readdir(&*self.fs, ino, fh, offset, reply, t);
         }
         self.later(move |fs, _| readdir(fs, ino, fh, offset, reply, t))
@@ -457,7 +457,7 @@ impl Filesystem for FuseAdapter {
         reply: ReplyDirectoryPlus,
     ) {
         let t = Timed::start("readdirplus");
-        if self.fs.dir_listed(fh.0) {
+        if self.fs.answers_later() && self.fs.dir_listed(fh.0) {
             return readdirplus(&*self.fs, ino, fh, offset, reply, t);
         }
         self.later(move |fs, _| readdirplus(fs, ino, fh, offset, reply, t))

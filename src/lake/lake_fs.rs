@@ -367,6 +367,15 @@ impl LakeFs {
     }
 
     /// Table number `id` if it is still in the lake.
+    /// The loaded file system of the table that node `ino` lies in, and the node's number
+    /// there; `None` for the lake's own directories and tables not loaded yet.
+    fn loaded_table_node(&self, ino: u64) -> Option<(Arc<HudiFs>, u64)> {
+        match self.node(ino).ok()? {
+            LakeNode::Table { table, ino } => Some((self.live_table(table).ok()?.loaded()?, ino)),
+            LakeNode::Dir(_) => None,
+        }
+    }
+
     fn live_table(&self, id: u32) -> Result<Arc<Table>> {
         let t = self.table(id)?;
         if t.dropped.load(Ordering::SeqCst) {
@@ -652,16 +661,19 @@ impl Served for LakeFs {
             .map_inodes(Arc::new(move |ino| inodes.outer(id, ino))))
     }
 
-    fn dir_resolved(&self, ino: u64, lookup: bool) -> bool {
+    fn answers_later(&self) -> bool {
+        self.store.is_object_store()
+    }
+
+    fn dir_resolved(&self, ino: u64) -> bool {
         // A directory of the lake itself may load a table: from the store's threads.
-        match self.node(ino) {
-            Ok(LakeNode::Table { table, ino }) => self
-                .live_table(table)
-                .ok()
-                .and_then(|t| t.loaded())
-                .is_some_and(|fs| fs.dir_resolved(ino, lookup)),
-            _ => false,
-        }
+        self.loaded_table_node(ino)
+            .is_some_and(|(fs, ino)| fs.dir_resolved(ino))
+    }
+
+    fn lookup_resolved(&self, parent: u64, name: &OsStr) -> bool {
+        self.loaded_table_node(parent)
+            .is_some_and(|(fs, ino)| fs.lookup_resolved(ino, name))
     }
 
     fn dir_listed(&self, fh: u64) -> bool {
