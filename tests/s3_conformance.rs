@@ -58,6 +58,20 @@ fn every_fixture_through_a_real_s3_mount() {
         // A table with a metadata table is listed from it by default (--listing auto); the
         // same views come out of a storage listing, and verify finds no difference.
         let source = common::xattr(&m.path().join("latest"), "user.hudi.listing").unwrap();
+        // Names hudifs never gives (`ls -l` asks every file for these) are absent, answered
+        // without a hop to the store's threads; the absent `user.hudi.*` ones too.
+        for name in [
+            "security.selinux",
+            "system.posix_acl_access",
+            "user.hudi.nope",
+        ] {
+            assert_eq!(
+                common::xattr_errno(&m.path().join("latest"), name),
+                Some(libc::ENODATA),
+                "{}: {name}",
+                fx.name
+            );
+        }
         if root.join(".hoodie/metadata/files").is_dir() {
             with_mdt += 1;
             assert!(

@@ -67,6 +67,7 @@ pub use restart_journal::{
 };
 pub use served::Served;
 pub use switch::{Invalidations, KernelNotifier};
+pub use xattr::XATTR_PREFIX;
 
 use handles::{Handles, OpenDir, OpenHandle};
 use inode::InodeTable;

@@ -11,6 +11,10 @@ use hudifs_core::viewkey::ViewKey;
 use super::inode::Node;
 use super::HudiFs;
 
+/// What the name of every extended attribute hudifs gives starts with (`user.hudi.*`,
+/// `user.hudifs.*`): a name without it is never there.
+pub const XATTR_PREFIX: &str = "user.hudi";
+
 impl HudiFs {
     /// Extended attributes of a node: `(name, value)`.
     pub fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>> {

@@ -23,7 +23,7 @@ use fuser::{
     WriteFlags,
 };
 
-use crate::fs::{Attr, DirCache, Kind, ReadAnswer, Served};
+use crate::fs::{Attr, DirCache, Kind, ReadAnswer, Served, XATTR_PREFIX};
 use hudifs_core::error::Error;
 use passthrough::Passthrough;
 
@@ -497,8 +497,15 @@ impl Filesystem for FuseAdapter {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let name = name.to_os_string();
         let t = Timed::start("getxattr");
+        // Only `user.hudi*` names are ever there: any other (`ls -l` asks every file for
+        // `security.selinux` and `system.posix_acl_access`) is answered at once, without
+        // working out the node's attributes or a hop to an object store's threads.
+        if !std::os::unix::ffi::OsStrExt::as_bytes(name).starts_with(XATTR_PREFIX.as_bytes()) {
+            t.end(true);
+            return reply.error(Errno::NO_XATTR);
+        }
+        let name = name.to_os_string();
         self.later(move |fs, _| xattr(fs, ino, Some(&name), size, reply, t))
     }
 

@@ -244,6 +244,16 @@ pub fn xattr(path: &Path, name: &str) -> Option<String> {
     String::from_utf8(buf).ok()
 }
 
+/// The errno of `getxattr(path, name)`, or `None` if the attribute is there.
+pub fn xattr_errno(path: &Path, name: &str) -> Option<i32> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    // SAFETY: valid C strings; a zero-length buffer asks for the size only.
+    let len = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), std::ptr::null_mut(), 0) };
+    (len < 0).then(|| std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+}
+
 /// Unzip the fixture table `name` (its path under tables/, without .zip; any of the fetched
 /// tables, with expected answers or not) into `tmp`; `None` (with the reason printed) when the
 /// fixtures are missing.
