@@ -785,3 +785,53 @@ fn directories_resolved_in_memory_are_answered_without_the_storage() {
     assert_eq!(names(&fs, latest), ["10", "20", "30"]);
     assert!(fs.dir_resolved(latest));
 }
+
+/// `Served::in_memory` (what the FUSE adapter answers on its own thread) holds only on an
+/// object store: on a local disk every request is answered in place anyway, so it is false
+/// there whatever is resolved. On an object store it follows `dir_resolved`, `lookup_resolved`
+/// (a LIST gives the files' sizes: they are stated) and the handles this daemon opened.
+#[test]
+fn only_an_object_store_mount_answers_from_memory_out_of_turn() {
+    use hudifs::fs::{InMemory, Served};
+    use hudifs_objstore::{ObjectStorage, StoreUrl};
+    use hudifs_storage::{StorageWrite, TablePath};
+    let tmp = tempfile::tempdir().unwrap();
+    let Some((local, root)) = open_fs(tmp.path()) else {
+        return;
+    };
+    let latest = walk(&local, &["latest"]).unwrap();
+    let part = local.readdir_entries(latest).unwrap()[0].entry.attr.ino;
+    assert!(local.dir_resolved(part));
+    assert!(!local.in_memory(InMemory::OpenDir(part)), "a local disk");
+
+    let store = ObjectStorage::in_memory(StoreUrl::parse("s3://bucket/t").unwrap()).unwrap();
+    for rel in common::walk_files(&root).unwrap() {
+        let bytes = std::fs::read(root.join(&rel)).unwrap();
+        store.put(&TablePath::new(&rel).unwrap(), &bytes).unwrap();
+    }
+    let fs = HudiFs::with_store(Arc::new(store), FsOptions::default()).unwrap();
+    let latest = walk(&fs, &["latest"]).unwrap();
+    assert!(
+        !fs.in_memory(InMemory::OpenDir(latest)),
+        "nothing resolved yet"
+    );
+    let parts = fs.readdir_entries(latest).unwrap();
+    for p in &parts {
+        let ino = p.entry.attr.ino;
+        assert!(fs.in_memory(InMemory::Lookup(latest, OsStr::new(&*p.name))));
+        assert!(fs.in_memory(InMemory::OpenDir(ino)));
+        let h = fs.opendir(ino).unwrap();
+        assert!(fs.in_memory(InMemory::ReadDir(h.fh)));
+        for (name, _) in fs.readdir(h.fh).unwrap().iter() {
+            assert!(
+                fs.in_memory(InMemory::Lookup(ino, OsStr::new(name))),
+                "{name}: listed with its size"
+            );
+        }
+        fs.releasedir(h.fh);
+        assert!(!fs.in_memory(InMemory::ReadDir(h.fh)), "a released handle");
+    }
+    let merged = walk(&fs, &["merged", "latest"]).unwrap();
+    fs.readdir_entries(merged).unwrap();
+    assert!(!fs.in_memory(InMemory::OpenDir(merged)));
+}

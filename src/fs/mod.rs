@@ -65,7 +65,7 @@ pub use restart_journal::{
     decode_properties, encode_properties, open_passthrough, pass_open, pass_release,
     RestartJournal, Tag as JournalTag,
 };
-pub use served::Served;
+pub use served::{InMemory, Served};
 pub use switch::{Invalidations, KernelNotifier};
 pub use xattr::XATTR_PREFIX;
 

@@ -523,19 +523,6 @@ impl HudiFs {
         }
     }
 
-    /// Whether requests that may wait on the storage are answered from the store's threads
-    /// (an object store) rather than in place (a local disk, where `dir_resolved` and
-    /// `lookup_resolved` need not be asked).
-    pub fn answers_later(&self) -> bool {
-        self.store.is_object_store()
-    }
-
-    /// Whether directory handle `fh` was opened by this daemon: its listing is in memory (one a
-    /// previous daemon of the mount opened is listed again on first use).
-    pub fn dir_listed(&self, fh: u64) -> bool {
-        self.handles.has_dir(fh)
-    }
-
     /// Entries of an open directory handle. A handle of `latest/` that outlived a switch gives
     /// its names short timeouts: the switch's invalidations may have missed them.
     pub fn readdir(&self, fh: u64) -> Result<DirListing> {

@@ -21,19 +21,7 @@ pub trait Served: Send + Sync {
     fn read(&self, ino: u64, fh: u64, offset: u64, size: u32, done: ReadAnswer);
     fn release(&self, fh: u64);
     fn opendir(&self, ino: u64) -> Result<OpenedDir>;
-    /// Whether requests that may wait on the storage go to other threads ([`Self::run_blocking`]
-    /// on an object store); if not, the two questions below need not be asked.
-    fn answers_later(&self) -> bool;
-    /// Whether opening directory `ino` needs nothing from the storage now (its partitions are
-    /// resolved in memory): it is then answered in place, also on an object store.
-    fn dir_resolved(&self, ino: u64) -> bool;
-    /// Whether looking `name` up in directory `parent` needs nothing from the storage now.
-    fn lookup_resolved(&self, parent: u64, name: &OsStr) -> bool;
     fn readdir(&self, ino: u64, fh: u64) -> Result<DirListing>;
-    /// Whether open directory handle `fh` holds its listing in memory (this daemon opened it):
-    /// a `readdir` of it then asks nothing of the storage and is answered in place, also on an
-    /// object store.
-    fn dir_listed(&self, fh: u64) -> bool;
     fn releasedir(&self, fh: u64) -> Option<StaleDir>;
     fn stale_dir_dropped(&self, s: StaleDir);
     fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>>;
@@ -43,6 +31,23 @@ pub trait Served: Send + Sync {
     /// no FUSE thread: on an object store's threads, in place on a local disk (see
     /// `Storage::run_blocking`).
     fn run_blocking(&self, job: Job);
+    /// Whether request `q` may skip [`Self::run_blocking`] and be answered on the FUSE thread:
+    /// on an object store, when its answer is in memory and asks the storage nothing. Always
+    /// false on a local disk, where `run_blocking` answers in place anyway (nothing is worked
+    /// out there).
+    fn in_memory(&self, q: InMemory<'_>) -> bool;
+}
+
+/// A request that an object-store mount may answer from memory (`Served::in_memory`).
+#[derive(Debug, Clone, Copy)]
+pub enum InMemory<'a> {
+    /// `opendir` of a directory: [`HudiFs::dir_resolved`].
+    OpenDir(u64),
+    /// `lookup` of a name in a directory: [`HudiFs::lookup_resolved`].
+    Lookup(u64, &'a OsStr),
+    /// `readdir` of an open directory handle: one this daemon opened holds its listing (one a
+    /// previous daemon of the mount opened is listed again on first use).
+    ReadDir(u64),
 }
 
 impl Served for HudiFs {
@@ -67,18 +72,6 @@ impl Served for HudiFs {
     fn readdir(&self, ino: u64, fh: u64) -> Result<DirListing> {
         HudiFs::readdir_node(self, ino, fh)
     }
-    fn dir_listed(&self, fh: u64) -> bool {
-        HudiFs::dir_listed(self, fh)
-    }
-    fn answers_later(&self) -> bool {
-        HudiFs::answers_later(self)
-    }
-    fn dir_resolved(&self, ino: u64) -> bool {
-        HudiFs::dir_resolved(self, ino)
-    }
-    fn lookup_resolved(&self, parent: u64, name: &OsStr) -> bool {
-        HudiFs::lookup_resolved(self, parent, name)
-    }
     fn releasedir(&self, fh: u64) -> Option<StaleDir> {
         HudiFs::releasedir(self, fh)
     }
@@ -93,5 +86,13 @@ impl Served for HudiFs {
     }
     fn run_blocking(&self, job: Job) {
         self.store().run_blocking(job)
+    }
+    fn in_memory(&self, q: InMemory<'_>) -> bool {
+        self.store().is_object_store()
+            && match q {
+                InMemory::OpenDir(ino) => self.dir_resolved(ino),
+                InMemory::Lookup(parent, name) => self.lookup_resolved(parent, name),
+                InMemory::ReadDir(fh) => self.handles.has_dir(fh),
+            }
     }
 }

@@ -23,7 +23,7 @@ use fuser::{
     WriteFlags,
 };
 
-use crate::fs::{Attr, DirCache, Kind, ReadAnswer, Served, XATTR_PREFIX};
+use crate::fs::{Attr, DirCache, InMemory, Kind, ReadAnswer, Served, XATTR_PREFIX};
 use hudifs_core::error::Error;
 use passthrough::Passthrough;
 
@@ -62,6 +62,21 @@ impl FuseAdapter {
     fn later(&self, f: impl FnOnce(&dyn Served, &Passthrough) + Send + 'static) {
         let (fs, pass) = (self.fs.clone(), self.pass.clone());
         self.fs.run_blocking(Box::new(move || f(&*fs, &pass)));
+    }
+
+    /// [`Self::later`], but answered here, on this FUSE thread, when request `q` asks the
+    /// storage nothing (`Served::in_memory`: on an object store, a walk's directories once the
+    /// view's root is listed): a hop to the store's threads would cost a thread switch each.
+    fn now_or_later(
+        &self,
+        q: InMemory<'_>,
+        f: impl FnOnce(&dyn Served, &Passthrough) + Send + 'static,
+    ) {
+        if self.fs.in_memory(q) {
+            f(&*self.fs, &self.pass)
+        } else {
+            self.later(f)
+        }
     }
 }
 
@@ -303,20 +318,15 @@ impl Filesystem for FuseAdapter {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let t = Timed::start("lookup");
-        let answer = move |fs: &dyn Served, name: &OsStr| {
-            let r = fs.lookup(parent.0, name);
+        let owned = name.to_os_string();
+        self.now_or_later(InMemory::Lookup(parent.0, name), move |fs, _| {
+            let r = fs.lookup(parent.0, &owned);
             t.end(r.is_ok());
             match r {
                 Ok(e) => reply.entry(&e.ttl, &file_attr(&e.attr), Generation(0)),
-                Err(e) => reply.error(errno("lookup", &Path::new(name).display(), &e)),
+                Err(e) => reply.error(errno("lookup", &Path::new(&owned).display(), &e)),
             }
-        };
-        // In a directory resolved in memory: answered here (see `opendir`).
-        if self.fs.answers_later() && self.fs.lookup_resolved(parent.0, name) {
-            return answer(&*self.fs, name);
-        }
-        let name = name.to_os_string();
-        self.later(move |fs, _| answer(fs, &name))
+        })
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -407,7 +417,7 @@ impl Filesystem for FuseAdapter {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let t = Timed::start("opendir");
-        let answer = move |fs: &dyn Served| {
+        self.now_or_later(InMemory::OpenDir(ino.0), move |fs, _| {
             let r = fs.opendir(ino.0);
             t.end(r.is_ok());
             match r {
@@ -423,14 +433,7 @@ impl Filesystem for FuseAdapter {
                 }
                 Err(e) => reply.error(errno("opendir", &ino.0, &e)),
             }
-        };
-        // A directory resolved in memory (a walk's partitions, once it has listed the view's
-        // root) is answered here: a hop to the store's threads per directory would cost a
-        // thread switch each.
-        if self.fs.answers_later() && self.fs.dir_resolved(ino.0) {
-            return answer(&*self.fs);
-        }
-        self.later(move |fs, _| answer(fs))
+        })
     }
 
     fn readdir(
@@ -442,10 +445,9 @@ impl Filesystem for FuseAdapter {
         reply: ReplyDirectory,
     ) {
         let t = Timed::start("readdir");
-        if self.fs.answers_later() && self.fs.dir_listed(fh.0) {
-            return readdir(&*self.fs, ino, fh, offset, reply, t);
-        }
-        self.later(move |fs, _| readdir(fs, ino, fh, offset, reply, t))
+        self.now_or_later(InMemory::ReadDir(fh.0), move |fs, _| {
+            readdir(fs, ino, fh, offset, reply, t)
+        })
     }
 
     fn readdirplus(
@@ -457,10 +459,9 @@ impl Filesystem for FuseAdapter {
         reply: ReplyDirectoryPlus,
     ) {
         let t = Timed::start("readdirplus");
-        if self.fs.answers_later() && self.fs.dir_listed(fh.0) {
-            return readdirplus(&*self.fs, ino, fh, offset, reply, t);
-        }
-        self.later(move |fs, _| readdirplus(fs, ino, fh, offset, reply, t))
+        self.now_or_later(InMemory::ReadDir(fh.0), move |fs, _| {
+            readdirplus(fs, ino, fh, offset, reply, t)
+        })
     }
 
     fn releasedir(

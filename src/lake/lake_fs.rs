@@ -27,8 +27,8 @@ use super::inode::{LakeInodes, LakeNode};
 use super::tree::{Child, Tree, TreeChange};
 use crate::follow::Follower;
 use crate::fs::{
-    Attr, DirCache, DirEntry, DirListing, Entry, FsOptions, HudiFs, KernelNotifier, Kind, Opened,
-    OpenedDir, ReadAnswer, Served, StaleDir, ROOT, TTL_FRESH,
+    Attr, DirCache, DirEntry, DirListing, Entry, FsOptions, HudiFs, InMemory, KernelNotifier, Kind,
+    Opened, OpenedDir, ReadAnswer, Served, StaleDir, ROOT, TTL_FRESH,
 };
 
 /// How a lake is mounted.
@@ -366,7 +366,6 @@ impl LakeFs {
             .ok_or_else(|| Error::NotFound(format!("table {id} of the lake")))
     }
 
-    /// Table number `id` if it is still in the lake.
     /// The loaded file system of the table that node `ino` lies in, and the node's number
     /// there; `None` for the lake's own directories and tables not loaded yet.
     fn loaded_table_node(&self, ino: u64) -> Option<(Arc<HudiFs>, u64)> {
@@ -376,6 +375,7 @@ impl LakeFs {
         }
     }
 
+    /// Table number `id` if it is still in the lake.
     fn live_table(&self, id: u32) -> Result<Arc<Table>> {
         let t = self.table(id)?;
         if t.dropped.load(Ordering::SeqCst) {
@@ -661,31 +661,6 @@ impl Served for LakeFs {
             .map_inodes(Arc::new(move |ino| inodes.outer(id, ino))))
     }
 
-    fn answers_later(&self) -> bool {
-        self.store.is_object_store()
-    }
-
-    fn dir_resolved(&self, ino: u64) -> bool {
-        // A directory of the lake itself may load a table: from the store's threads.
-        self.loaded_table_node(ino)
-            .is_some_and(|(fs, ino)| fs.dir_resolved(ino))
-    }
-
-    fn lookup_resolved(&self, parent: u64, name: &OsStr) -> bool {
-        self.loaded_table_node(parent)
-            .is_some_and(|(fs, ino)| fs.lookup_resolved(ino, name))
-    }
-
-    fn dir_listed(&self, fh: u64) -> bool {
-        match lock(&self.handles).get(&fh) {
-            Some(Handle::Dir(_)) => true,
-            Some(Handle::Table { table, fh }) => {
-                table.loaded().is_some_and(|fs| fs.dir_listed(*fh))
-            }
-            None => false,
-        }
-    }
-
     fn releasedir(&self, fh: u64) -> Option<StaleDir> {
         let Handle::Table { table, fh } = lock(&self.handles).remove(&fh)? else {
             return None;
@@ -721,5 +696,29 @@ impl Served for LakeFs {
     }
     fn run_blocking(&self, job: hudifs_storage::Job) {
         self.store.run_blocking(job)
+    }
+
+    /// Asked of the table the request lies in, in its own numbers; a directory of the lake
+    /// itself may load a table (from the store's threads), its listings are in memory.
+    fn in_memory(&self, q: InMemory<'_>) -> bool {
+        if !self.store.is_object_store() {
+            return false;
+        }
+        let inner = match q {
+            InMemory::OpenDir(ino) => self
+                .loaded_table_node(ino)
+                .map(|(fs, ino)| (fs, InMemory::OpenDir(ino))),
+            InMemory::Lookup(parent, name) => self
+                .loaded_table_node(parent)
+                .map(|(fs, ino)| (fs, InMemory::Lookup(ino, name))),
+            InMemory::ReadDir(fh) => match lock(&self.handles).get(&fh) {
+                Some(Handle::Dir(_)) => return true,
+                Some(Handle::Table { table, fh }) => {
+                    table.loaded().map(|fs| (fs, InMemory::ReadDir(*fh)))
+                }
+                None => None,
+            },
+        };
+        inner.is_some_and(|(fs, q)| fs.in_memory(q))
     }
 }
