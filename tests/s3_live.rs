@@ -17,7 +17,7 @@ use hudifs::fs::{FsOptions, HudiFs, Kind, ROOT};
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
 use hudifs_objstore::{ObjectStorage, StoreUrl};
-use hudifs_storage::StorageWrite;
+use hudifs_storage::{Storage, StorageWrite, TablePath};
 use hudifs_testkit::generator::{rows, Clock, TableSpec, TableWriter};
 use hudifs_testkit::s3::{options, percent_decode, store_args, FaultProxy, ProxyCounts};
 
@@ -45,6 +45,32 @@ fn listed(c: &ProxyCounts) -> BTreeMap<String, u64> {
         *out.entry(prefix).or_default() += 1;
     }
     out
+}
+
+/// The LIST requests among `c` of exactly `prefix` that group by a delimiter (names of the level
+/// below, a directory as one name) and that list keys (`start-after` and continuation pages
+/// included).
+fn lists_of(c: &ProxyCounts, prefix: &str) -> (u64, u64) {
+    let (mut names, mut keys) = (0, 0);
+    for line in &c.lines {
+        let Some(q) = line.split_once('?').map(|(_, q)| q) else {
+            continue;
+        };
+        let kv: Vec<&str> = q.split(['&', ' ']).collect();
+        let is = |k: &str| kv.iter().any(|x| x.starts_with(k));
+        let of_prefix = kv
+            .iter()
+            .find_map(|x| x.strip_prefix("prefix="))
+            .is_some_and(|p| percent_decode(p) == prefix);
+        if is("list-type") && of_prefix {
+            if is("delimiter=") {
+                names += 1;
+            } else {
+                keys += 1;
+            }
+        }
+    }
+    (names, keys)
 }
 
 /// Every view a caller can list (latest, each as_of, each window), with its files.
@@ -163,9 +189,11 @@ fn a_small_store_table_is_listed_whole_once_and_a_commit_relists_what_it_touched
     let mounted = proxy.counts();
     assert_eq!(walk_latest(&fs), 3);
     let cold = proxy.counts();
-    // A small table's tree is listed whole, in two LISTs without a delimiter (the keys before
-    // .hoodie/, then those after it), not one LIST per directory.
+    // A small table's tree is listed whole, in two LISTs, not one LIST per directory: the
+    // top-level names (a delimiter listing: what sorts before .hoodie/), then the keys after
+    // .hoodie/.
     let lists = listed(&cold);
+    assert_eq!(lists_of(&cold, prefix), (1, 1), "{:?}", cold.lines);
     for p in &parts {
         assert_eq!(
             lists.get(&format!("{prefix}{p}/")),
@@ -581,6 +609,48 @@ fn a_slow_store_listing_holds_no_fuse_thread() {
     );
 }
 
+/// A listing of the whole tree on a real server keeps every key outside `.hoodie/`, also those
+/// that sort before it (found from the top level's names, then listed): a directory `-1/` (a
+/// negative partition value), a root file `.early` and a directory `.hoodie-old/`; and
+/// `.hoodie_partition_metadata`, just after it.
+#[test]
+fn a_tree_listing_keeps_the_keys_that_sort_before_the_timeline() {
+    let moto = common::moto();
+    let proxy = FaultProxy::start(moto.addr, 1);
+    let url = "s3://lake/sorted/t";
+    let keys = [
+        ".hoodie/hoodie.properties",
+        ".hoodie/timeline/20260101000000000.commit",
+        "-1/.hoodie_partition_metadata",
+        "-1/a.parquet",
+        ".early",
+        ".hoodie-old/y",
+        ".hoodie_partition_metadata",
+        "p=1/.hoodie_partition_metadata",
+        "p=1/b.parquet",
+    ];
+    let writer = store(url, &moto.endpoint);
+    for k in keys {
+        writer.put(&TablePath::new(k).unwrap(), b"x").unwrap();
+    }
+    let reader = store(url, &proxy.endpoint);
+    proxy.reset_counts();
+    let tree = Storage::list_tree(&*reader, &TablePath::root(), ".hoodie", &|_| true)
+        .expect("the tree is listed");
+    let mut got: Vec<&str> = tree.iter().map(|(p, _)| p.as_str()).collect();
+    got.sort_unstable();
+    let mut want: Vec<&str> = keys
+        .into_iter()
+        .filter(|k| !k.starts_with(".hoodie/"))
+        .collect();
+    want.sort_unstable();
+    assert_eq!(got, want);
+    // The top level's names, each directory sorting before .hoodie/, the keys after it.
+    let c = proxy.counts();
+    assert_eq!(c.list, 4, "{:?}", c.lines);
+    assert_eq!(lists_of(&c, "sorted/t/"), (1, 1), "{:?}", c.lines);
+}
+
 /// A table of 5,000 partitions with a metadata table (the test kit writes it as Java does):
 /// a cold mount and first walk of `latest/` make a few dozen requests listed from the metadata
 /// table (SEMANTICS.md §1.10), where a storage listing costs a page per 1,000 objects at best
@@ -622,6 +692,13 @@ fn a_wide_table_mounts_in_few_requests_from_its_metadata_table() {
             built.as_secs_f64(),
             c.summary()
         );
+        if listing == hudifs_core::listing_source::ListingMode::Storage {
+            // The top level holds 5,000 names after .hoodie/: the names before it take one
+            // page, not five.
+            let (names, keys) = lists_of(&c, "wide/t/");
+            assert_eq!(names, 1, "{:?}", &c.lines[..c.lines.len().min(20)]);
+            assert!(keys > 1, "{keys} pages of keys");
+        }
         seen.push((c.requests, everything(&fs)));
     }
     let (mdt, storage) = (&seen[0], &seen[1]);

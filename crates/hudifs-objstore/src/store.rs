@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hudifs_storage::{Entry, Kind, Meta, OpenFile, Storage, StorageWrite, TablePath};
+use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::Path as ObjPath;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, PutPayload, RetryConfig};
 
@@ -30,6 +31,9 @@ const BODY_RETRIES: usize = 3;
 pub struct ObjectStorage {
     url: StoreUrl,
     store: Arc<dyn ObjectStore>,
+    /// The same client's single-page listings (S3, GCS and Azure; not a test's in-memory
+    /// store), for listings that stop after the page they need.
+    pages: Option<Arc<dyn PaginatedListStore>>,
     runtime: Arc<tokio::runtime::Runtime>,
     /// Prefetch windows, memory budget and data cache of open files.
     reads: Reads,
@@ -95,8 +99,20 @@ fn client_options(opts: &StoreOptions) -> ClientOptions {
 /// Build the client for `url`: credentials from the environment, web identity and instance
 /// metadata (the builders' own chain), plus the AWS profile files.
 pub fn build_client(url: &StoreUrl, opts: &StoreOptions) -> io::Result<Arc<dyn ObjectStore>> {
+    Ok(build_clients(url, opts)?.0)
+}
+
+/// A client and its single-page listings.
+type Clients = (Arc<dyn ObjectStore>, Arc<dyn PaginatedListStore>);
+
+/// [`build_client`], with the same client's single-page listings.
+fn build_clients(url: &StoreUrl, opts: &StoreOptions) -> io::Result<Clients> {
+    fn both<T: ObjectStore + PaginatedListStore>(client: T) -> Clients {
+        let client = Arc::new(client);
+        (client.clone(), client)
+    }
     let bad = |e: object_store::Error| io::Error::new(io::ErrorKind::InvalidInput, e.to_string());
-    let store: Arc<dyn ObjectStore> = match url.scheme {
+    let store = match url.scheme {
         Scheme::S3 => {
             let mut b = object_store::aws::AmazonS3Builder::from_env()
                 .with_bucket_name(&url.bucket)
@@ -151,7 +167,7 @@ pub fn build_client(url: &StoreUrl, opts: &StoreOptions) -> io::Result<Arc<dyn O
             if opts.no_sign_request {
                 b = b.with_skip_signature(true);
             }
-            Arc::new(b.build().map_err(bad)?)
+            both(b.build().map_err(bad)?)
         }
         Scheme::Gcs => {
             let mut b = gcs::builder(opts.endpoint_url.as_deref())
@@ -161,7 +177,7 @@ pub fn build_client(url: &StoreUrl, opts: &StoreOptions) -> io::Result<Arc<dyn O
             if opts.no_sign_request {
                 b = b.with_skip_signature(true);
             }
-            Arc::new(b.build().map_err(bad)?)
+            both(b.build().map_err(bad)?)
         }
         Scheme::Azure => {
             let b = object_store::azure::MicrosoftAzureBuilder::from_env()
@@ -173,7 +189,7 @@ pub fn build_client(url: &StoreUrl, opts: &StoreOptions) -> io::Result<Arc<dyn O
             if opts.no_sign_request {
                 b = b.with_skip_signature(true);
             }
-            Arc::new(b.build().map_err(bad)?)
+            both(b.build().map_err(bad)?)
         }
     };
     Ok(store)
@@ -215,8 +231,10 @@ impl ObjectStorage {
     /// A store for the table at `url`. Builds the client only: [`ObjectStorage::check`] makes
     /// the first request.
     pub fn new(url: StoreUrl, opts: &StoreOptions) -> io::Result<ObjectStorage> {
-        let store = build_client(&url, opts)?;
-        Self::with_client(url, store)
+        let (store, pages) = build_clients(&url, opts)?;
+        let mut s = Self::with_client(url, store)?;
+        s.pages = Some(pages);
+        Ok(s)
     }
 
     /// A store over an existing client (tests wrap clients).
@@ -229,6 +247,7 @@ impl ObjectStorage {
         Ok(ObjectStorage {
             url,
             store,
+            pages: None,
             runtime: Arc::new(runtime),
             reads: Reads::default(),
             counters: Arc::default(),
@@ -288,6 +307,65 @@ impl ObjectStorage {
                 r => return r,
             }
         }
+    }
+
+    /// The objects under `base` (a key prefix ending in `/`, or empty for the bucket's root)
+    /// whose keys sort before `skip_from`, with the requests it took. The top level is read
+    /// a page of names at a time (a delimiter listing: directories come as one name each),
+    /// up to the page that reaches `skip_from`; each top-level directory before it is then
+    /// listed whole. A table's root sorts `.hoodie/` among its first names, so this is
+    /// usually one short request, where a listing of keys would return a full page of
+    /// 1,000 (the timeline's and the first partitions').
+    async fn keys_before(
+        &self,
+        pages: &dyn PaginatedListStore,
+        base: &str,
+        skip_from: &str,
+    ) -> Result<(Vec<object_store::ObjectMeta>, usize), object_store::Error> {
+        use futures::StreamExt;
+        let (mut out, mut dirs, mut requests) = (Vec::new(), Vec::new(), 0);
+        let mut token = None;
+        loop {
+            let opts = PaginatedListOptions {
+                delimiter: Some("/".into()),
+                page_token: token.take(),
+                ..Default::default()
+            };
+            let page = pages
+                .list_paginated((!base.is_empty()).then_some(base), opts)
+                .await?;
+            requests += 1;
+            let mut reached = false;
+            for o in page.result.objects {
+                if o.location.as_ref() < skip_from {
+                    out.push(o);
+                } else {
+                    reached = true;
+                }
+            }
+            for d in page.result.common_prefixes {
+                if format!("{d}/").as_str() < skip_from {
+                    dirs.push(d);
+                } else {
+                    reached = true;
+                }
+            }
+            match page.page_token {
+                Some(t) if !reached => token = Some(t),
+                _ => break,
+            }
+        }
+        for d in dirs {
+            let mut keys = self.store.list(Some(&d));
+            let mut n = 0;
+            while let Some(o) = keys.next().await {
+                out.push(o?);
+                n += 1;
+            }
+            requests += 1 + n / PAGE;
+        }
+        out.sort_by(|a, b| a.location.cmp(&b.location));
+        Ok((out, requests))
     }
 
     /// HEAD of `key`, counted.
@@ -461,6 +539,9 @@ impl Storage for ObjectStorage {
         // The two listings start side by side: the keys before `skip/` (usually none, one
         // request) and the pages after it.
         let before = async {
+            if let Some(pages) = &self.pages {
+                return self.keys_before(&**pages, &base, &skip_from).await;
+            }
             let mut out: Vec<object_store::ObjectMeta> = Vec::new();
             let mut before = self.store.list(prefix.as_ref());
             while let Some(o) = before.next().await {
@@ -470,7 +551,7 @@ impl Storage for ObjectStorage {
                 }
                 out.push(o);
             }
-            Ok::<_, object_store::Error>(out)
+            Ok::<_, object_store::Error>((out, 1))
         };
         let after = async {
             let mut out: Vec<object_store::ObjectMeta> = Vec::new();
@@ -509,13 +590,15 @@ impl Storage for ObjectStorage {
         let started = std::time::Instant::now();
         let got = self.block(async {
             let (before, after) = futures::future::join(before, after).await;
-            let mut out = before?;
+            let (mut out, before_requests) = before?;
             Ok::<_, object_store::Error>(after?.map(|a| {
+                // The client pages on its own: one page per 1,000 keys after `skip/`.
+                let pages = before_requests + 1 + a.len() / PAGE;
                 out.extend(a);
-                out
+                (out, pages)
             }))
         });
-        let objects = match got {
+        let (objects, pages) = match got {
             Ok(Some(o)) => o,
             Ok(None) => {
                 // The pages listed before the listing was abandoned.
@@ -539,9 +622,6 @@ impl Storage for ObjectStorage {
                 return None;
             }
         };
-        // The client pages on its own: count the two listings' first pages and one per 1,000
-        // keys more (the keys before `skip/`, usually none, may have cost a page of their own).
-        let pages = 2 + objects.len() / PAGE;
         for _ in 0..pages {
             Counters::add(&self.counters.list);
         }

@@ -147,7 +147,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
 
     /// Every file below `dir` at any depth, by path relative to `dir` (`/`-separated), except
     /// those below its sub-directory `skip`. An object store lists keys without a delimiter,
-    /// 1000 a page: for a small table far fewer requests than one LIST per directory. Each
+    /// 1000 a page: for a small table far fewer requests than one LIST per directory (the keys
+    /// sorting before `skip/` come from `dir`'s own names, a delimiter listing). Each
     /// time a page's worth of keys is in and more follow, `go_on` is asked with the progress so
     /// far whether the rest is worth listing this way. `None` where the storage cannot, `go_on`
     /// said no, or the listing failed: the caller lists directory by directory instead.
