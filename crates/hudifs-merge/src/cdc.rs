@@ -234,6 +234,9 @@ fn read_cdc_logs(
     Ok(Some(out))
 }
 
+/// Record key → place (batch, row) in a state.
+type Places<'a> = HashMap<&'a str, (usize, usize), foldhash::fast::RandomState>;
+
 /// One state merged in memory: its batches, and each record key's position.
 struct State {
     batches: Vec<RecordBatch>,
@@ -277,9 +280,14 @@ impl State {
         })
     }
 
+    /// Rows in all.
+    fn len(&self) -> usize {
+        self.batches.iter().map(RecordBatch::num_rows).sum()
+    }
+
     /// The first place of each record key (borrowing the key columns).
-    fn by_key(&self) -> HashMap<&str, (usize, usize)> {
-        let mut m = HashMap::new();
+    fn by_key(&self) -> Places<'_> {
+        let mut m = Places::with_capacity_and_hasher(self.len(), Default::default());
         for (k, at) in self.rows() {
             m.entry(k).or_insert(at);
         }
@@ -345,7 +353,11 @@ fn infer(
     changes: &mut Vec<Change>,
 ) -> Result<()> {
     let before_keys = b.map(|b| states[b].by_key()).unwrap_or_default();
-    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut seen: std::collections::HashSet<&str, foldhash::fast::RandomState> =
+        std::collections::HashSet::with_capacity_and_hasher(
+            a.map_or(0, |a| states[a].len()),
+            Default::default(),
+        );
     if let Some(a) = a {
         let st = &states[a];
         for (k, (bi, r)) in st.rows() {
@@ -493,7 +505,7 @@ fn from_log(
         let lb = place(logged_before);
         let la = place(logged_after);
         let states: &[State] = states;
-        let maps: HashMap<usize, HashMap<&str, (usize, usize)>> = [b, a]
+        let maps: HashMap<usize, Places<'_>> = [b, a]
             .into_iter()
             .flatten()
             .map(|s| (s, states[s].by_key()))

@@ -65,7 +65,8 @@ pub(crate) struct Merger {
     ordering: Vec<String>,
     ncols: usize,
     batches: Vec<RecordBatch>,
-    map: HashMap<String, usize>,
+    /// Record key → entry (keys come from the data: seeded hashing, see `foldhash`).
+    map: HashMap<String, usize, foldhash::fast::RandomState>,
     entries: Vec<Entry>,
 }
 
@@ -79,7 +80,7 @@ impl Merger {
             ordering: cfg.ordering_fields.clone(),
             ncols: schema.fields().len(),
             batches: Vec::new(),
-            map: HashMap::new(),
+            map: HashMap::default(),
             entries: Vec::new(),
         }
     }
