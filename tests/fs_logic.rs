@@ -415,6 +415,15 @@ fn change_feeds_list_without_merging() {
     assert!(!x["user.hudi.merged_from"].is_empty());
 }
 
+/// `latest/`, listed, and its first partition directory.
+fn latest_and_first_partition(fs: &HudiFs) -> (u64, u64) {
+    let latest = walk(fs, &["latest"]).unwrap();
+    (
+        latest,
+        fs.readdir_entries(latest).unwrap()[0].entry.attr.ino,
+    )
+}
+
 /// Listings hand the kernel file attributes only while callers stat what they list: not to a
 /// name-only walk (`find -type f`), again after a file is looked up (`ls -l`, `rsync`).
 #[test]
@@ -423,8 +432,7 @@ fn listings_carry_file_attributes_once_files_are_looked_up() {
     let Some((fs, _root)) = open_fs(tmp.path()) else {
         return;
     };
-    let latest = walk(&fs, &["latest"]).unwrap();
-    let part = fs.readdir_entries(latest).unwrap()[0].entry.attr.ino;
+    let (latest, part) = latest_and_first_partition(&fs);
     let listing = |ino: u64| {
         let d = fs.opendir(ino).unwrap();
         let l = fs.readdir(d.fh).unwrap();
@@ -794,21 +802,16 @@ fn directories_resolved_in_memory_are_answered_without_the_storage() {
 fn only_an_object_store_mount_answers_from_memory_out_of_turn() {
     use hudifs::fs::{InMemory, Served};
     use hudifs_objstore::{ObjectStorage, StoreUrl};
-    use hudifs_storage::{StorageWrite, TablePath};
     let tmp = tempfile::tempdir().unwrap();
     let Some((local, root)) = open_fs(tmp.path()) else {
         return;
     };
-    let latest = walk(&local, &["latest"]).unwrap();
-    let part = local.readdir_entries(latest).unwrap()[0].entry.attr.ino;
+    let (_, part) = latest_and_first_partition(&local);
     assert!(local.dir_resolved(part));
     assert!(!local.in_memory(InMemory::OpenDir(part)), "a local disk");
 
     let store = ObjectStorage::in_memory(StoreUrl::parse("s3://bucket/t").unwrap()).unwrap();
-    for rel in common::walk_files(&root).unwrap() {
-        let bytes = std::fs::read(root.join(&rel)).unwrap();
-        store.put(&TablePath::new(&rel).unwrap(), &bytes).unwrap();
-    }
+    common::put_tree(&store, &root);
     let fs = HudiFs::with_store(Arc::new(store), FsOptions::default()).unwrap();
     let latest = walk(&fs, &["latest"]).unwrap();
     assert!(

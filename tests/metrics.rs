@@ -13,7 +13,6 @@ use std::process::Command;
 use common::sample;
 use hudifs_core::table::TableType;
 use hudifs_objstore::{ObjectStorage, StoreUrl};
-use hudifs_storage::{StorageWrite, TablePath};
 use hudifs_testkit::generator::{TableSpec, TableWriter};
 use hudifs_testkit::mount::{fuse_available, MountGuard};
 use hudifs_testkit::server::free_port;
@@ -181,10 +180,7 @@ fn store_requests_are_counted_by_kind_and_outcome() {
         &hudifs_testkit::s3::options(&moto.endpoint),
     )
     .unwrap();
-    for rel in common::walk_files(&local).unwrap() {
-        let b = std::fs::read(local.join(&rel)).unwrap();
-        store.put(&TablePath::new(&rel).unwrap(), &b).unwrap();
-    }
+    common::put_tree(&store, &local);
     let port = free_port();
     let addr = format!(":{port}");
     let m = MountGuard::mount(

@@ -59,11 +59,7 @@ fn every_fixture_uploaded_to_an_object_store() {
         let root = common::unzip(&fx.zip, tmp.path());
         let url = StoreUrl::parse(&format!("s3://bucket/warehouse/{}", fx.name)).unwrap();
         let store = ObjectStorage::in_memory(url).unwrap();
-        for rel in common::walk_files(&root).unwrap() {
-            let bytes = std::fs::read(root.join(&rel)).unwrap();
-            store.put(&TablePath::new(&rel).unwrap(), &bytes).unwrap();
-            objects += 1;
-        }
+        objects += common::put_tree(&store, &root);
         same_discovery_both_ways(&fx.name, &store);
         let table = Snapshot::open(Arc::new(store)).unwrap();
         let (n, p) = check_fixture(&fx.name, &fx.expected, |ask| answer(&table, ask));

@@ -27,50 +27,53 @@ fn store(url: &str, endpoint: &str) -> Arc<ObjectStorage> {
     Arc::new(ObjectStorage::new(StoreUrl::parse(url).unwrap(), &options(endpoint)).unwrap())
 }
 
-/// The prefixes the LIST requests among `c` asked for, with how often.
-fn listed(c: &ProxyCounts) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
+/// The LIST requests among `c`: the prefix each asked for, and whether it grouped by a
+/// delimiter (names of the level below, a directory as one name) rather than listing keys.
+fn list_requests(c: &ProxyCounts) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
     for line in &c.lines {
         let Some(q) = line.split_once('?').map(|(_, q)| q) else {
             continue;
         };
-        if !(q.contains("list-type") || q.contains("delimiter")) {
+        // The request line: `GET /bucket?k=v&k=v HTTP/1.1`.
+        let kv: Vec<&str> = q.split(['&', ' ']).collect();
+        let has = |k: &str| kv.iter().any(|x| x.starts_with(k));
+        if !(has("list-type") || has("delimiter=")) {
             continue;
         }
-        let prefix = q
-            .split('&')
-            .find_map(|kv| kv.strip_prefix("prefix="))
+        let prefix = kv
+            .iter()
+            .find_map(|x| x.strip_prefix("prefix="))
             .map(percent_decode)
             .unwrap_or_default();
+        out.push((prefix, has("delimiter=")));
+    }
+    out
+}
+
+/// The prefixes the LIST requests among `c` asked for, with how often.
+fn listed(c: &ProxyCounts) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for (prefix, _) in list_requests(c) {
         *out.entry(prefix).or_default() += 1;
     }
     out
 }
 
-/// The LIST requests among `c` of exactly `prefix` that group by a delimiter (names of the level
-/// below, a directory as one name) and that list keys (`start-after` and continuation pages
-/// included).
+/// The LIST requests among `c` of exactly `prefix`: how many grouped by a delimiter, and how
+/// many listed keys (`start-after` and continuation pages included).
 fn lists_of(c: &ProxyCounts, prefix: &str) -> (u64, u64) {
-    let (mut names, mut keys) = (0, 0);
-    for line in &c.lines {
-        let Some(q) = line.split_once('?').map(|(_, q)| q) else {
-            continue;
-        };
-        let kv: Vec<&str> = q.split(['&', ' ']).collect();
-        let is = |k: &str| kv.iter().any(|x| x.starts_with(k));
-        let of_prefix = kv
-            .iter()
-            .find_map(|x| x.strip_prefix("prefix="))
-            .is_some_and(|p| percent_decode(p) == prefix);
-        if is("list-type") && of_prefix {
-            if is("delimiter=") {
-                names += 1;
+    let of = list_requests(c).into_iter().filter(|(p, _)| p == prefix);
+    of.fold(
+        (0, 0),
+        |(n, k), (_, names)| {
+            if names {
+                (n + 1, k)
             } else {
-                keys += 1;
+                (n, k + 1)
             }
-        }
-    }
-    (names, keys)
+        },
+    )
 }
 
 /// Every view a caller can list (latest, each as_of, each window), with its files.

@@ -43,10 +43,7 @@ fn big_table(local: &Path, url: &str, endpoint: &str, bytes: u64) -> Vec<String>
     let files = w.events().last().unwrap().written.clone();
     assert_eq!(files.len(), 2);
     let store = seam(url, endpoint);
-    for rel in common::walk_files(local).unwrap() {
-        let b = std::fs::read(local.join(&rel)).unwrap();
-        store.put(&TablePath::new(&rel).unwrap(), &b).unwrap();
-    }
+    common::put_tree(&store, local);
     files
 }
 
@@ -349,10 +346,7 @@ fn ceiling_table(local: &Path, url: &str, endpoint: &str) -> Vec<String> {
     t.update("part=b", &group, &rows_with_ids(2, &upd)).unwrap();
     t.complete().unwrap();
     let store = seam(url, endpoint);
-    for rel in common::walk_files(local).unwrap() {
-        let b = std::fs::read(local.join(&rel)).unwrap();
-        store.put(&TablePath::new(&rel).unwrap(), &b).unwrap();
-    }
+    common::put_tree(&store, local);
     big
 }
 

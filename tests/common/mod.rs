@@ -205,6 +205,19 @@ pub fn check_fixture(
 #[allow(unused_imports)]
 pub use hudifs_testkit::mount::{fuse_available, MountGuard};
 
+/// Write every file below `dir` to `store` under the same relative path (a table uploaded to
+/// an object store through the `StorageWrite` seam); how many.
+pub fn put_tree(store: &dyn hudifs_storage::StorageWrite, dir: &Path) -> usize {
+    let files = walk_files(dir).unwrap();
+    for rel in &files {
+        let bytes = std::fs::read(dir.join(rel)).unwrap();
+        store
+            .put(&hudifs_storage::TablePath::new(rel).unwrap(), &bytes)
+            .unwrap();
+    }
+    files.len()
+}
+
 /// Every regular file below `dir`, as sorted paths relative to it.
 pub fn walk_files(dir: &Path) -> std::io::Result<Vec<String>> {
     let mut out = Vec::new();

@@ -234,8 +234,11 @@ fn read_cdc_logs(
     Ok(Some(out))
 }
 
+/// The hasher of record-key maps: keys come from the data, so seeded; fast on short keys.
+type KeyHash = foldhash::fast::RandomState;
+
 /// Record key → place (batch, row) in a state.
-type Places<'a> = HashMap<&'a str, (usize, usize), foldhash::fast::RandomState>;
+type Places<'a> = HashMap<&'a str, (usize, usize), KeyHash>;
 
 /// One state merged in memory: its batches, and each record key's position.
 struct State {
@@ -287,7 +290,7 @@ impl State {
 
     /// The first place of each record key (borrowing the key columns).
     fn by_key(&self) -> Places<'_> {
-        let mut m = Places::with_capacity_and_hasher(self.len(), Default::default());
+        let mut m = Places::with_capacity_and_hasher(self.len(), KeyHash::default());
         for (k, at) in self.rows() {
             m.entry(k).or_insert(at);
         }
@@ -353,10 +356,10 @@ fn infer(
     changes: &mut Vec<Change>,
 ) -> Result<()> {
     let before_keys = b.map(|b| states[b].by_key()).unwrap_or_default();
-    let mut seen: std::collections::HashSet<&str, foldhash::fast::RandomState> =
+    let mut seen: std::collections::HashSet<&str, KeyHash> =
         std::collections::HashSet::with_capacity_and_hasher(
             a.map_or(0, |a| states[a].len()),
-            Default::default(),
+            KeyHash::default(),
         );
     if let Some(a) = a {
         let st = &states[a];

@@ -32,5 +32,5 @@ mod tests;
 
 pub use counters::RequestCounts;
 pub use remote::Reads;
-pub use store::{build_client, ObjectStorage};
+pub use store::ObjectStorage;
 pub use url::{is_store_url, Scheme, StoreOptions, StoreUrl};
