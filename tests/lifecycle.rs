@@ -428,3 +428,42 @@ fn the_mount_reads_ahead_like_the_table_device() {
         println!("not root: the mount keeps the kernel's read-ahead ({kb} KiB)");
     }
 }
+
+/// Whether process `pid` is gone (it is not this test's child: a daemon).
+fn gone(pid: u32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[test]
+fn a_mount_made_right_after_an_unmount_at_the_same_path_stays() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(root) = table(tmp.path()) else {
+        return;
+    };
+    if !common::fuse_available() {
+        return;
+    }
+    let hudifs = hudifs_testkit::mount::binary("hudifs");
+    let mp = tmp.path().join("mnt");
+    // A script's `umount M && hudifs mount T M`: the first daemon is still on its way out when
+    // the second mount stands at the same path.
+    for round in 0..3 {
+        let first = MountGuard::try_mount_at(&hudifs, &root, &mp, &[], &[]).unwrap();
+        let old = first.pid.expect("daemon pid");
+        // SAFETY: umount(2) of a path we mounted.
+        assert_eq!(unsafe { libc::umount(c(&mp).as_ptr()) }, 0, "umount");
+        let second = MountGuard::try_mount_at(&hudifs, &root, &mp, &[], &[]).unwrap();
+        let start = Instant::now();
+        while !gone(old) && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(gone(old), "round {round}: the first daemon did not exit");
+        assert!(
+            is_mount_point(&mp),
+            "round {round}: the first daemon, leaving, unmounted the second mount"
+        );
+        assert!(std::fs::read_dir(mp.join("latest")).is_ok());
+        drop(second);
+        drop(first);
+    }
+}

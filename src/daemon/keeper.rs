@@ -134,6 +134,7 @@ pub(super) fn run(cfg: &MountConfig, table: Table) -> Result<()> {
         if exit_code(status) == Some(0) || !is_mount_point(&mp) {
             // The session ended: unmounted from outside.
             log::info!("{} was unmounted", mp.display());
+            kept.ended();
             return Ok(());
         }
         if !kept.can_resend() {

@@ -172,6 +172,12 @@ impl Kept {
     pub fn unmounter(&mut self) -> Unmounter {
         Unmounter(self.session.unmount_callable())
     }
+
+    /// The mount was unmounted from outside: let go of it without unmounting by path (a new
+    /// mount at the same path, made right after, stays).
+    pub fn ended(mut self) {
+        self.session.forget_mount();
+    }
 }
 
 /// Mount as `cfg` says (the table described as `table`) for a keeper and answer the kernel's

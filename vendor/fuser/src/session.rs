@@ -111,6 +111,14 @@ impl UmountOnDrop {
         }
         Ok(())
     }
+
+    /// The mount is gone already (unmounted from outside): nothing to unmount. An unmount by
+    /// path now could take down another mount made at the same path since (hudifs patch).
+    fn forget(&self) {
+        if let Some(mount) = self.mount.lock().take() {
+            std::mem::forget(mount);
+        }
+    }
 }
 
 impl Drop for UmountOnDrop {
@@ -341,6 +349,11 @@ impl<FS: Filesystem> Session<FS> {
             }
         }
 
+        if reply.is_ok() {
+            // Every thread saw the connection end: the mount is gone.
+            _do_not_umount_yet.forget();
+        }
+
         let Some(filesystem) = Arc::get_mut(&mut filesystem) else {
             return Err(io::Error::other(
                 "BUG: must have one refcount for filesystem",
@@ -500,6 +513,12 @@ impl<FS: Filesystem> Session<FS> {
     /// Unmount the filesystem
     pub fn unmount(&mut self) -> io::Result<()> {
         self.mount.umount()
+    }
+
+    /// The mount ended from outside (unmounted): drop the session without unmounting by path,
+    /// which could take down another mount made at the same path since (hudifs patch).
+    pub fn forget_mount(&mut self) {
+        self.mount.forget();
     }
 
     /// Returns a thread-safe object that can be used to unmount the Filesystem
