@@ -282,6 +282,118 @@ pub fn scan_log_blocks(bytes: &[u8]) -> (Vec<LogBlock<'_>>, Vec<Skipped>) {
     (blocks, skipped)
 }
 
+/// Where a block is in its file and what its header says; its content is not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// Offset of the block's magic in the file.
+    pub offset: usize,
+    pub block_type: i32,
+    pub header: BTreeMap<i32, String>,
+    /// Where the content lies in the file.
+    pub content: std::ops::Range<usize>,
+}
+
+impl BlockInfo {
+    fn of(b: LogBlock<'_>, file: &[u8]) -> BlockInfo {
+        let start = b.content.as_ptr() as usize - file.as_ptr() as usize;
+        BlockInfo {
+            offset: b.offset,
+            block_type: b.block_type,
+            content: start..start + b.content.len(),
+            header: b.header,
+        }
+    }
+}
+
+/// The most of a block's front (version, type, header) or back (footer, trailing length)
+/// [`scan_block_headers`] reads before it leaves the file to a whole scan.
+const MAX_HEADER_READ: usize = 1 << 20;
+
+/// The blocks of a log file of `len` bytes, read block by block through `read_at(offset,
+/// buf)` (which fills `buf`): each block's size, then its front up to the content, then its
+/// footer and trailing length. The content is skipped, so a cached merge is recognised
+/// without reading the log records. The checks are [`scan_log_blocks`]'s; a file that is not
+/// a clean run of well-formed blocks (a stretch to skip, a corrupt block, an outsized header)
+/// gives `None`: only its bytes show where the next block starts, so it is scanned whole.
+pub fn scan_block_headers(
+    len: usize,
+    read_at: &mut dyn FnMut(u64, &mut [u8]) -> std::io::Result<()>,
+) -> std::io::Result<Option<Vec<BlockInfo>>> {
+    let mut blocks = Vec::new();
+    let mut pos = 0usize;
+    while pos < len {
+        // Magic and block size.
+        let mut lead = [0u8; 14];
+        if len - pos < lead.len() {
+            return Ok(None);
+        }
+        read_at(pos as u64, &mut lead)?;
+        if &lead[..6] != LOG_MAGIC {
+            return Ok(None);
+        }
+        let Ok(size) = Cursor::new(&lead[6..]).len64() else {
+            return Ok(None);
+        };
+        let body_start = pos + lead.len();
+        let Some(body_end) = body_start.checked_add(size).filter(|&e| e <= len) else {
+            return Ok(None);
+        };
+        // Version, type, header and content length: a first read of 16 KiB, more if the
+        // header (its schema) is longer.
+        let mut want = size.min(16 << 10);
+        let (block_type, header, content_start, content_len) = loop {
+            let mut front = vec![0u8; want];
+            read_at(body_start as u64, &mut front)?;
+            let mut c = Cursor::new(&front);
+            let parsed = (|| {
+                let version = c.i32()?;
+                if version != LOG_FORMAT_VERSION {
+                    return Err(BlockError::Version(version));
+                }
+                let block_type = c.i32()?;
+                let header = c.metadata()?;
+                let content_len = c.len64()?;
+                Ok((block_type, header, c.pos(), content_len))
+            })();
+            match parsed {
+                Ok((t, h, at, n)) => break (t, h, body_start + at, n),
+                Err(BlockError::Truncated { .. }) if want < size && want < MAX_HEADER_READ => {
+                    want = size.min(want * 4).min(MAX_HEADER_READ);
+                }
+                Err(_) => return Ok(None),
+            }
+        };
+        let Some(content_end) = content_start
+            .checked_add(content_len)
+            .filter(|&e| e <= body_end)
+        else {
+            return Ok(None);
+        };
+        // Footer and trailing length: the rest of the block.
+        let back_len = body_end - content_end;
+        if back_len > MAX_HEADER_READ {
+            return Ok(None);
+        }
+        let mut back = vec![0u8; back_len];
+        read_at(content_end as u64, &mut back)?;
+        let mut c = Cursor::new(&back);
+        let (Ok(_footer), Ok(trailing)) = (c.metadata(), c.i64()) else {
+            return Ok(None);
+        };
+        if c.pos() != back_len || trailing != (body_end - 8 - pos) as i64 {
+            return Ok(None);
+        }
+        blocks.push(BlockInfo {
+            offset: pos,
+            block_type,
+            header,
+            content: content_start..content_end,
+        });
+        pos = body_end;
+    }
+    Ok(Some(blocks))
+}
+
 /// The rollback command (`HoodieCommandBlockTypeEnum.ROLLBACK_BLOCK`).
 const ROLLBACK: &str = "0";
 
@@ -312,10 +424,30 @@ pub fn choose_blocks<B: AsRef<[u8]>>(
     names: &[String],
     visible: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Chosen>, String> {
+    let scans = files
+        .iter()
+        .map(|f| {
+            let bytes = f.as_ref();
+            let (blocks, problems) = scan_log_blocks(bytes);
+            let infos = blocks
+                .into_iter()
+                .map(|b| BlockInfo::of(b, bytes))
+                .collect();
+            (infos, problems)
+        })
+        .collect();
+    choose_scanned(scans, names, visible)
+}
+
+/// [`choose_blocks`] over files already scanned: each file's blocks and skipped stretches (a
+/// whole scan's, or [`scan_block_headers`]'s with none skipped).
+pub fn choose_scanned(
+    scans: Vec<(Vec<BlockInfo>, Vec<Skipped>)>,
+    names: &[String],
+    visible: &dyn Fn(&str) -> bool,
+) -> Result<Vec<Chosen>, String> {
     let mut kept: Vec<Chosen> = Vec::new();
-    for (fi, bytes) in files.iter().enumerate() {
-        let bytes = bytes.as_ref();
-        let (blocks, problems) = scan_log_blocks(bytes);
+    for (fi, (blocks, problems)) in scans.into_iter().enumerate() {
         for p in problems {
             log::info!(
                 "{}: {p} (a corrupt block; Hudi's readers skip it too)",
@@ -331,13 +463,12 @@ pub fn choose_blocks<B: AsRef<[u8]>>(
                 );
                 continue;
             };
-            let start = b.content.as_ptr() as usize - bytes.as_ptr() as usize;
             let chosen = Chosen {
                 file: fi,
                 offset: b.offset,
                 block_type: b.block_type,
                 instant: instant.clone(),
-                content: start..start + b.content.len(),
+                content: b.content,
                 header: b.header,
             };
             match b.block_type {
@@ -406,6 +537,123 @@ pub fn choose_blocks<B: AsRef<[u8]>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// One well-formed block of `block_type` with `header` and `content`.
+    fn block(block_type: i32, header: &[(i32, &str)], content: &[u8]) -> Vec<u8> {
+        let meta = |m: &[(i32, &str)]| {
+            let mut v = (m.len() as i32).to_be_bytes().to_vec();
+            for (k, val) in m {
+                v.extend(k.to_be_bytes());
+                v.extend((val.len() as i32).to_be_bytes());
+                v.extend(val.as_bytes());
+            }
+            v
+        };
+        let mut body = LOG_FORMAT_VERSION.to_be_bytes().to_vec();
+        body.extend(block_type.to_be_bytes());
+        body.extend(meta(header));
+        body.extend((content.len() as i64).to_be_bytes());
+        body.extend(content);
+        body.extend(meta(&[]));
+        let mut out = LOG_MAGIC.to_vec();
+        out.extend(((body.len() + 8) as i64).to_be_bytes());
+        out.extend(&body);
+        out.extend(((LOG_MAGIC.len() + 8 + body.len()) as i64).to_be_bytes());
+        out
+    }
+
+    fn a_log() -> Vec<u8> {
+        let schema = "s".repeat(40_000);
+        let mut log = block(
+            block_type::AVRO_DATA_BLOCK,
+            &[(header::INSTANT_TIME, "001"), (header::SCHEMA, &schema)],
+            &[7u8; 5000],
+        );
+        log.extend(block(
+            block_type::DELETE_BLOCK,
+            &[(header::INSTANT_TIME, "002")],
+            b"keys",
+        ));
+        log.extend(block(
+            block_type::COMMAND_BLOCK,
+            &[
+                (header::INSTANT_TIME, "003"),
+                (header::TARGET_INSTANT_TIME, "002"),
+                (header::COMMAND_BLOCK_TYPE, "0"),
+            ],
+            b"",
+        ));
+        log
+    }
+
+    fn by_headers(bytes: &[u8]) -> Option<Vec<BlockInfo>> {
+        scan_block_headers(bytes.len(), &mut |at, buf| {
+            let at = at as usize;
+            buf.copy_from_slice(&bytes[at..at + buf.len()]);
+            Ok(())
+        })
+        .unwrap()
+    }
+
+    fn whole(bytes: &[u8]) -> (Vec<BlockInfo>, Vec<Skipped>) {
+        let (blocks, skipped) = scan_log_blocks(bytes);
+        let infos = blocks
+            .into_iter()
+            .map(|b| BlockInfo::of(b, bytes))
+            .collect();
+        (infos, skipped)
+    }
+
+    #[test]
+    fn headers_alone_find_the_blocks_a_whole_scan_finds() {
+        let log = a_log();
+        let (infos, skipped) = whole(&log);
+        assert!(skipped.is_empty());
+        assert_eq!(infos.len(), 3);
+        assert_eq!(by_headers(&log), Some(infos));
+        assert_eq!(by_headers(b""), Some(vec![]));
+    }
+
+    #[test]
+    fn a_log_that_is_not_a_clean_run_of_blocks_is_left_to_a_whole_scan() {
+        let log = a_log();
+        let first = whole(&log).0[1].offset;
+        // Garbage between blocks, a truncated tail, a wrong trailing length.
+        let mut garbage = log[..first].to_vec();
+        garbage.extend(b"xx");
+        garbage.extend(&log[first..]);
+        let truncated = &log[..log.len() - 3];
+        let mut trailer = log.clone();
+        let at = first - 1;
+        trailer[at] ^= 1;
+        for bad in [&garbage[..], truncated, &trailer[..]] {
+            assert!(!whole(bad).1.is_empty());
+            assert_eq!(by_headers(bad), None);
+        }
+    }
+
+    proptest! {
+        /// Whatever the bytes, a header scan that answers agrees with the whole scan, which
+        /// then skipped nothing.
+        #[test]
+        fn a_header_scan_never_disagrees_with_a_whole_scan(
+            cuts in proptest::collection::vec((0usize..60_000, any::<u8>()), 0..4),
+            keep in 0usize..60_000,
+        ) {
+            let mut log = a_log();
+            for (at, b) in cuts {
+                let n = log.len();
+                log[at % n] = b;
+            }
+            log.truncate(keep.max(1).min(log.len()));
+            if let Some(infos) = by_headers(&log) {
+                let (w, skipped) = whole(&log);
+                prop_assert!(skipped.is_empty());
+                prop_assert_eq!(infos, w);
+            }
+        }
+    }
 
     #[test]
     fn garbage_log_bytes_do_not_panic() {

@@ -28,7 +28,9 @@ use hudifs_storage::Storage;
 
 use crate::cdc::{prepare_cdc, CdcGroup, CDC_CREATED_BY};
 use crate::config::MergeConfig;
-use crate::engine::{prepare, BlockVisibility, Identity, MergeOptions, Plan, Slice, CREATED_BY};
+use crate::engine::{
+    prepare, quick_inputs, BlockVisibility, Identity, MergeOptions, Plan, Slice, CREATED_BY,
+};
 use crate::error::{MergeError, Result};
 
 /// Where and how big.
@@ -64,6 +66,11 @@ struct Claim {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     keep_commits: Option<Vec<String>>,
     size: Option<u64>,
+}
+
+/// The name of a claim's entry in the cache.
+fn claim_key(claim: &Claim) -> String {
+    hash_hex(&serde_json::to_vec(claim).unwrap_or_default())
 }
 
 struct Entry {
@@ -247,10 +254,40 @@ impl MergeCache {
             Some(k) => format!("{table}\0{}\0{}", slice.id(), k.join(",")),
         };
         self.in_flight(&id, || {
+            if let Some(hit) = self.cached(storage, table, slice, visible) {
+                return Ok(hit);
+            }
             crate::memory::with_memory(&opts.ceiling, |m| {
                 self.ensure_in(storage, table, cfg, slice, visible, &opts.with_memory(m))
             })
         })
+    }
+
+    /// The cached merge of `slice`, recognised from its inputs' identities and its log blocks'
+    /// headers without reading a log record (`engine::quick_inputs`), if there is one. The
+    /// claim is the one [`MergeCache::ensure_in`] makes from the whole logs, so a hit here is
+    /// the entry a full reading would find; anything else is left to that reading.
+    fn cached(
+        &self,
+        storage: &dyn Storage,
+        table: &str,
+        slice: &Slice,
+        visible: &dyn BlockVisibility,
+    ) -> Option<Ensured> {
+        let (inputs, blocks, plan) = quick_inputs(storage, slice, visible)?;
+        if plan == Plan::BaseUnchanged {
+            return Some(Ensured::Base);
+        }
+        let claim = Claim {
+            format: CREATED_BY.to_string(),
+            table: table.to_string(),
+            slice: slice.id(),
+            inputs,
+            blocks,
+            keep_commits: slice.keep_commits.clone(),
+            size: None,
+        };
+        self.lookup(&claim_key(&claim), &claim)
     }
 
     /// [`MergeCache::ensure`], one attempt within the memory of `opts`.
@@ -358,7 +395,7 @@ impl MergeCache {
         what: &str,
         write: impl FnOnce(BufWriter<&File>) -> Result<u64>,
     ) -> Result<Ensured> {
-        let key = hash_hex(&serde_json::to_vec(&claim).unwrap_or_default());
+        let key = claim_key(&claim);
         if let Some(e) = self
             .failures
             .lock()

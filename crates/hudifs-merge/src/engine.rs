@@ -321,6 +321,73 @@ fn log_order(path: &TablePath) -> (String, u32, String, String) {
     }
 }
 
+/// What a cached merge of `slice` is recognised by, worked out from the log blocks' headers
+/// alone where the table is local: the inputs' identities and the instants of the blocks that
+/// count (`Prepared::identities`, `Prepared::block_instants`), and whether the slice reads as
+/// its base file unchanged (`Plan::BaseUnchanged`). A cache hit then reads no log record: a
+/// fresh mount's first `ls -l` or open of a merged file no longer reads every log whole.
+///
+/// `None` where that is not cheap or not sure, and the merge's own reading decides: an object
+/// store (each ranged read is a request), a log that is not a clean run of blocks, a base file
+/// that is not Parquet, an input that cannot be read now.
+pub fn quick_inputs(
+    storage: &dyn Storage,
+    slice: &Slice,
+    visible: &dyn BlockVisibility,
+) -> Option<(Vec<Identity>, Vec<String>, Plan)> {
+    if storage.is_object_store() {
+        return None;
+    }
+    let mut identities = Vec::new();
+    if let Some(b) = &slice.base {
+        let ext = b.path.name().rsplit('.').next().unwrap_or("");
+        if !ext.eq_ignore_ascii_case("parquet") {
+            return None;
+        }
+        identities.push(identity(storage, b).ok()?);
+    }
+    let mut logs: Vec<&InputFile> = slice.logs.iter().collect();
+    logs.sort_by_key(|f| log_order(&f.path));
+    let (mut scans, mut names) = (Vec::new(), Vec::new());
+    for f in logs {
+        let id = identity(storage, f).ok()?;
+        let file = storage.open(&f.path).ok()?;
+        if file.size() != id.size {
+            return None;
+        }
+        let len = usize::try_from(id.size).ok()?;
+        let blocks = hudifs_core::logblock::scan_block_headers(len, &mut |at, buf| {
+            read_exact_at(&*file, buf, at)
+        })
+        .ok()??;
+        scans.push((blocks, Vec::new()));
+        names.push(storage.describe(&f.path));
+        identities.push(id);
+    }
+    let blocks =
+        hudifs_core::logblock::choose_scanned(scans, &names, &|i| visible.is_visible(i)).ok()?;
+    let mut instants: Vec<String> = blocks.iter().map(|b| b.instant.clone()).collect();
+    instants.dedup();
+    let plan = if blocks.is_empty() && slice.base.is_some() && slice.keep_commits.is_none() {
+        Plan::BaseUnchanged
+    } else {
+        Plan::Merge
+    };
+    Some((identities, instants, plan))
+}
+
+/// Fill `buf` from `file` at `at`.
+fn read_exact_at(file: &dyn OpenFile, buf: &mut [u8], at: u64) -> std::io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], at + done as u64)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => done += n,
+        }
+    }
+    Ok(())
+}
+
 /// Read the slice's log files and choose the blocks that count. The base file is opened
 /// (and so pinned: a cleaner deleting it later does not disturb the merge).
 pub fn prepare(

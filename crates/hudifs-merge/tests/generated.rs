@@ -976,6 +976,30 @@ fn the_cache_merges_once_checks_claims_and_evicts() {
         Ensured::Merged { .. }
     ));
     assert_eq!(cache2.merges(), 0);
+    // It is recognised from the inputs' identities and the log blocks' headers: no log is read
+    // whole. A view that does not see the log's block reads as the base file.
+    let counting = FaultyStore::new(t.store.clone(), 1);
+    let cache5 = MergeCache::open(&CacheOptions {
+        dir: cdir.clone(),
+        max_bytes: 1 << 30,
+    })
+    .unwrap();
+    match cache5
+        .ensure(&counting, "gen", &cfg, &sl, &|_: &str| true, &opts)
+        .unwrap()
+    {
+        Ensured::Merged { path: p, .. } => assert_eq!(std::fs::read(p).unwrap(), direct),
+        Ensured::Base => panic!("must be the merged entry"),
+    }
+    assert!(matches!(
+        cache5
+            .ensure(&counting, "gen", &cfg, &sl, &|i: &str| i != "002", &opts)
+            .unwrap(),
+        Ensured::Base
+    ));
+    assert_eq!(cache5.merges(), 0);
+    assert_eq!(counting.calls(Op::Read), 0, "a log was read whole");
+    assert!(counting.calls(Op::ReadAt) > 0);
     // A planted symbolic link in place of the entry is not followed: the slice is merged again.
     let target = dir.path().join("elsewhere.parquet");
     std::fs::write(&target, b"not this").unwrap();
