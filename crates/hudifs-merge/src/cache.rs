@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 
 use hudifs_storage::Storage;
 
-use crate::cdc::{prepare_cdc, CdcGroup, CDC_CREATED_BY};
+use crate::cdc::{prepare_cdc, quick_cdc_inputs, CdcGroup, CDC_CREATED_BY};
 use crate::config::MergeConfig;
 use crate::engine::{
     prepare, quick_inputs, BlockVisibility, Identity, MergeOptions, Plan, Slice, CREATED_BY,
@@ -66,6 +66,19 @@ struct Claim {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     keep_commits: Option<Vec<String>>,
     size: Option<u64>,
+}
+
+/// The claim of the change feed of `group` with these inputs and block instants.
+fn cdc_claim(table: &str, group: &CdcGroup, inputs: Vec<Identity>, blocks: Vec<String>) -> Claim {
+    Claim {
+        format: CDC_CREATED_BY.to_string(),
+        table: table.to_string(),
+        slice: group.id(),
+        inputs,
+        blocks,
+        keep_commits: Some(group.steps.iter().map(|s| s.instant.clone()).collect()),
+        size: None,
+    }
 }
 
 /// The name of a claim's entry in the cache.
@@ -334,6 +347,12 @@ impl MergeCache {
     ) -> Result<Ensured> {
         let id = format!("{table}\0{}", group.id());
         self.in_flight(&id, || {
+            if let Some((inputs, blocks)) = quick_cdc_inputs(storage, group, committed) {
+                let claim = cdc_claim(table, group, inputs, blocks);
+                if let Some(hit) = self.lookup(&claim_key(&claim), &claim) {
+                    return Ok(hit);
+                }
+            }
             crate::memory::with_memory(&opts.ceiling, |m| {
                 self.ensure_cdc_in(storage, table, cfg, group, committed, &opts.with_memory(m))
             })
@@ -352,15 +371,12 @@ impl MergeCache {
     ) -> Result<Ensured> {
         {
             let prepared = prepare_cdc(storage, cfg, group, committed, opts)?;
-            let claim = Claim {
-                format: CDC_CREATED_BY.to_string(),
-                table: table.to_string(),
-                slice: group.id(),
-                inputs: prepared.identities().to_vec(),
-                blocks: prepared.block_instants().to_vec(),
-                keep_commits: Some(group.steps.iter().map(|s| s.instant.clone()).collect()),
-                size: None,
-            };
+            let claim = cdc_claim(
+                table,
+                group,
+                prepared.identities().to_vec(),
+                prepared.block_instants().to_vec(),
+            );
             let what = format!("the change feed of {}", group.id());
             self.materialise(claim, &what, |out| prepared.write_to(out))
         }

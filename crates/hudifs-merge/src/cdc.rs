@@ -42,7 +42,8 @@ use crate::avro::AvroToArrow;
 use crate::chunks::Counting;
 use crate::config::MergeConfig;
 use crate::engine::{
-    identity, prepare, read_counted, Identity, InputFile, MergeOptions, Prepared, Slice,
+    identity, prepare, quick_inputs, read_counted, Identity, InputFile, MergeOptions, Prepared,
+    Slice,
 };
 use crate::error::{MergeError, Result};
 use crate::logread::cdc_log_records;
@@ -204,6 +205,39 @@ pub fn prepare_cdc(
 
 /// The records of a step's CDC log files; `None` when it has none, or when one is gone (the
 /// cleaner removed it: the step's changes are inferred from the states instead).
+/// What a cached change feed of `group` is recognised by ([`prepare_cdc`]'s identities and
+/// block instants), from the states' log block headers and the CDC logs' identities alone
+/// (`engine::quick_inputs`); `None` where that cannot be done cheaply, and
+/// [`prepare_cdc`] decides.
+pub fn quick_cdc_inputs(
+    storage: &dyn Storage,
+    group: &CdcGroup,
+    committed: &(dyn Fn(&str) -> bool + Sync),
+) -> Option<(Vec<Identity>, Vec<String>)> {
+    let (mut identities, mut blocks) = (Vec::new(), Vec::new());
+    for s in &group.steps {
+        for st in [&s.before, &s.after] {
+            let Some(st) = st else {
+                blocks.push("-".to_string());
+                continue;
+            };
+            let t = st.t.as_str();
+            let visible = move |i: &str| i <= t && committed(i);
+            let mut slice = st.slice.clone();
+            slice.keep_commits = None;
+            let (ids, instants, _) = quick_inputs(storage, &slice, &visible)?;
+            identities.extend(ids);
+            blocks.push(format!("{}:{}", st.t, instants.join(",")));
+        }
+    }
+    for s in &group.steps {
+        for f in &s.cdc_logs {
+            identities.push(identity(storage, f).ok()?);
+        }
+    }
+    Some((identities, blocks))
+}
+
 fn read_cdc_logs(
     storage: &dyn Storage,
     files: &[InputFile],

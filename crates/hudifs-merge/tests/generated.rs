@@ -14,8 +14,8 @@ use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use hudifs_merge::{
-    merge_slice, prepare, CacheOptions, Ensured, InputFile, MergeCache, MergeConfig, MergeOptions,
-    Plan, Refusal, Slice,
+    merge_slice, prepare, CacheOptions, CdcGroup, CdcStep, Ensured, GroupState, InputFile,
+    MergeCache, MergeConfig, MergeOptions, Plan, Refusal, Slice,
 };
 use hudifs_storage::MemoryCeiling;
 use hudifs_storage::{Fault, FaultyStore, MemStore, Op, Rule, Storage, StorageWrite, TablePath};
@@ -1249,4 +1249,61 @@ fn mutated_log_files_never_panic_or_hang() {
         }
     }
     assert!(started.elapsed() < std::time::Duration::from_secs(60));
+}
+
+#[test]
+fn a_cached_change_feed_is_found_without_reading_a_log_whole() {
+    let t = Table::new();
+    let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    let log = t.put(
+        "p/.f1_002.log.1_0-1-1",
+        &blocks::avro_data("002", SCHEMA, &[rec("002", "k1", Some(2), 1)], &[]),
+    );
+    let state = |logs: Vec<InputFile>, at: &str| GroupState {
+        slice: slice(Some(base.clone()), logs),
+        t: at.into(),
+    };
+    let group = CdcGroup {
+        partition: "p".into(),
+        file_id: "f1".into(),
+        steps: vec![CdcStep {
+            instant: "002".into(),
+            before: Some(state(vec![], "001")),
+            after: Some(state(vec![log], "002")),
+            cdc_logs: vec![],
+        }],
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let opts = CacheOptions {
+        dir: dir.path().join("cache"),
+        max_bytes: 1 << 30,
+    };
+    let (cfg, merge_opts) = (commit_time(), MergeOptions::default());
+    let committed = |_: &str| true;
+    let cache = MergeCache::open(&opts).unwrap();
+    let Ensured::Merged { path: first, .. } = cache
+        .ensure_cdc(&*t.store, "gen", &cfg, &group, &committed, &merge_opts)
+        .unwrap()
+    else {
+        panic!("a change feed is a file")
+    };
+    assert_eq!(cache.merges(), 1);
+    // A reopened cache (a remount) finds it from the identities and the block headers.
+    let counting = FaultyStore::new(t.store.clone(), 1);
+    let again = MergeCache::open(&opts).unwrap();
+    let Ensured::Merged { path, .. } = again
+        .ensure_cdc(&counting, "gen", &cfg, &group, &committed, &merge_opts)
+        .unwrap()
+    else {
+        panic!("a change feed is a file")
+    };
+    assert_eq!(path, first);
+    assert_eq!(again.merges(), 0);
+    assert_eq!(counting.calls(Op::Read), 0, "a log was read whole");
+    // The same group seen with the write not committed is another feed.
+    let uncommitted = |i: &str| i != "002";
+    again
+        .ensure_cdc(&counting, "gen", &cfg, &group, &uncommitted, &merge_opts)
+        .unwrap();
+    assert_eq!(again.merges(), 1);
 }
