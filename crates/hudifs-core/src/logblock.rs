@@ -192,6 +192,19 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// A block's front after its size: the format version (checked), the block type, the header
+/// and the content's length.
+fn front_of(c: &mut Cursor<'_>) -> Result<(i32, BTreeMap<i32, String>, usize), BlockError> {
+    let version = c.i32()?;
+    if version != LOG_FORMAT_VERSION {
+        return Err(BlockError::Version(version));
+    }
+    let block_type = c.i32()?;
+    let header = c.metadata()?;
+    let content_len = c.len64()?;
+    Ok((block_type, header, content_len))
+}
+
 /// Parse the block whose magic is at `start`; returns it and the offset after it.
 fn parse_block(bytes: &[u8], start: usize) -> Result<(LogBlock<'_>, usize), BlockError> {
     let mut c = Cursor {
@@ -209,13 +222,7 @@ fn parse_block(bytes: &[u8], start: usize) -> Result<(LogBlock<'_>, usize), Bloc
             file: bytes.len(),
         })?;
     c.end = body_end;
-    let version = c.i32()?;
-    if version != LOG_FORMAT_VERSION {
-        return Err(BlockError::Version(version));
-    }
-    let block_type = c.i32()?;
-    let header = c.metadata()?;
-    let content_len = c.len64()?;
+    let (block_type, header, content_len) = front_of(&mut c)?;
     let content = c.take(content_len)?;
     let footer = c.metadata()?;
     let trailing = c.i64()?;
@@ -345,18 +352,8 @@ pub fn scan_block_headers(
             let mut front = vec![0u8; want];
             read_at(body_start as u64, &mut front)?;
             let mut c = Cursor::new(&front);
-            let parsed = (|| {
-                let version = c.i32()?;
-                if version != LOG_FORMAT_VERSION {
-                    return Err(BlockError::Version(version));
-                }
-                let block_type = c.i32()?;
-                let header = c.metadata()?;
-                let content_len = c.len64()?;
-                Ok((block_type, header, c.pos(), content_len))
-            })();
-            match parsed {
-                Ok((t, h, at, n)) => break (t, h, body_start + at, n),
+            match front_of(&mut c) {
+                Ok((t, h, n)) => break (t, h, body_start + c.pos(), n),
                 Err(BlockError::Truncated { .. }) if want < size && want < MAX_HEADER_READ => {
                     want = size.min(want * 4).min(MAX_HEADER_READ);
                 }
