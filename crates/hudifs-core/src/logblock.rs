@@ -326,32 +326,35 @@ pub fn scan_block_headers(
     len: usize,
     read_at: &mut dyn FnMut(u64, &mut [u8]) -> std::io::Result<()>,
 ) -> std::io::Result<Option<Vec<BlockInfo>>> {
+    let mut w = Window {
+        read_at,
+        len,
+        start: 0,
+        buf: Vec::new(),
+    };
     let mut blocks = Vec::new();
     let mut pos = 0usize;
     while pos < len {
         // Magic and block size.
-        let mut lead = [0u8; 14];
-        if len - pos < lead.len() {
+        if len - pos < 14 {
             return Ok(None);
         }
-        read_at(pos as u64, &mut lead)?;
+        let lead = w.get(pos, 14)?;
         if &lead[..6] != LOG_MAGIC {
             return Ok(None);
         }
         let Ok(size) = Cursor::new(&lead[6..]).len64() else {
             return Ok(None);
         };
-        let body_start = pos + lead.len();
+        let body_start = pos + 14;
         let Some(body_end) = body_start.checked_add(size).filter(|&e| e <= len) else {
             return Ok(None);
         };
-        // Version, type, header and content length: a first read of 16 KiB, more if the
-        // header (its schema) is longer.
+        // Version, type, header and content length: the first 16 KiB of the body, more if
+        // the header (its schema) is longer.
         let mut want = size.min(16 << 10);
         let (block_type, header, content_start, content_len) = loop {
-            let mut front = vec![0u8; want];
-            read_at(body_start as u64, &mut front)?;
-            let mut c = Cursor::new(&front);
+            let mut c = Cursor::new(w.get(body_start, want)?);
             match front_of(&mut c) {
                 Ok((t, h, n)) => break (t, h, body_start + c.pos(), n),
                 Err(BlockError::Truncated { .. }) if want < size && want < MAX_HEADER_READ => {
@@ -371,9 +374,7 @@ pub fn scan_block_headers(
         if back_len > MAX_HEADER_READ {
             return Ok(None);
         }
-        let mut back = vec![0u8; back_len];
-        read_at(content_end as u64, &mut back)?;
-        let mut c = Cursor::new(&back);
+        let mut c = Cursor::new(w.get(content_end, back_len)?);
         let (Ok(_footer), Ok(trailing)) = (c.metadata(), c.i64()) else {
             return Ok(None);
         };
@@ -389,6 +390,31 @@ pub fn scan_block_headers(
         pos = body_end;
     }
     Ok(Some(blocks))
+}
+
+/// The bytes read last by [`scan_block_headers`]: each read takes at least 64 KiB, so that a
+/// block's footer, the next block's size and its header come in one read, and a log of small
+/// blocks in a few.
+struct Window<'r> {
+    read_at: &'r mut dyn FnMut(u64, &mut [u8]) -> std::io::Result<()>,
+    len: usize,
+    start: usize,
+    buf: Vec<u8>,
+}
+
+impl Window<'_> {
+    /// Bytes `at..at + n` of the file (within its length).
+    fn get(&mut self, at: usize, n: usize) -> std::io::Result<&[u8]> {
+        let have = at >= self.start && at + n <= self.start + self.buf.len();
+        if !have {
+            let want = n.max(64 << 10).min(self.len - at);
+            self.buf.resize(want, 0);
+            (self.read_at)(at as u64, &mut self.buf)?;
+            self.start = at;
+        }
+        let from = at - self.start;
+        Ok(&self.buf[from..from + n])
+    }
 }
 
 /// The rollback command (`HoodieCommandBlockTypeEnum.ROLLBACK_BLOCK`).
@@ -610,6 +636,16 @@ mod tests {
         assert_eq!(infos.len(), 3);
         assert_eq!(by_headers(&log), Some(infos));
         assert_eq!(by_headers(b""), Some(vec![]));
+        // Reads of 64 KiB at least: this 45 KB log in one.
+        let mut reads = 0;
+        scan_block_headers(log.len(), &mut |at, buf| {
+            reads += 1;
+            let at = at as usize;
+            buf.copy_from_slice(&log[at..at + buf.len()]);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(reads, 1);
     }
 
     #[test]
