@@ -268,3 +268,78 @@ fn generated_tables_through_a_mount_match_hudi_rs_and_the_model() {
     eprintln!("generated merged views through a mount: {totals:#?}");
     assert_eq!(totals.get("tables"), Some(&4));
 }
+
+/// Bytes the process `pid` has read through read(2) and its kin (`rchar`).
+fn rchar(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_fresh_mount_finds_cached_merges_without_reading_the_logs() {
+    if !common::fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("table");
+    let spec = TableSpec::new("gen_mor", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
+    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let mut groups = Vec::new();
+    for (i, city) in ["city=a", "city=b"].iter().enumerate() {
+        let r = rows(i as u64 + 1, 20_000);
+        groups.push((city.to_string(), t.insert(city, &r).unwrap(), r));
+    }
+    t.complete().unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    for (i, (p, f, r)) in groups.iter().enumerate() {
+        let ids: Vec<i64> = r.iter().map(|r| r.id).collect();
+        t.update(p, f, &rows_with_ids(10 + i as u64, &ids)).unwrap();
+    }
+    t.complete().unwrap();
+    let log_bytes: u64 = ["city=a", "city=b"]
+        .iter()
+        .flat_map(|p| std::fs::read_dir(root.join(p)).unwrap().flatten())
+        .filter(|e| e.file_name().to_string_lossy().contains(".log."))
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert!(
+        log_bytes > 1 << 20,
+        "logs of {log_bytes} bytes: too small to tell"
+    );
+    let cache = tmp.path().join("merge-cache");
+    let args = ["--merge-cache", cache.to_str().unwrap()];
+    let info = [("RUST_LOG", "info")];
+    let sizes = |m: &MountGuard| -> Vec<u64> {
+        let mut v: Vec<u64> = ["city=a", "city=b"]
+            .iter()
+            .flat_map(|p| std::fs::read_dir(m.path().join("merged/latest").join(p)).unwrap())
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .collect();
+        v.sort();
+        v
+    };
+    // The first mount merges both slices into the cache.
+    let first = MountGuard::mount_with_env(&root, &args, &info);
+    let merged = sizes(&first);
+    assert_eq!(merged.len(), 2);
+    assert_eq!(first.log_text().matches("merged slice").count(), 2);
+    drop(first);
+    // A fresh daemon over the warm cache: `ls -l` finds both without merging, and reads far
+    // less than the logs (it reads their block headers, not their records).
+    let again = MountGuard::mount_with_env(&root, &args, &info);
+    let pid = again.serving_pid().expect("serving daemon");
+    let before = rchar(pid);
+    assert_eq!(sizes(&again), merged);
+    let read = rchar(pid) - before;
+    assert_eq!(again.log_text().matches("merged slice").count(), 0);
+    assert!(
+        read < log_bytes / 4,
+        "the daemon read {read} bytes to find cached merges of slices with {log_bytes} bytes \
+         of logs"
+    );
+}
