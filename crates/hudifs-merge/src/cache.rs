@@ -68,6 +68,19 @@ struct Claim {
     size: Option<u64>,
 }
 
+/// The claim of the merge of `slice` with these inputs and block instants.
+fn slice_claim(table: &str, slice: &Slice, inputs: Vec<Identity>, blocks: Vec<String>) -> Claim {
+    Claim {
+        format: CREATED_BY.to_string(),
+        table: table.to_string(),
+        slice: slice.id(),
+        inputs,
+        blocks,
+        keep_commits: slice.keep_commits.clone(),
+        size: None,
+    }
+}
+
 /// The claim of the change feed of `group` with these inputs and block instants.
 fn cdc_claim(table: &str, group: &CdcGroup, inputs: Vec<Identity>, blocks: Vec<String>) -> Claim {
     Claim {
@@ -291,16 +304,12 @@ impl MergeCache {
         if plan == Plan::BaseUnchanged {
             return Some(Ensured::Base);
         }
-        let claim = Claim {
-            format: CREATED_BY.to_string(),
-            table: table.to_string(),
-            slice: slice.id(),
-            inputs,
-            blocks,
-            keep_commits: slice.keep_commits.clone(),
-            size: None,
-        };
-        self.lookup(&claim_key(&claim), &claim)
+        self.entry(&slice_claim(table, slice, inputs, blocks))
+    }
+
+    /// The entry of `claim`, if the cache holds one that still checks.
+    fn entry(&self, claim: &Claim) -> Option<Ensured> {
+        self.lookup(&claim_key(claim), claim)
     }
 
     /// [`MergeCache::ensure`], one attempt within the memory of `opts`.
@@ -318,15 +327,12 @@ impl MergeCache {
             if prepared.plan() == Plan::BaseUnchanged {
                 return Ok(Ensured::Base);
             }
-            let claim = Claim {
-                format: CREATED_BY.to_string(),
-                table: table.to_string(),
-                slice: slice.id(),
-                inputs: prepared.identities().to_vec(),
-                blocks: prepared.block_instants().to_vec(),
-                keep_commits: slice.keep_commits.clone(),
-                size: None,
-            };
+            let claim = slice_claim(
+                table,
+                slice,
+                prepared.identities().to_vec(),
+                prepared.block_instants().to_vec(),
+            );
             self.materialise(claim, &format!("slice {}", slice.id()), |out| {
                 prepared.write_to(out).map(|s| s.bytes)
             })
@@ -347,11 +353,9 @@ impl MergeCache {
     ) -> Result<Ensured> {
         let id = format!("{table}\0{}", group.id());
         self.in_flight(&id, || {
-            if let Some((inputs, blocks)) = quick_cdc_inputs(storage, group, committed) {
-                let claim = cdc_claim(table, group, inputs, blocks);
-                if let Some(hit) = self.lookup(&claim_key(&claim), &claim) {
-                    return Ok(hit);
-                }
+            let quick = quick_cdc_inputs(storage, group, committed);
+            if let Some(hit) = quick.and_then(|(i, b)| self.entry(&cdc_claim(table, group, i, b))) {
+                return Ok(hit);
             }
             crate::memory::with_memory(&opts.ceiling, |m| {
                 self.ensure_cdc_in(storage, table, cfg, group, committed, &opts.with_memory(m))

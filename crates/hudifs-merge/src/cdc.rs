@@ -94,6 +94,28 @@ pub struct CdcGroup {
     pub steps: Vec<CdcStep>,
 }
 
+/// A step's missing state in a feed's claim.
+const NO_STATE: &str = "-";
+
+impl GroupState {
+    /// The slice as this state is read (without a row filter), and which blocks count in it:
+    /// those committed and not after the state's time.
+    fn view<'a>(
+        &'a self,
+        committed: &'a (dyn Fn(&str) -> bool + Sync),
+    ) -> (Slice, impl Fn(&str) -> bool + Sync + 'a) {
+        let mut slice = self.slice.clone();
+        slice.keep_commits = None;
+        let t = self.t.as_str();
+        (slice, move |i: &str| i <= t && committed(i))
+    }
+
+    /// This state's part of a feed's claim: its time and the instants of its counting blocks.
+    fn claim_mark(&self, instants: &[String]) -> String {
+        format!("{}:{}", self.t, instants.join(","))
+    }
+}
+
 impl CdcGroup {
     /// `<fileId>_<first write>_<last write>.cdc.parquet`.
     pub fn file_name(&self) -> String {
@@ -163,16 +185,13 @@ pub fn prepare_cdc(
     let mut blocks = Vec::new();
     let mut prep = |st: &Option<GroupState>| -> Result<Option<Prepared>> {
         let Some(st) = st else {
-            blocks.push("-".to_string());
+            blocks.push(NO_STATE.to_string());
             return Ok(None);
         };
-        let t = st.t.as_str();
-        let visible = move |i: &str| i <= t && committed(i);
-        let mut slice = st.slice.clone();
-        slice.keep_commits = None;
+        let (slice, visible) = st.view(committed);
         let p = prepare(storage, cfg, &slice, &visible, opts)?;
         identities.extend(p.identities().iter().cloned());
-        blocks.push(format!("{}:{}", st.t, p.block_instants().join(",")));
+        blocks.push(st.claim_mark(p.block_instants()));
         Ok(Some(p))
     };
     for s in &group.steps {
@@ -203,8 +222,6 @@ pub fn prepare_cdc(
     })
 }
 
-/// The records of a step's CDC log files; `None` when it has none, or when one is gone (the
-/// cleaner removed it: the step's changes are inferred from the states instead).
 /// What a cached change feed of `group` is recognised by ([`prepare_cdc`]'s identities and
 /// block instants), from the states' log block headers and the CDC logs' identities alone
 /// (`engine::quick_inputs`); `None` where that cannot be done cheaply, and
@@ -218,16 +235,13 @@ pub fn quick_cdc_inputs(
     for s in &group.steps {
         for st in [&s.before, &s.after] {
             let Some(st) = st else {
-                blocks.push("-".to_string());
+                blocks.push(NO_STATE.to_string());
                 continue;
             };
-            let t = st.t.as_str();
-            let visible = move |i: &str| i <= t && committed(i);
-            let mut slice = st.slice.clone();
-            slice.keep_commits = None;
+            let (slice, visible) = st.view(committed);
             let (ids, instants, _) = quick_inputs(storage, &slice, &visible)?;
             identities.extend(ids);
-            blocks.push(format!("{}:{}", st.t, instants.join(",")));
+            blocks.push(st.claim_mark(&instants));
         }
     }
     for s in &group.steps {
@@ -238,6 +252,8 @@ pub fn quick_cdc_inputs(
     Some((identities, blocks))
 }
 
+/// The records of a step's CDC log files; `None` when it has none, or when one is gone (the
+/// cleaner removed it: the step's changes are inferred from the states instead).
 fn read_cdc_logs(
     storage: &dyn Storage,
     files: &[InputFile],

@@ -214,6 +214,18 @@ pub enum Plan {
     Merge,
 }
 
+impl Plan {
+    /// The plan for `slice` when `no_blocks` count: its base file unchanged if it has one and
+    /// no row filter applies.
+    fn of(slice: &Slice, no_blocks: bool) -> Plan {
+        if no_blocks && slice.base.is_some() && slice.keep_commits.is_none() {
+            Plan::BaseUnchanged
+        } else {
+            Plan::Merge
+        }
+    }
+}
+
 /// A slice with its log files read and its blocks chosen.
 pub struct Prepared {
     cfg: MergeConfig,
@@ -308,6 +320,13 @@ pub(crate) fn read_counted(
     Ok(data)
 }
 
+/// The slice's log files in merge order ([`log_order`]).
+fn logs_in_order(slice: &Slice) -> Vec<&InputFile> {
+    let mut logs: Vec<&InputFile> = slice.logs.iter().collect();
+    logs.sort_by_key(|f| log_order(&f.path));
+    logs
+}
+
 /// Java's log-file order: instant in the name, version, write token.
 fn log_order(path: &TablePath) -> (String, u32, String, String) {
     match hudifs_core::listing::parse_log_name(path.name()) {
@@ -346,8 +365,7 @@ pub fn quick_inputs(
         }
         identities.push(identity(storage, b).ok()?);
     }
-    let mut logs: Vec<&InputFile> = slice.logs.iter().collect();
-    logs.sort_by_key(|f| log_order(&f.path));
+    let logs = logs_in_order(slice);
     let (mut scans, mut names) = (Vec::new(), Vec::new());
     for f in logs {
         let id = identity(storage, f).ok()?;
@@ -368,12 +386,7 @@ pub fn quick_inputs(
         hudifs_core::logblock::choose_scanned(scans, &names, &|i| visible.is_visible(i)).ok()?;
     let mut instants: Vec<String> = blocks.iter().map(|b| b.instant.clone()).collect();
     instants.dedup();
-    let plan = if blocks.is_empty() && slice.base.is_some() && slice.keep_commits.is_none() {
-        Plan::BaseUnchanged
-    } else {
-        Plan::Merge
-    };
-    Some((identities, instants, plan))
+    Some((identities, instants, Plan::of(slice, blocks.is_empty())))
 }
 
 /// Fill `buf` from `file` at `at`.
@@ -434,8 +447,7 @@ fn prepare_inner(
             Some((file, name))
         }
     };
-    let mut logs: Vec<&InputFile> = slice.logs.iter().collect();
-    logs.sort_by_key(|f| log_order(&f.path));
+    let logs = logs_in_order(slice);
     let mut bytes = Vec::new();
     let mut names = Vec::new();
     let mut total = 0u64;
@@ -477,11 +489,7 @@ fn prepare_inner(
 
 impl Prepared {
     pub fn plan(&self) -> Plan {
-        if self.blocks.is_empty() && self.base.is_some() && self.slice.keep_commits.is_none() {
-            Plan::BaseUnchanged
-        } else {
-            Plan::Merge
-        }
+        Plan::of(&self.slice, self.blocks.is_empty())
     }
 
     /// The inputs as read: what a cached result must match.
