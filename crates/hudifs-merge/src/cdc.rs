@@ -226,7 +226,7 @@ pub fn prepare_cdc(
 /// block instants), from the states' log block headers and the CDC logs' identities alone
 /// (`engine::quick_inputs`); `None` where that cannot be done cheaply, and
 /// [`prepare_cdc`] decides.
-pub fn quick_cdc_inputs(
+pub(crate) fn quick_cdc_inputs(
     storage: &dyn Storage,
     group: &CdcGroup,
     committed: &(dyn Fn(&str) -> bool + Sync),

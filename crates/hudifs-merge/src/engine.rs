@@ -349,7 +349,7 @@ fn log_order(path: &TablePath) -> (String, u32, String, String) {
 /// `None` where that is not cheap or not sure, and the merge's own reading decides: an object
 /// store (each ranged read is a request), a log that is not a clean run of blocks, a base file
 /// that is not Parquet, an input that cannot be read now.
-pub fn quick_inputs(
+pub(crate) fn quick_inputs(
     storage: &dyn Storage,
     slice: &Slice,
     visible: &dyn BlockVisibility,
