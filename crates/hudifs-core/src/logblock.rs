@@ -312,6 +312,16 @@ impl BlockInfo {
     }
 }
 
+/// [`scan_log_blocks`] as [`BlockInfo`]s: where each block's content lies, not the content.
+fn scan_block_infos(bytes: &[u8]) -> (Vec<BlockInfo>, Vec<Skipped>) {
+    let (blocks, skipped) = scan_log_blocks(bytes);
+    let infos = blocks
+        .into_iter()
+        .map(|b| BlockInfo::of(b, bytes))
+        .collect();
+    (infos, skipped)
+}
+
 /// The most of a block's front (version, type, header) or back (footer, trailing length)
 /// [`scan_block_headers`] reads before it leaves the file to a whole scan.
 const MAX_HEADER_READ: usize = 1 << 20;
@@ -447,18 +457,7 @@ pub fn choose_blocks<B: AsRef<[u8]>>(
     names: &[String],
     visible: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Chosen>, String> {
-    let scans = files
-        .iter()
-        .map(|f| {
-            let bytes = f.as_ref();
-            let (blocks, problems) = scan_log_blocks(bytes);
-            let infos = blocks
-                .into_iter()
-                .map(|b| BlockInfo::of(b, bytes))
-                .collect();
-            (infos, problems)
-        })
-        .collect();
+    let scans = files.iter().map(|f| scan_block_infos(f.as_ref())).collect();
     choose_scanned(scans, names, visible)
 }
 
@@ -619,19 +618,10 @@ mod tests {
         .unwrap()
     }
 
-    fn whole(bytes: &[u8]) -> (Vec<BlockInfo>, Vec<Skipped>) {
-        let (blocks, skipped) = scan_log_blocks(bytes);
-        let infos = blocks
-            .into_iter()
-            .map(|b| BlockInfo::of(b, bytes))
-            .collect();
-        (infos, skipped)
-    }
-
     #[test]
     fn headers_alone_find_the_blocks_a_whole_scan_finds() {
         let log = a_log();
-        let (infos, skipped) = whole(&log);
+        let (infos, skipped) = scan_block_infos(&log);
         assert!(skipped.is_empty());
         assert_eq!(infos.len(), 3);
         assert_eq!(by_headers(&log), Some(infos));
@@ -651,7 +641,7 @@ mod tests {
     #[test]
     fn a_log_that_is_not_a_clean_run_of_blocks_is_left_to_a_whole_scan() {
         let log = a_log();
-        let first = whole(&log).0[1].offset;
+        let first = scan_block_infos(&log).0[1].offset;
         // Garbage between blocks, a truncated tail, a wrong trailing length.
         let mut garbage = log[..first].to_vec();
         garbage.extend(b"xx");
@@ -661,7 +651,7 @@ mod tests {
         let at = first - 1;
         trailer[at] ^= 1;
         for bad in [&garbage[..], truncated, &trailer[..]] {
-            assert!(!whole(bad).1.is_empty());
+            assert!(!scan_block_infos(bad).1.is_empty());
             assert_eq!(by_headers(bad), None);
         }
     }
@@ -681,7 +671,7 @@ mod tests {
             }
             log.truncate(keep.max(1).min(log.len()));
             if let Some(infos) = by_headers(&log) {
-                let (w, skipped) = whole(&log);
+                let (w, skipped) = scan_block_infos(&log);
                 prop_assert!(skipped.is_empty());
                 prop_assert_eq!(infos, w);
             }
