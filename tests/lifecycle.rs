@@ -257,6 +257,70 @@ fn umount_clears_the_mount_of_a_killed_daemon() {
     assert!(!is_mount_point(m.path()));
 }
 
+/// `hudifs umount` waits out a moment of use (a `hudifs status`, a file manager's stat keep a
+/// mount busy while they ask), and says "busy" only of a mount that stays in use.
+#[test]
+fn umount_waits_out_a_moment_of_use_and_refuses_a_mount_in_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(root) = table(tmp.path()) else {
+        return;
+    };
+    if !common::fuse_available() {
+        return;
+    }
+    let m = MountGuard::mount(&root, &[]);
+    let mut file = m.path().join("latest");
+    while file.is_dir() {
+        file = std::fs::read_dir(&file)
+            .unwrap()
+            .flatten()
+            .next()
+            .expect("a file below latest/")
+            .path();
+    }
+
+    // In use for good: a process has its working directory in the mount.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let inside = Kill(
+        Command::new("sleep")
+            .arg("60")
+            .current_dir(m.path().join("latest"))
+            .spawn()
+            .unwrap(),
+    );
+    let t0 = Instant::now();
+    let (code, msg) = hudifs(&["umount".as_ref(), m.path().as_os_str()]);
+    assert_eq!(code, 1, "{msg}");
+    assert!(
+        msg.contains("busy: a process still uses the mount"),
+        "{msg}"
+    );
+    assert!(
+        t0.elapsed() >= Duration::from_millis(900),
+        "said busy after {:?}, without trying again",
+        t0.elapsed()
+    );
+    assert!(is_mount_point(m.path()));
+    drop(inside);
+
+    // In use for a moment: a file open for 300 ms after the unmount starts.
+    let open = std::fs::File::open(&file).unwrap();
+    let closer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        drop(open);
+    });
+    let (code, msg) = hudifs(&["umount".as_ref(), m.path().as_os_str()]);
+    closer.join().unwrap();
+    assert_eq!(code, 0, "a moment of use made the unmount fail: {msg}");
+    assert!(!is_mount_point(m.path()));
+}
+
 #[test]
 fn bad_mount_points_and_non_tables_exit_1() {
     let tmp = tempfile::tempdir().unwrap();

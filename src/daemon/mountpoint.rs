@@ -180,7 +180,12 @@ fn raise_read_ahead(mountpoint: &Path, want: u64, why: &str) {
     }
 }
 
-/// `hudifs umount`: unmount, also when the daemon died ("Transport endpoint is not connected").
+/// How long `hudifs umount` tries again while the mount is busy before it says so.
+const UMOUNT_BUSY_FOR: Duration = Duration::from_secs(1);
+
+/// `hudifs umount`: unmount, also when the daemon died ("Transport endpoint is not connected"),
+/// and also when something used the mount for a moment (a busy mount is tried again for up to
+/// [`UMOUNT_BUSY_FOR`]).
 pub fn umount(mountpoint: &Path) -> Result<()> {
     let abs = std::path::absolute(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
     if !is_mount_point(&abs) {
@@ -188,17 +193,29 @@ pub fn umount(mountpoint: &Path) -> Result<()> {
     }
     let c = std::ffi::CString::new(abs.as_os_str().as_encoded_bytes())
         .map_err(|_| Error::Usage("mount point contains a NUL byte".into()))?;
-    // SAFETY: `c` is a valid C string.
-    let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
+    // A mount is busy for the moment of any request through it (a `hudifs status` reading its
+    // attributes, a file manager's stat): tried again for a while before it counts as in use.
+    let started = std::time::Instant::now();
+    let outcome = loop {
+        // SAFETY: `c` is a valid C string.
+        let outcome = match unsafe { libc::umount2(c.as_ptr(), 0) } {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        };
+        let busy = matches!(&outcome, Err(e) if e.raw_os_error() == Some(libc::EBUSY));
+        if !busy || started.elapsed() >= UMOUNT_BUSY_FOR {
+            break outcome;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     // A daemon that died left its state file behind (a live one removes its own on exit).
     let forget = || {
         let _ = std::fs::remove_file(crate::status::state_path(&log_path(&abs)));
     };
-    if rc == 0 {
+    let Err(err) = outcome else {
         forget();
         return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
+    };
     match err.raw_os_error() {
         Some(libc::EBUSY) => Err(Error::io(
             abs.display().to_string(),
