@@ -237,6 +237,71 @@ fn a_parquet_readers_pattern_costs_one_get_per_range_and_no_head() {
     }
 }
 
+/// A merge reads its base file from the store a row group at a time: one GET for the footer's
+/// length and one for the footer (or one for both), one per row group. Parquet's reader asks
+/// for every page header and page, column after column; a GET each was hundreds of requests
+/// per merge, a minute per file group on a server answering in 40 ms.
+#[test]
+fn a_merge_reads_its_base_file_a_row_group_at_a_time() {
+    use hudifs_core::timeline::Action;
+    use hudifs_testkit::generator::rows_with_ids;
+    let Some((tmp, moto)) = setup() else { return };
+    let url = "s3://lake/rowgroups";
+    let local = tmp.path().join("t");
+    let spec =
+        TableSpec::new("rowgroups", TableType::MergeOnRead, 9).partitioned_by(&["part"], true);
+    let mut w = TableWriter::create(&local, spec, 1_767_225_600_000).unwrap();
+    let ids: Vec<i64> = (0..200_000).collect();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let group = t.insert("part=b", &rows_with_ids(1, &ids)).unwrap();
+    t.complete().unwrap();
+    let base = w.events().last().unwrap().written[0].clone();
+    let upd: Vec<i64> = ids.iter().copied().step_by(5).collect();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.update("part=b", &group, &rows_with_ids(2, &upd)).unwrap();
+    t.complete().unwrap();
+    common::put_tree(&seam(url, &moto.endpoint), &local);
+    let footer = parquet::file::reader::SerializedFileReader::new(
+        std::fs::File::open(local.join(&base)).unwrap(),
+    )
+    .unwrap();
+    let meta = parquet::file::reader::FileReader::metadata(&footer);
+    let chunks: usize = meta.row_groups().iter().map(|g| g.num_columns()).sum();
+    assert!(
+        chunks >= 8,
+        "a base file of {chunks} column chunks tests nothing"
+    );
+
+    let proxy = counting_proxy(&moto.endpoint);
+    let cache = tmp.path().join("mc").display().to_string();
+    let m = mount(url, &proxy.endpoint, &["--merge-cache", &cache]);
+    let local_cache = tmp.path().join("mc-local").display().to_string();
+    let lm = MountGuard::mount(&local, &["--merge-cache", &local_cache]);
+    let rel = |m: &MountGuard| {
+        let dir = m.path().join("merged/latest/part=b");
+        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "one merged file in {}", dir.display());
+        names[0].path()
+    };
+    let merged = std::fs::read(rel(&m)).unwrap();
+    let gets = proxy.gets_of(&base);
+    assert!(
+        (1..=2 + meta.num_row_groups()).contains(&gets),
+        "{gets} GETs of the base file ({} row groups, {chunks} column chunks): {:?}",
+        meta.num_row_groups(),
+        proxy.gets.lock().unwrap()
+    );
+    // The same merge as of the table on a disk (read as parquet asks there).
+    assert!(
+        merged == std::fs::read(rel(&lm)).unwrap(),
+        "merged bytes differ"
+    );
+    println!(
+        "{gets} GETs of the base file for {} row groups",
+        meta.num_row_groups()
+    );
+}
+
 /// Ask the kernel to drop its cached pages of `f` (FUSE honours POSIX_FADV_DONTNEED).
 fn drop_kernel_cache(f: &std::fs::File) {
     use std::os::fd::AsRawFd;

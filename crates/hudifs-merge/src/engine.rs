@@ -32,7 +32,7 @@ use arrow_schema::SchemaRef;
 use bytes::Bytes;
 use hudifs_storage::ceiling::MemoryCeiling;
 use hudifs_storage::{OpenFile, Storage, TablePath};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::arrow_writer::ArrowWriterOptions;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
@@ -226,12 +226,20 @@ impl Plan {
     }
 }
 
+/// A slice's base file, opened.
+struct Base {
+    file: Arc<dyn OpenFile>,
+    name: String,
+    /// On an object store: read a row group's column chunks at a time (`StorageChunks`).
+    by_row_group: bool,
+}
+
 /// A slice with its log files read and its blocks chosen.
 pub struct Prepared {
     cfg: MergeConfig,
     slice: Slice,
     opts: MergeOptions,
-    base: Option<(Arc<dyn OpenFile>, String)>,
+    base: Option<Base>,
     logs: Vec<Bytes>,
     log_names: Vec<String>,
     blocks: Vec<Chosen>,
@@ -444,7 +452,11 @@ fn prepare_inner(
                 )));
             }
             identities.push(id);
-            Some((file, name))
+            Some(Base {
+                file,
+                name,
+                by_row_group: storage.is_object_store(),
+            })
         }
     };
     let logs = logs_in_order(slice);
@@ -579,17 +591,29 @@ impl Prepared {
         // 2. The base file.
         let base_reader = match &self.base {
             None => None,
-            Some((file, name)) => {
+            Some(Base {
+                file,
+                name,
+                by_row_group,
+            }) => {
                 let corrupt = |e: parquet::errors::ParquetError| {
                     MergeError::corrupt(format!("{name}: not a readable Parquet file: {e}"))
                 };
-                let b = ParquetRecordBatchReaderBuilder::try_new(StorageChunks(file.clone()))
-                    .map_err(corrupt)?;
+                let footer = StorageChunks::direct(file.clone());
+                let meta =
+                    ArrowReaderMetadata::load(&footer, Default::default()).map_err(corrupt)?;
+                let chunks = match by_row_group {
+                    true => StorageChunks::by_row_group(file.clone(), meta.metadata()),
+                    false => footer,
+                };
                 // The reader holds a row group's column chunks at a time, and a batch.
-                let rg = b.metadata().row_groups().iter();
+                let rg = meta.metadata().row_groups().iter();
                 let largest = rg.map(|g| g.compressed_size().max(0) as u64).max();
-                self.memory.count(largest.unwrap_or(0) + BATCH_ALLOWANCE)?;
-                Some(b)
+                let largest = largest.unwrap_or(0).max(chunks.largest_held());
+                self.memory.count(largest + BATCH_ALLOWANCE)?;
+                Some(ParquetRecordBatchReaderBuilder::new_with_metadata(
+                    chunks, meta,
+                ))
             }
         };
         let base_arrow = base_reader.as_ref().map(|b| b.schema().clone());
@@ -684,7 +708,7 @@ impl Prepared {
         sink.start(&schema, descr, kv, dictionary, &self.opts)?;
 
         // 5. The base rows, merged.
-        if let (Some(builder), Some((_, name))) = (base_reader, &self.base) {
+        if let (Some(builder), Some(Base { name, .. })) = (base_reader, &self.base) {
             if let Some(inst) = self.slice.base.as_ref().and_then(|b| {
                 hudifs_core::listing::parse_base_name(b.path.name(), &[String::from("parquet")])
             }) {
