@@ -75,6 +75,24 @@ impl Counter {
     fn gets_of(&self, name: &str) -> usize {
         self.requests_of("GET", name)
     }
+
+    /// The request lines so far of GETs of keys ending in `name`, each marked " (range)" if it
+    /// asked for a range.
+    fn get_lines_of(&self, name: &str) -> Vec<String> {
+        let name = name.rsplit('/').next().unwrap_or(name);
+        self.gets
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| {
+                l.starts_with("GET ")
+                    && l.split(['?', ' '])
+                        .nth(1)
+                        .is_some_and(|p| p.ends_with(name))
+            })
+            .cloned()
+            .collect()
+    }
 }
 
 fn counting_proxy(upstream: &str) -> Counter {
@@ -109,9 +127,19 @@ fn counting_proxy(upstream: &str) -> Counter {
                     for (i, _) in scan.windows(7).enumerate().filter(|(_, w)| starts(w)) {
                         let line = &scan[i + 1..];
                         let end = line.iter().position(|&c| c == b'\r').unwrap_or(line.len());
-                        g.lock()
-                            .unwrap()
-                            .push(String::from_utf8_lossy(&line[..end]).into_owned());
+                        let mut seen = String::from_utf8_lossy(&line[..end]).into_owned();
+                        // A ranged GET says so (the headers up to the blank line).
+                        let head = line
+                            .windows(4)
+                            .position(|w| w == b"\r\n\r\n")
+                            .map_or(line, |e| &line[..e]);
+                        if String::from_utf8_lossy(head)
+                            .to_ascii_lowercase()
+                            .contains("\r\nrange: bytes=")
+                        {
+                            seen.push_str(" (range)");
+                        }
+                        g.lock().unwrap().push(seen);
                     }
                     tail = scan[scan.len().saturating_sub(6)..].to_vec();
                     if s1.write_all(&buf[..n]).is_err() {
@@ -240,7 +268,8 @@ fn a_parquet_readers_pattern_costs_one_get_per_range_and_no_head() {
 /// A merge reads its base file from the store a row group at a time: one GET for the footer's
 /// length and one for the footer (or one for both), one per row group. Parquet's reader asks
 /// for every page header and page, column after column; a GET each was hundreds of requests
-/// per merge, a minute per file group on a server answering in 40 ms.
+/// per merge, a minute per file group on a server answering in 40 ms. A fresh mount over the
+/// warm cache then finds the merge from ranged GETs of the log's block headers.
 #[test]
 fn a_merge_reads_its_base_file_a_row_group_at_a_time() {
     use hudifs_core::timeline::Action;
@@ -260,6 +289,8 @@ fn a_merge_reads_its_base_file_a_row_group_at_a_time() {
     let mut t = w.begin(Action::DeltaCommit).unwrap();
     t.update("part=b", &group, &rows_with_ids(2, &upd)).unwrap();
     t.complete().unwrap();
+    let log = w.events().last().unwrap().written[0].clone();
+    assert!(log.contains(".log."), "{log}");
     common::put_tree(&seam(url, &moto.endpoint), &local);
     let footer = parquet::file::reader::SerializedFileReader::new(
         std::fs::File::open(local.join(&base)).unwrap(),
@@ -299,6 +330,26 @@ fn a_merge_reads_its_base_file_a_row_group_at_a_time() {
     println!(
         "{gets} GETs of the base file for {} row groups",
         meta.num_row_groups()
+    );
+
+    // A fresh mount over the warm merge cache finds the merge from the log's block headers:
+    // a ranged GET of each block's front and back, not the log whole, and nothing of the base.
+    drop(m);
+    let (base_gets, log_gets) = (proxy.gets_of(&base), proxy.get_lines_of(&log).len());
+    let m = mount(url, &proxy.endpoint, &["--merge-cache", &cache]);
+    assert!(
+        std::fs::read(rel(&m)).unwrap() == merged,
+        "the cached merge differs"
+    );
+    let lines = proxy.get_lines_of(&log)[log_gets..].to_vec();
+    assert!(
+        (1..=2).contains(&lines.len()) && lines.iter().all(|l| l.ends_with(" (range)")),
+        "the log's GETs on a fresh mount: {lines:?}"
+    );
+    assert_eq!(
+        proxy.gets_of(&base),
+        base_gets,
+        "the base file was read again"
     );
 }
 

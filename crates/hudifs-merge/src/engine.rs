@@ -349,22 +349,19 @@ fn log_order(path: &TablePath) -> (String, u32, String, String) {
 }
 
 /// What a cached merge of `slice` is recognised by, worked out from the log blocks' headers
-/// alone where the table is local: the inputs' identities and the instants of the blocks that
-/// count (`Prepared::identities`, `Prepared::block_instants`), and whether the slice reads as
-/// its base file unchanged (`Plan::BaseUnchanged`). A cache hit then reads no log record: a
-/// fresh mount's first `ls -l` or open of a merged file no longer reads every log whole.
+/// alone: the inputs' identities and the instants of the blocks that count
+/// (`Prepared::identities`, `Prepared::block_instants`), and whether the slice reads as its
+/// base file unchanged (`Plan::BaseUnchanged`). A cache hit then reads no log record: a fresh
+/// mount's first `ls -l` or open of a merged file no longer reads every log whole (on an object
+/// store, a GET of each log whole; now a few ranged GETs of its blocks' fronts and backs).
 ///
-/// `None` where that is not cheap or not sure, and the merge's own reading decides: an object
-/// store (each ranged read is a request), a log that is not a clean run of blocks, a base file
-/// that is not Parquet, an input that cannot be read now.
+/// `None` where that is not sure, and the merge's own reading decides: a log that is not a
+/// clean run of blocks, a base file that is not Parquet, an input that cannot be read now.
 pub(crate) fn quick_inputs(
     storage: &dyn Storage,
     slice: &Slice,
     visible: &dyn BlockVisibility,
 ) -> Option<(Vec<Identity>, Vec<String>, Plan)> {
-    if storage.is_object_store() {
-        return None;
-    }
     let mut identities = Vec::new();
     if let Some(b) = &slice.base {
         let ext = b.path.name().rsplit('.').next().unwrap_or("");
@@ -383,7 +380,7 @@ pub(crate) fn quick_inputs(
         }
         let len = usize::try_from(id.size).ok()?;
         let blocks = hudifs_core::logblock::scan_block_headers(len, &mut |at, buf| {
-            read_exact_at(&*file, buf, at)
+            file.read_exact_random(buf, at)
         })
         .ok()??;
         scans.push((blocks, Vec::new()));
@@ -395,18 +392,6 @@ pub(crate) fn quick_inputs(
     let mut instants: Vec<String> = blocks.iter().map(|b| b.instant.clone()).collect();
     instants.dedup();
     Some((identities, instants, Plan::of(slice, blocks.is_empty())))
-}
-
-/// Fill `buf` from `file` at `at`.
-fn read_exact_at(file: &dyn OpenFile, buf: &mut [u8], at: u64) -> std::io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], at + done as u64)? {
-            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            n => done += n,
-        }
-    }
-    Ok(())
 }
 
 /// Read the slice's log files and choose the blocks that count. The base file is opened

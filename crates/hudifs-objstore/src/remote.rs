@@ -428,6 +428,32 @@ impl OpenFile for RemoteFile {
         Ok(b.len())
     }
 
+    /// One GET of exactly these bytes, pinned as every read of the handle, past the
+    /// prefetcher; from the data cache where it holds the object.
+    fn read_exact_random(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let end = offset.saturating_add(buf.len() as u64);
+        if end > self.size {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let b = match &self.cache {
+            Some(_) => match self.read_now(offset, buf.len()) {
+                ReadNow::Ready(r) => r?,
+                ReadNow::Later(f) => self.runtime.block_on(f)?,
+            },
+            None => self
+                .runtime
+                .block_on(PinnedSource(self.pin.clone()).fetch(offset..end))?,
+        };
+        if b.len() != buf.len() {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.copy_from_slice(&b);
+        Ok(())
+    }
+
     fn read(&self, offset: u64, len: usize, done: ReadDone) {
         match self.read_now(offset, len) {
             ReadNow::Ready(Ok(b)) => done(Ok(&b)),

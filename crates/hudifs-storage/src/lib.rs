@@ -112,6 +112,20 @@ pub trait OpenFile: Send + Sync {
             }
         })
     }
+    /// Fill `buf` with the bytes at `offset` as one random access (an error where the file
+    /// ends first): on an object store one ranged request of exactly these bytes, outside the
+    /// handle's read-ahead. A reader that jumps through a file's structure (a scan of log block
+    /// headers) would otherwise look sequential to it and have everything between fetched.
+    fn read_exact_random(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.read_at(&mut buf[done..], offset + done as u64)? {
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                n => done += n,
+            }
+        }
+        Ok(())
+    }
     /// The local file behind the handle, for kernel passthrough.
     fn as_file(&self) -> Option<&std::fs::File> {
         None
