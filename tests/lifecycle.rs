@@ -280,20 +280,7 @@ fn umount_waits_out_a_moment_of_use_and_refuses_a_mount_in_use() {
     }
 
     // In use for good: a process has its working directory in the mount.
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let inside = Kill(
-        Command::new("sleep")
-            .arg("60")
-            .current_dir(m.path().join("latest"))
-            .spawn()
-            .unwrap(),
-    );
+    let inside = common::BusyIn::start(&m.path().join("latest"));
     let t0 = Instant::now();
     let (code, msg) = hudifs(&["umount".as_ref(), m.path().as_os_str()]);
     assert_eq!(code, 1, "{msg}");

@@ -57,18 +57,7 @@ struct Counter {
 impl Counter {
     /// Requests so far with `method` of keys ending in `name`.
     fn requests_of(&self, method: &str, name: &str) -> usize {
-        let name = name.rsplit('/').next().unwrap_or(name);
-        self.gets
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| {
-                l.split(' ').next() == Some(method)
-                    && l.split(['?', ' '])
-                        .nth(1)
-                        .is_some_and(|p| p.ends_with(name))
-            })
-            .count()
+        self.lines_of(method, name).len()
     }
 
     /// GETs so far of keys ending in `name`.
@@ -76,16 +65,16 @@ impl Counter {
         self.requests_of("GET", name)
     }
 
-    /// The request lines so far of GETs of keys ending in `name`, each marked " (range)" if it
-    /// asked for a range.
-    fn get_lines_of(&self, name: &str) -> Vec<String> {
+    /// The request lines so far with `method` of keys ending in `name`, a ranged GET's marked
+    /// " (range)".
+    fn lines_of(&self, method: &str, name: &str) -> Vec<String> {
         let name = name.rsplit('/').next().unwrap_or(name);
         self.gets
             .lock()
             .unwrap()
             .iter()
             .filter(|l| {
-                l.starts_with("GET ")
+                l.split(' ').next() == Some(method)
                     && l.split(['?', ' '])
                         .nth(1)
                         .is_some_and(|p| p.ends_with(name))
@@ -335,13 +324,13 @@ fn a_merge_reads_its_base_file_a_row_group_at_a_time() {
     // A fresh mount over the warm merge cache finds the merge from the log's block headers:
     // a ranged GET of each block's front and back, not the log whole, and nothing of the base.
     drop(m);
-    let (base_gets, log_gets) = (proxy.gets_of(&base), proxy.get_lines_of(&log).len());
+    let (base_gets, log_gets) = (proxy.gets_of(&base), proxy.lines_of("GET", &log).len());
     let m = mount(url, &proxy.endpoint, &["--merge-cache", &cache]);
     assert!(
         std::fs::read(rel(&m)).unwrap() == merged,
         "the cached merge differs"
     );
-    let lines = proxy.get_lines_of(&log)[log_gets..].to_vec();
+    let lines = proxy.lines_of("GET", &log)[log_gets..].to_vec();
     assert!(
         (1..=2).contains(&lines.len()) && lines.iter().all(|l| l.ends_with(" (range)")),
         "the log's GETs on a fresh mount: {lines:?}"

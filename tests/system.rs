@@ -495,20 +495,7 @@ fn sigterm_stops_a_daemon_whose_mount_is_busy() {
         assert!(start.elapsed() < Duration::from_secs(20), "never mounted");
         std::thread::sleep(Duration::from_millis(20));
     }
-    struct Kill(Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _inside = Kill(
-        Command::new("sleep")
-            .arg("60")
-            .current_dir(mnt.join("latest"))
-            .spawn()
-            .unwrap(),
-    );
+    let _inside = common::BusyIn::start(&mnt.join("latest"));
     // A plain unmount is refused while it is in use.
     let out = Command::new("umount").arg(&mnt).output().unwrap();
     assert!(!out.status.success(), "umount of a busy mount succeeded");

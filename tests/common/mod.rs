@@ -634,3 +634,26 @@ pub fn http_get(port: u16, path: &str) -> (String, String) {
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
     (head.lines().next().unwrap().to_string(), body.to_string())
 }
+
+/// A process whose working directory is `dir` (a `sleep`), so that a mount holding `dir` is
+/// busy until this is dropped: the process is killed and reaped then.
+pub struct BusyIn(std::process::Child);
+
+impl BusyIn {
+    pub fn start(dir: &Path) -> BusyIn {
+        BusyIn(
+            std::process::Command::new("sleep")
+                .arg("60")
+                .current_dir(dir)
+                .spawn()
+                .expect("sleep"),
+        )
+    }
+}
+
+impl Drop for BusyIn {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
