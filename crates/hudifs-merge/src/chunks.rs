@@ -128,19 +128,12 @@ fn read_exact_at(file: &dyn OpenFile, start: u64, len: usize) -> parquet::errors
 
 /// Fill `buf` with the bytes of `file` at `start`, or fail.
 fn fill_at(file: &dyn OpenFile, start: u64, buf: &mut [u8]) -> parquet::errors::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        let n = file
-            .read_at(&mut buf[done..], start + done as u64)
-            .map_err(|e| ParquetError::External(Box::new(e)))?;
-        if n == 0 {
-            return Err(ParquetError::EOF(
-                "the file ended early (it shrank while being read)".into(),
-            ));
+    hudifs_storage::fill_at(file, buf, start).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => {
+            ParquetError::EOF("the file ended early (it shrank while being read)".into())
         }
-        done += n;
-    }
-    Ok(())
+        _ => ParquetError::External(Box::new(e)),
+    })
 }
 
 impl Length for StorageChunks {

@@ -117,14 +117,7 @@ pub trait OpenFile: Send + Sync {
     /// handle's read-ahead. A reader that jumps through a file's structure (a scan of log block
     /// headers) would otherwise look sequential to it and have everything between fetched.
     fn read_exact_random(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let mut done = 0;
-        while done < buf.len() {
-            match self.read_at(&mut buf[done..], offset + done as u64)? {
-                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-                n => done += n,
-            }
-        }
-        Ok(())
+        fill_at(self, buf, offset)
     }
     /// The local file behind the handle, for kernel passthrough.
     fn as_file(&self) -> Option<&std::fs::File> {
@@ -263,6 +256,19 @@ pub trait StorageWrite: Storage {
         let bytes = self.read(from)?;
         self.put(to, &bytes)
     }
+}
+
+/// Fill `buf` with the bytes of `file` at `offset` through [`OpenFile::read_at`] (on an object
+/// store, through the handle's read-ahead); `UnexpectedEof` where the file ends first.
+pub fn fill_at<F: OpenFile + ?Sized>(file: &F, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64)? {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            n => done += n,
+        }
+    }
+    Ok(())
 }
 
 /// An `io::Error` of kind `NotFound` naming what is missing.
