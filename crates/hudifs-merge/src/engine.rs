@@ -414,6 +414,9 @@ fn prepare_inner(
     opts: &MergeOptions,
 ) -> Result<Prepared> {
     let memory = opts.memory()?;
+    if storage.is_object_store() {
+        memory.give_back_when_done();
+    }
     let mut identities = Vec::new();
     let base = match &slice.base {
         None => None,
