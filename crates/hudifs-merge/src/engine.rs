@@ -414,7 +414,8 @@ fn prepare_inner(
     opts: &MergeOptions,
 ) -> Result<Prepared> {
     let memory = opts.memory()?;
-    if storage.is_object_store() {
+    let on_store = storage.is_object_store();
+    if on_store {
         memory.give_back_when_done();
     }
     let mut identities = Vec::new();
@@ -443,7 +444,7 @@ fn prepare_inner(
             Some(Base {
                 file,
                 name,
-                by_row_group: storage.is_object_store(),
+                by_row_group: on_store,
             })
         }
     };

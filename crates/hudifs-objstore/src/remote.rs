@@ -429,7 +429,7 @@ impl OpenFile for RemoteFile {
     }
 
     /// One GET of exactly these bytes, pinned as every read of the handle, past the
-    /// prefetcher; from the data cache where it holds the object.
+    /// prefetcher; a read like any other where the data cache holds or fills the object.
     fn read_exact_random(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let end = offset.saturating_add(buf.len() as u64);
         if end > self.size {
@@ -438,15 +438,12 @@ impl OpenFile for RemoteFile {
         if buf.is_empty() {
             return Ok(());
         }
-        let b = match &self.cache {
-            Some(_) => match self.read_now(offset, buf.len()) {
-                ReadNow::Ready(r) => r?,
-                ReadNow::Later(f) => self.runtime.block_on(f)?,
-            },
-            None => self
-                .runtime
-                .block_on(PinnedSource(self.pin.clone()).fetch(offset..end))?,
-        };
+        if self.cache.is_some() {
+            return hudifs_storage::fill_at(self, buf, offset);
+        }
+        let b = self
+            .runtime
+            .block_on(PinnedSource(self.pin.clone()).fetch(offset..end))?;
         if b.len() != buf.len() {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
