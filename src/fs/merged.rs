@@ -593,7 +593,7 @@ impl HudiFs {
             (Some(group), _) => {
                 let tl = snap.timeline();
                 let committed = |i: &str| tl.is_committed(i);
-                cache.ensure_cdc(&*self.store, &table, &cfg, group, &committed, &opts)
+                cache.ensure(&*self.store, &table, &cfg, group, &committed, &opts)
             }
             (None, None) => {
                 let visible = snapshot_visibility(snap.timeline(), &ms.t);

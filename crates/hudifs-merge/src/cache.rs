@@ -26,12 +26,9 @@ use std::sync::{Arc, Mutex};
 
 use hudifs_storage::Storage;
 
-use crate::cdc::{prepare_cdc, quick_cdc_inputs, CdcGroup, CDC_CREATED_BY};
 use crate::config::MergeConfig;
-use crate::engine::{
-    prepare, quick_inputs, BlockVisibility, Identity, MergeOptions, Plan, Slice, CREATED_BY,
-};
 use crate::error::{MergeError, Result};
+use crate::materialise::{BlockVisibility, Identity, Materialise, MergeOptions, Quick, Ready};
 
 /// Where and how big.
 #[derive(Debug, Clone)]
@@ -68,29 +65,23 @@ struct Claim {
     size: Option<u64>,
 }
 
-/// The claim of the merge of `slice` with these inputs and block instants.
-fn slice_claim(table: &str, slice: &Slice, inputs: Vec<Identity>, blocks: Vec<String>) -> Claim {
-    Claim {
-        format: CREATED_BY.to_string(),
-        table: table.to_string(),
-        slice: slice.id(),
-        inputs,
-        blocks,
-        keep_commits: slice.keep_commits.clone(),
-        size: None,
-    }
-}
-
-/// The claim of the change feed of `group` with these inputs and block instants.
-fn cdc_claim(table: &str, group: &CdcGroup, inputs: Vec<Identity>, blocks: Vec<String>) -> Claim {
-    Claim {
-        format: CDC_CREATED_BY.to_string(),
-        table: table.to_string(),
-        slice: group.id(),
-        inputs,
-        blocks,
-        keep_commits: Some(group.steps.iter().map(|s| s.instant.clone()).collect()),
-        size: None,
+impl Claim {
+    /// The claim of `item` of `table` made from these inputs and block instants.
+    fn of<M: Materialise + ?Sized>(
+        table: &str,
+        item: &M,
+        inputs: Vec<Identity>,
+        blocks: Vec<String>,
+    ) -> Claim {
+        Claim {
+            format: item.format().to_string(),
+            table: table.to_string(),
+            slice: item.id(),
+            inputs,
+            blocks,
+            keep_commits: item.keep_commits(),
+            size: None,
+        }
     }
 }
 
@@ -259,131 +250,73 @@ impl MergeCache {
         self.merges.load(Ordering::Relaxed)
     }
 
-    /// The merged file of `slice` for a view whose block visibility is `visible`: from the
-    /// cache when an entry matches the inputs, else merged now (once, however many ask at the
-    /// same time). `table` names the table (e.g. its root or URL) so that one cache can serve
-    /// several tables.
-    pub fn ensure(
+    /// The file of `item` (a merged slice, a change feed) for a view whose block visibility
+    /// is `visible`: from the cache when an entry matches the inputs, else materialised now
+    /// (once, however many ask at the same time). `table` names the table (e.g. its root or
+    /// URL) so that one cache can serve several tables.
+    pub fn ensure<M: Materialise + ?Sized>(
         &self,
         storage: &dyn Storage,
         table: &str,
         cfg: &MergeConfig,
-        slice: &Slice,
+        item: &M,
         visible: &dyn BlockVisibility,
         opts: &MergeOptions,
     ) -> Result<Ensured> {
-        if !slice.needs_merge() {
+        if item.served_as_is() {
             return Ok(Ensured::Base);
         }
-        let id = match &slice.keep_commits {
-            None => format!("{table}\0{}", slice.id()),
-            Some(k) => format!("{table}\0{}\0{}", slice.id(), k.join(",")),
-        };
+        let id = format!("{table}\0{}", item.flight());
         self.in_flight(&id, || {
-            if let Some(hit) = self.cached(storage, table, slice, visible) {
+            if let Some(hit) = self.cached(storage, table, item, visible) {
                 return Ok(hit);
             }
             crate::memory::with_memory(&opts.ceiling, |m| {
-                self.ensure_in(storage, table, cfg, slice, visible, &opts.with_memory(m))
+                self.ensure_in(storage, table, cfg, item, visible, &opts.with_memory(m))
             })
         })
     }
 
-    /// The cached merge of `slice`, recognised from its inputs' identities and its log blocks'
-    /// headers without reading a log record (`engine::quick_inputs`), if there is one. The
-    /// claim is the one [`MergeCache::ensure_in`] makes from the whole logs, so a hit here is
-    /// the entry a full reading would find; anything else is left to that reading.
-    fn cached(
+    /// The cached file of `item`, recognised from its inputs' identities and its log blocks'
+    /// headers without reading a log record ([`Materialise::quick`]), if there is one. The
+    /// claim is the one [`MergeCache::ensure_in`] makes from the whole inputs, so a hit here
+    /// is the entry a full reading would find; anything else is left to that reading.
+    fn cached<M: Materialise + ?Sized>(
         &self,
         storage: &dyn Storage,
         table: &str,
-        slice: &Slice,
+        item: &M,
         visible: &dyn BlockVisibility,
     ) -> Option<Ensured> {
-        let (inputs, blocks, plan) = quick_inputs(storage, slice, visible)?;
-        if plan == Plan::BaseUnchanged {
-            return Some(Ensured::Base);
+        match item.quick(storage, visible)? {
+            Quick::AsIs => Some(Ensured::Base),
+            Quick::Inputs { identities, blocks } => {
+                let claim = Claim::of(table, item, identities, blocks);
+                self.lookup(&claim_key(&claim), &claim)
+            }
         }
-        self.entry(&slice_claim(table, slice, inputs, blocks))
-    }
-
-    /// The entry of `claim`, if the cache holds one that still checks.
-    fn entry(&self, claim: &Claim) -> Option<Ensured> {
-        self.lookup(&claim_key(claim), claim)
     }
 
     /// [`MergeCache::ensure`], one attempt within the memory of `opts`.
-    fn ensure_in(
+    fn ensure_in<M: Materialise + ?Sized>(
         &self,
         storage: &dyn Storage,
         table: &str,
         cfg: &MergeConfig,
-        slice: &Slice,
+        item: &M,
         visible: &dyn BlockVisibility,
         opts: &MergeOptions,
     ) -> Result<Ensured> {
-        {
-            let prepared = prepare(storage, cfg, slice, visible, opts)?;
-            if prepared.plan() == Plan::BaseUnchanged {
-                return Ok(Ensured::Base);
-            }
-            let claim = slice_claim(
-                table,
-                slice,
-                prepared.identities().to_vec(),
-                prepared.block_instants().to_vec(),
-            );
-            self.materialise(claim, &format!("slice {}", slice.id()), |out| {
-                prepared.write_to(out).map(|s| s.bytes)
-            })
-        }
-    }
-
-    /// The change feed of `group` (`cdc/`): from the cache when an entry matches its inputs,
-    /// else computed now (once, however many ask at the same time). `committed` tells which
-    /// block instants are committed.
-    pub fn ensure_cdc(
-        &self,
-        storage: &dyn Storage,
-        table: &str,
-        cfg: &MergeConfig,
-        group: &CdcGroup,
-        committed: &(dyn Fn(&str) -> bool + Sync),
-        opts: &MergeOptions,
-    ) -> Result<Ensured> {
-        let id = format!("{table}\0{}", group.id());
-        self.in_flight(&id, || {
-            let quick = quick_cdc_inputs(storage, group, committed);
-            if let Some(hit) = quick.and_then(|(i, b)| self.entry(&cdc_claim(table, group, i, b))) {
-                return Ok(hit);
-            }
-            crate::memory::with_memory(&opts.ceiling, |m| {
-                self.ensure_cdc_in(storage, table, cfg, group, committed, &opts.with_memory(m))
-            })
-        })
-    }
-
-    /// [`MergeCache::ensure_cdc`], one attempt within the memory of `opts`.
-    fn ensure_cdc_in(
-        &self,
-        storage: &dyn Storage,
-        table: &str,
-        cfg: &MergeConfig,
-        group: &CdcGroup,
-        committed: &(dyn Fn(&str) -> bool + Sync),
-        opts: &MergeOptions,
-    ) -> Result<Ensured> {
-        {
-            let prepared = prepare_cdc(storage, cfg, group, committed, opts)?;
-            let claim = cdc_claim(
-                table,
-                group,
-                prepared.identities().to_vec(),
-                prepared.block_instants().to_vec(),
-            );
-            let what = format!("the change feed of {}", group.id());
-            self.materialise(claim, &what, |out| prepared.write_to(out))
-        }
+        let Some(prepared) = item.prepare(storage, cfg, visible, opts)? else {
+            return Ok(Ensured::Base);
+        };
+        let claim = Claim::of(
+            table,
+            item,
+            prepared.identities().to_vec(),
+            prepared.block_instants().to_vec(),
+        );
+        self.materialise(claim, &item.describe(), |out| prepared.write_to(out))
     }
 
     /// Run `f` holding the lock of `id`: one merge per slice at a time.

@@ -74,6 +74,18 @@ impl MergeError {
         self
     }
 
+    /// Run `f`, the work on the item `id` (a slice, a change feed) names: its errors name the
+    /// item, and a panic of a decoder on malformed input is an error (EIO), not the end of the
+    /// daemon.
+    pub(crate) fn guarded<T>(id: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            Ok(r) => r.map_err(|e| e.in_slice(id)),
+            Err(_) => {
+                Err(MergeError::corrupt("the decoder gave up on malformed input").in_slice(id))
+            }
+        }
+    }
+
     /// The errno a file system returns for this refusal.
     pub fn errno(&self) -> i32 {
         match self.kind {

@@ -1,13 +1,22 @@
 //! hudifs-merge: the merged view of a merge-on-read slice.
 //!
+//! - [`materialise`]: the protocol of what the cache materialises ([`Materialise`]: a merged
+//!   slice, a change feed): named, recognised by its inputs' identities and the block instants
+//!   that count ([`Quick`], [`Ready`]), prepared, then written; [`BlockVisibility`] and the
+//!   limits ([`MergeOptions`]) every one of them takes.
 //! - [`engine`]: one file slice (base file + committed log blocks) → one Parquet file holding
 //!   the rows a Hudi snapshot query returns for it ([`prepare`], [`Prepared::write_to`],
-//!   [`merge_slice`], [`merged_file_name`]).
+//!   [`merge_slice`], [`merged_file_name`]): `engine/plan` (the slice, what its cached merge is
+//!   recognised by), `engine/merge` (the merge), `engine/sinks` (the Parquet file or memory,
+//!   and the writer properties of every file written).
 //!   The key map it merges log records in lives in `merger`, the parquet adapters in `chunks`.
 //! - [`cache`]: the disk cache of merged files (LRU by bytes, private, checked before reuse,
-//!   one merge per slice at a time): [`MergeCache::ensure`] gives path and size.
+//!   one materialisation per item at a time): [`MergeCache::ensure`] gives path and size.
 //! - [`cdc`]: the change feed of a file group over a window (`cdc/`), inferred from its merged
-//!   states before and after each write ([`prepare_cdc`], [`PreparedCdc::write_to`]).
+//!   states before and after each write (`cdc/infer`) and written (`cdc/assemble`)
+//!   ([`prepare_cdc`], [`Ready::write_to`]).
+//! - [`logread`], [`avro`]: which log blocks count and their records (the log format, its
+//!   constants and the bounded Avro cursor are `hudifs_core`'s).
 //! - [`config`]: the table configuration the merge depends on ([`MergeConfig`]).
 //! - [`MergeError`]: the typed refusals (`EOPNOTSUPP`, `EIO`, `EFBIG`).
 //!
@@ -22,6 +31,7 @@ pub mod config;
 pub mod engine;
 mod error;
 pub mod logread;
+pub mod materialise;
 pub mod memory;
 mod merger;
 pub mod order;
@@ -32,10 +42,12 @@ pub use cache::{CacheOptions, Ensured, MergeCache};
 pub use cdc::{prepare_cdc, CdcGroup, CdcStep, GroupState, PreparedCdc};
 pub use config::{KeyGen, MergeConfig, MergeMode};
 pub use engine::{
-    merge_slice, merged_file_name, prepare, BlockVisibility, Identity, InputFile, MergeOptions,
-    MergeStats, Plan, Prepared, Slice, CREATED_BY,
+    merge_slice, merged_file_name, prepare, MergeStats, Plan, Prepared, Slice, CREATED_BY,
 };
 pub use error::{MergeError, Refusal, Result};
+pub use materialise::{
+    BlockVisibility, Identity, InputFile, Materialise, MergeOptions, Quick, Ready,
+};
 pub use memory::MergeMemory;
 pub use view::{
     cdc_check, cdc_groups, slices_of_view, slices_of_window, snapshot_visibility,

@@ -27,28 +27,17 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use bytes::Bytes;
+use hudifs_core::logblock::block_type::{
+    AVRO_DATA_BLOCK, CDC_DATA_BLOCK, DELETE_BLOCK, HFILE_DATA_BLOCK, PARQUET_DATA_BLOCK,
+};
+use hudifs_core::logblock::header::{INSTANT_TIME, IS_PARTIAL, SCHEMA};
 use hudifs_core::logblock::scan_log_blocks;
 pub use hudifs_core::logblock::Chosen;
 use hudifs_hfile::{HFileError, HFileReader};
 
-use crate::avro::{decimal_from_be, AvroToArrow, Input, SchemaProblem, VALUE_SLACK};
+use crate::avro::{decimal_from_be, AvroCursor, AvroToArrow, SchemaProblem, VALUE_SLACK};
 use crate::error::{MergeError, Result};
 use crate::order::{Cls, OrdVal};
-
-pub const COMMAND_BLOCK: i32 = 0;
-pub const DELETE_BLOCK: i32 = 1;
-pub const CORRUPT_BLOCK: i32 = 2;
-pub const AVRO_DATA_BLOCK: i32 = 3;
-pub const HFILE_DATA_BLOCK: i32 = 4;
-pub const PARQUET_DATA_BLOCK: i32 = 5;
-pub const CDC_DATA_BLOCK: i32 = 6;
-
-pub const H_INSTANT_TIME: i32 = 0;
-pub const H_TARGET_INSTANT_TIME: i32 = 1;
-pub const H_SCHEMA: i32 = 2;
-pub const H_COMMAND_BLOCK_TYPE: i32 = 3;
-pub const H_COMPACTED_BLOCK_TIMES: i32 = 4;
-pub const H_IS_PARTIAL: i32 = 7;
 
 /// Choose the blocks that count, in merge order (`hudifs_core::logblock::choose_blocks`); a
 /// counting block this reader cannot merge is refused as unsupported.
@@ -95,7 +84,7 @@ pub fn decode_block(
     };
     let partial = block
         .header
-        .get(&H_IS_PARTIAL)
+        .get(&IS_PARTIAL)
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     match block.block_type {
         AVRO_DATA_BLOCK => {
@@ -212,7 +201,7 @@ fn writer_schema(
     name: &str,
     schemas: &mut HashMap<String, Arc<AvroToArrow>>,
 ) -> Result<Arc<AvroToArrow>> {
-    let text = block.header.get(&H_SCHEMA).ok_or_else(|| {
+    let text = block.header.get(&SCHEMA).ok_or_else(|| {
         MergeError::corrupt(format!(
             "{name}: block at byte {} (instant {}) does not decode: no schema in the block header",
             block.offset, block.instant
@@ -318,13 +307,10 @@ fn read_parquet_block(data: Bytes) -> Result<RecordBatch, String> {
 /// with `recordKey`, `partitionPath` and the `orderingVal` union of wrapper records), decoded
 /// by hand: the schema is fixed and not in the block.
 pub fn decode_delete_records(body: &[u8]) -> Result<(Vec<String>, Vec<OrdVal>), String> {
-    let mut input = Input {
-        bytes: body,
-        pos: 0,
-    };
+    let mut input = AvroCursor::new(body);
     let mut keys = Vec::new();
     let mut ords = Vec::new();
-    let opt_string = |input: &mut Input| -> Result<Option<String>, String> {
+    let opt_string = |input: &mut AvroCursor| -> Result<Option<String>, String> {
         match input.long()? {
             0 => Ok(None),
             1 => {
@@ -411,7 +397,7 @@ pub fn cdc_log_records(
             file: 0,
             offset: b.offset,
             block_type: AVRO_DATA_BLOCK,
-            instant: b.header.get(&H_INSTANT_TIME).cloned().unwrap_or_default(),
+            instant: b.header.get(&INSTANT_TIME).cloned().unwrap_or_default(),
             content: start..start + b.content.len(),
             header: b.header,
         };

@@ -1,6 +1,6 @@
 //! The key map of one slice's merge: log records by record key, merged with each other (the
 //! delta merge) and then with the base rows (the final merge), and the assembly of output
-//! batches from the base batch and the decoded log batches (engine.rs, steps 1-3).
+//! batches from the base batch and the decoded log batches (`engine/merge.rs`, steps 1-3).
 
 use std::collections::HashMap;
 use std::sync::Arc;

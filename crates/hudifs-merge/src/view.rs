@@ -15,7 +15,8 @@ use hudifs_core::viewkey::ViewKey;
 use hudifs_storage::TablePath;
 
 use crate::cdc::{CdcGroup, CdcStep, GroupState};
-use crate::engine::{InputFile, Slice};
+use crate::engine::Slice;
+use crate::materialise::InputFile;
 
 /// A slice of a view and the newest instant its files hold (for [`crate::merged_file_name`]).
 #[derive(Debug, Clone)]

@@ -1282,7 +1282,7 @@ fn a_cached_change_feed_is_found_without_reading_a_log_whole() {
     let committed = |_: &str| true;
     let cache = MergeCache::open(&opts).unwrap();
     let Ensured::Merged { path: first, .. } = cache
-        .ensure_cdc(&*t.store, "gen", &cfg, &group, &committed, &merge_opts)
+        .ensure(&*t.store, "gen", &cfg, &group, &committed, &merge_opts)
         .unwrap()
     else {
         panic!("a change feed is a file")
@@ -1292,7 +1292,7 @@ fn a_cached_change_feed_is_found_without_reading_a_log_whole() {
     let counting = FaultyStore::new(t.store.clone(), 1);
     let again = MergeCache::open(&opts).unwrap();
     let Ensured::Merged { path, .. } = again
-        .ensure_cdc(&counting, "gen", &cfg, &group, &committed, &merge_opts)
+        .ensure(&counting, "gen", &cfg, &group, &committed, &merge_opts)
         .unwrap()
     else {
         panic!("a change feed is a file")
@@ -1303,7 +1303,7 @@ fn a_cached_change_feed_is_found_without_reading_a_log_whole() {
     // The same group seen with the write not committed is another feed.
     let uncommitted = |i: &str| i != "002";
     again
-        .ensure_cdc(&counting, "gen", &cfg, &group, &uncommitted, &merge_opts)
+        .ensure(&counting, "gen", &cfg, &group, &uncommitted, &merge_opts)
         .unwrap();
     assert_eq!(again.merges(), 1);
 }

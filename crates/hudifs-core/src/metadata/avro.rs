@@ -36,6 +36,12 @@ impl From<String> for AvroError {
     }
 }
 
+impl From<AvroError> for String {
+    fn from(e: AvroError) -> String {
+        e.0
+    }
+}
+
 impl From<&str> for AvroError {
     fn from(s: &str) -> Self {
         AvroError(s.to_string())
@@ -86,7 +92,7 @@ pub(crate) fn decode_avro(bytes: &[u8]) -> Result<Value, AvroError> {
 }
 
 fn decode_avro_unguarded(bytes: &[u8]) -> Result<Value, AvroError> {
-    let mut input = AvroInput::new(bytes);
+    let mut input = AvroCursor::new(bytes);
     if input.take(4)? != b"Obj\x01" {
         return Err(AvroError::from("not an Avro object container file"));
     }
@@ -135,7 +141,7 @@ fn decode_avro_unguarded(bytes: &[u8]) -> Result<Value, AvroError> {
     let mut records = Vec::new();
     // The data blocks: record count, size in bytes, the records, the sync marker.
     while input.left() > 0 {
-        let at = input.pos;
+        let at = input.pos();
         let block = |e: AvroError| err!("bad Avro block at byte {at}: {e}");
         let count = input.long().map_err(block)?;
         let count =
@@ -154,7 +160,7 @@ fn decode_avro_unguarded(bytes: &[u8]) -> Result<Value, AvroError> {
             std::borrow::Cow::Borrowed(data)
         };
         budget = budget.saturating_add(data.len());
-        let mut data = AvroInput::new(&data);
+        let mut data = AvroCursor::new(&data);
         for _ in 0..count {
             if records.len() >= AVRO_MAX_RECORDS {
                 return Err(err!("more than {AVRO_MAX_RECORDS} Avro records"));
@@ -184,28 +190,49 @@ fn inflate(data: &[u8], limit: usize) -> Result<Vec<u8>, AvroError> {
     })
 }
 
-/// A cursor over Avro binary data; every read is checked against the bytes left.
-struct AvroInput<'a> {
+/// A cursor over Avro binary data (untrusted): every read is checked against the bytes left
+/// before anything is taken, and a length is never trusted past them. The one reader of Avro's
+/// binary encoding (zigzag varints, lengths, blocks of arrays and maps) in hudifs: the instant
+/// metadata here, the log records of `hudifs-merge`.
+pub struct AvroCursor<'a> {
     bytes: &'a [u8],
     pos: usize,
 }
 
-impl<'a> AvroInput<'a> {
-    fn new(bytes: &'a [u8]) -> Self {
-        AvroInput { bytes, pos: 0 }
+impl<'a> AvroCursor<'a> {
+    #[inline]
+    pub fn new(bytes: &'a [u8]) -> Self {
+        AvroCursor { bytes, pos: 0 }
     }
 
-    fn left(&self) -> usize {
+    /// The offset of the next byte.
+    #[inline]
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// The bytes not read yet.
+    #[inline]
+    pub fn left(&self) -> usize {
         self.bytes.len().saturating_sub(self.pos)
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], AvroError> {
+    /// The bytes read since offset `start`.
+    #[inline]
+    pub fn taken_since(&self, start: usize) -> Result<&'a [u8], AvroError> {
+        self.bytes
+            .get(start..self.pos)
+            .ok_or_else(|| AvroError::from("value bytes"))
+    }
+
+    #[inline]
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], AvroError> {
         let taken = self
             .pos
             .checked_add(n)
             .and_then(|end| self.bytes.get(self.pos..end))
             .ok_or_else(|| {
-                format!(
+                err!(
                     "{n} bytes wanted at byte {}, {} left",
                     self.pos,
                     self.left()
@@ -215,7 +242,8 @@ impl<'a> AvroInput<'a> {
         Ok(taken)
     }
 
-    fn byte(&mut self) -> Result<u8, AvroError> {
+    #[inline]
+    pub fn byte(&mut self) -> Result<u8, AvroError> {
         self.take(1)?
             .first()
             .copied()
@@ -223,7 +251,8 @@ impl<'a> AvroInput<'a> {
     }
 
     /// A zigzag varint, read as apache-avro reads one: at most 10 bytes.
-    fn long(&mut self) -> Result<i64, AvroError> {
+    #[inline]
+    pub fn long(&mut self) -> Result<i64, AvroError> {
         let mut z = 0u64;
         for i in 0..10 {
             let b = self.byte()?;
@@ -242,12 +271,14 @@ impl<'a> AvroInput<'a> {
         ))
     }
 
-    fn int(&mut self) -> Result<i32, AvroError> {
+    #[inline]
+    pub fn int(&mut self) -> Result<i32, AvroError> {
         let v = self.long()?;
         i32::try_from(v).map_err(|_| err!("int {v} out of range"))
     }
 
     /// The length prefix of bytes or a string: not negative, not past the end.
+    #[inline]
     fn len(&mut self) -> Result<usize, AvroError> {
         let at = self.pos;
         let v = self.long()?;
@@ -257,22 +288,29 @@ impl<'a> AvroInput<'a> {
         }
     }
 
-    fn bytes(&mut self) -> Result<&'a [u8], AvroError> {
+    /// Bytes or a string: a length, checked against the bytes left, then the bytes.
+    #[inline]
+    pub fn bytes(&mut self) -> Result<&'a [u8], AvroError> {
         let n = self.len()?;
         self.take(n)
     }
 
-    fn string(&mut self) -> Result<String, AvroError> {
+    /// A string, which must be UTF-8.
+    #[inline]
+    pub fn str(&mut self) -> Result<&'a str, AvroError> {
         let at = self.pos;
         let b = self.bytes()?;
-        std::str::from_utf8(b)
-            .map(str::to_string)
-            .map_err(|_| err!("string at byte {at} is not UTF-8"))
+        std::str::from_utf8(b).map_err(|_| err!("string at byte {at} is not UTF-8"))
+    }
+
+    pub fn string(&mut self) -> Result<String, AvroError> {
+        self.str().map(str::to_string)
     }
 
     /// The item count of one block of an array or a map (0 ends it). A negative count is
     /// followed by the block's size in bytes, which decoding does not need.
-    fn block_count(&mut self) -> Result<u64, AvroError> {
+    #[inline]
+    pub fn block_count(&mut self) -> Result<u64, AvroError> {
         let n = self.long()?;
         if n < 0 {
             self.long()?;
@@ -336,13 +374,13 @@ impl<'s> AvroDecoder<'s> {
     /// ignored, as `apache_avro::from_avro_datum` ignores them), as JSON.
     pub fn decode_datum(&self, bytes: &[u8]) -> Result<Value, AvroError> {
         let mut budget = AVRO_VALUE_SLACK.saturating_add(bytes.len());
-        self.value(self.root, &mut AvroInput::new(bytes), &mut budget, 0)
+        self.value(self.root, &mut AvroCursor::new(bytes), &mut budget, 0)
     }
 
     fn value(
         &self,
         node: usize,
-        input: &mut AvroInput,
+        input: &mut AvroCursor,
         budget: &mut usize,
         depth: usize,
     ) -> Result<Value, AvroError> {
@@ -461,9 +499,9 @@ fn charge(budget: &mut usize, values: usize) -> Result<(), AvroError> {
 
 /// A value of a rare logical type: its bytes are measured and bounded here, then decoded by
 /// apache-avro (its renderings are what `avro_to_json` shows).
-fn rare_value(schema: &apache_avro::Schema, input: &mut AvroInput) -> Result<Value, AvroError> {
+fn rare_value(schema: &apache_avro::Schema, input: &mut AvroCursor) -> Result<Value, AvroError> {
     use apache_avro::Schema as S;
-    let start = input.pos;
+    let start = input.pos();
     let decimal = |len: usize| {
         if len > AVRO_MAX_DECIMAL_BYTES {
             Err(err!("decimal of {len} bytes"))
@@ -481,10 +519,7 @@ fn rare_value(schema: &apache_avro::Schema, input: &mut AvroInput) -> Result<Val
         S::BigDecimal => decimal(input.bytes()?.len())?,
         _ => drop(input.bytes()?),
     }
-    let mut exact = input
-        .bytes
-        .get(start..input.pos)
-        .ok_or_else(|| AvroError::from("value bytes"))?;
+    let mut exact = input.taken_since(start)?;
     let decode =
         std::panic::AssertUnwindSafe(|| apache_avro::from_avro_datum(schema, &mut exact, None));
     let value = std::panic::catch_unwind(decode)

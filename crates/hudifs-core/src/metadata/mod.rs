@@ -2,7 +2,9 @@
 //! metadata is JSON; every Hudi 1.x file and every plan is an Avro object container file), and
 //! the few facts the views need from it.
 //!
-//! - `avro`: a general, bounded decoder of Avro containers and datums (untrusted input);
+//! - `avro`: a general, bounded decoder of Avro containers and datums (untrusted input), and
+//!   the bounded cursor over Avro's binary encoding every Avro reader of hudifs uses
+//!   ([`AvroCursor`]);
 //! - `facts`: write stats, replaced groups, plans, clean bounds, rollbacks.
 //!
 //! Reading instant files through the storage is `timeline::InstantMetadata`'s business.
@@ -12,7 +14,7 @@ mod facts;
 
 use serde_json::Value;
 
-pub use avro::{avro_to_json, AvroDecoder, AvroError};
+pub use avro::{avro_to_json, AvroCursor, AvroDecoder, AvroError};
 pub use facts::{
     clean_earliest_to_retain, compaction_plan_groups, is_clustering_request, rollback_files,
     CommitMetadata, WriteStat,
