@@ -388,6 +388,57 @@ fn identity_and_node_info_answer_as_kubelet_expects() {
     assert_eq!(staged.unwrap_err().code(), tonic::Code::Unimplemented);
 }
 
+/// Python's grpcio (and grpc-java) name a Unix socket's path as the `:authority`, which is no URI
+/// authority: the plugin serves them as it serves kubelet, which names `localhost`.
+#[test]
+fn clients_that_name_the_socket_as_authority_are_served() {
+    if !fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let _unmount = MountsUnder(tmp.path().to_path_buf());
+    let p = Plugin::start(tmp.path());
+    let py = common::python();
+    {
+        let _lock = common::venv_lock();
+        let has = Command::new(&py).args(["-c", "import grpc"]).status();
+        if !has.is_ok_and(|s| s.success()) {
+            common::pip_install(&py, &["grpcio"]);
+        }
+    }
+    let socket = p.dir.join("plugin/csi.sock");
+    // A GetPluginInfo call with grpcio's default authority (the socket path, percent-encoded),
+    // then with the path itself, as grpc-java sends it.
+    let script = r#"
+import sys, grpc
+path = sys.argv[1]
+for options in ([], [("grpc.default_authority", path)]):
+    with grpc.insecure_channel("unix:" + path, options=options) as ch:
+        call = ch.unary_unary("/csi.v1.Identity/GetPluginInfo",
+                              request_serializer=lambda m: m, response_deserializer=lambda b: b)
+        print(call(b"", timeout=20).hex())
+"#;
+    let out = Command::new(&py)
+        .args(["-c", script])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "grpcio's call failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answers = String::from_utf8(out.stdout).unwrap();
+    let name = "csi.hudifs.dev"
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>();
+    assert_eq!(answers.lines().count(), 2, "{answers}");
+    for a in answers.lines() {
+        assert!(a.contains(&name), "no plugin name in the answer {a}");
+    }
+}
+
 #[test]
 fn pods_share_one_daemon_and_the_last_unpublish_stops_it() {
     let Some(s) = Scene::new(|_| Vec::new()) else {
@@ -437,9 +488,21 @@ fn pods_share_one_daemon_and_the_last_unpublish_stops_it() {
 
     // The PersistentVolume's own mountOptions make other options: another daemon.
     let tuned = p.target("pod-d", "pv-tuned");
-    p.publish("pv-tuned", &tuned, &pv, &["poll_interval=500"])
-        .unwrap();
+    let options = ["poll_interval=500", "timezone=UTC"];
+    p.publish("pv-tuned", &tuned, &pv, &options).unwrap();
     assert_eq!(p.daemons().len(), 2);
+    // The same options in another order mean the same configuration: the same daemon.
+    let reordered = p.target("pod-e", "pv-tuned-too");
+    p.publish(
+        "pv-tuned-too",
+        &reordered,
+        &pv,
+        &["timezone=UTC", "poll_interval=500"],
+    )
+    .unwrap();
+    assert_eq!(p.daemons().len(), 2, "{:?}", p.daemons());
+    assert_eq!(files(&reordered).len(), sf.len());
+    p.unpublish("pv-tuned-too", &reordered).unwrap();
     let all_pids: Vec<u32> = p.daemons().iter().flat_map(|(_, v)| v.clone()).collect();
     assert!(
         all_pids.len() >= 4 && all_pids.iter().all(|&pid| alive(pid)),

@@ -141,6 +141,51 @@ fn daemon_options(spec: &VolumeSpec) -> Vec<String> {
     out
 }
 
+/// The names of the shared daemon of `table` with `options` and `secrets`.
+struct DaemonKeys {
+    /// A hash of the typed configuration and the secrets: options that mean the same, in any
+    /// order or spelling, share a daemon.
+    typed: String,
+    /// A hash of the option strings as given, as plugins before the typed key named daemons.
+    legacy: String,
+}
+
+/// The names of the shared daemon of `table` with `options` and `secrets`; an error for
+/// options `hudifs mount -o` refuses.
+fn daemon_keys(table: &str, options: &[String], secrets: &Secrets) -> Result<DaemonKeys, String> {
+    // Secrets part the key too (a hash of them names the daemon's directory; the values are
+    // written nowhere).
+    let mut secret_parts = vec!["secrets"];
+    for (k, v) in &secrets.0 {
+        secret_parts.extend([k.as_str(), v.as_str()]);
+    }
+    let with_secrets = |parts: &[&str]| {
+        let mut all = parts.to_vec();
+        if !secrets.0.is_empty() {
+            all.extend(&secret_parts);
+        }
+        key_of(&all)
+    };
+    let mut given = vec![table];
+    given.extend(options.iter().map(String::as_str));
+    // The configuration's argv is its canonical form; the mount point (the last word) is the
+    // daemon's own, named by this key, so it is left out.
+    let config = daemon_config(table, Path::new("/"), options)?;
+    let argv: Vec<String> = config
+        .to_mount_argv()
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let canonical: Vec<&str> = argv[..argv.len().saturating_sub(1)]
+        .iter()
+        .map(String::as_str)
+        .collect();
+    Ok(DaemonKeys {
+        typed: with_secrets(&canonical),
+        legacy: with_secrets(&given),
+    })
+}
+
 /// The configuration of the shared daemon of `table` with `options` at `mnt`, checked as
 /// `hudifs mount -o` checks it, before any daemon starts.
 pub fn daemon_config(table: &str, mnt: &Path, options: &[String]) -> Result<MountConfig, String> {
@@ -226,26 +271,21 @@ impl Publisher {
         let _one = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let spec = req.spec;
         let options = daemon_options(spec);
-        let mut joined = vec![spec.table.as_str()];
-        joined.extend(options.iter().map(String::as_str));
-        // Secrets part the key too (a hash of them names the daemon's directory; the values
-        // are written nowhere).
-        let mut secret_parts = vec!["secrets"];
-        for (k, v) in &req.secrets.0 {
-            secret_parts.extend([k.as_str(), v.as_str()]);
-        }
-        if !req.secrets.0.is_empty() {
-            joined.extend(secret_parts);
-        }
-        let key = key_of(&joined);
-        let config = daemon_config(&spec.table, &self.daemon_mount(&key), &options)
-            .map_err(Refusal::InvalidArgument)?;
-        self.check_cache_dirs(&config)?;
         let record = self.record_path(req.volume_id, req.target);
         let earlier = std::fs::read_to_string(&record)
             .ok()
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
             .and_then(|v| Publication::from_json(&v));
+        let keys =
+            daemon_keys(&spec.table, &options, req.secrets).map_err(Refusal::InvalidArgument)?;
+        // A volume published before the key was typed keeps the daemon it has.
+        let key = match &earlier {
+            Some(e) if e.daemon == keys.legacy => keys.legacy,
+            _ => keys.typed,
+        };
+        let config = daemon_config(&spec.table, &self.daemon_mount(&key), &options)
+            .map_err(Refusal::InvalidArgument)?;
+        self.check_cache_dirs(&config)?;
         let pin = spec.pin == Pin::MountTime;
         if let Some(e) = &earlier {
             if e.daemon != key || e.asked_view != spec.view || e.pin != pin {
@@ -557,6 +597,34 @@ mod tests {
         assert_eq!(key_of(&["a"]), key_of(&["a"]));
         assert_ne!(key_of(&["ab", "c"]), key_of(&["a", "bc"]));
         assert_eq!(key_of(&[]).len(), 16);
+    }
+
+    #[test]
+    fn options_that_mean_the_same_share_a_daemon() {
+        let keys = |o: &[&str], secrets: &[(&str, &str)]| {
+            let o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
+            let s = Secrets(
+                secrets
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
+            daemon_keys("/t", &o, &s).unwrap()
+        };
+        let a = keys(&["allow_other", "poll_interval=700", "timezone=UTC"], &[]);
+        let b = keys(&["allow_other", "timezone=UTC", "poll_interval=700"], &[]);
+        assert_eq!(a.typed, b.typed);
+        assert_ne!(a.legacy, b.legacy, "the option strings as given differ");
+        assert_ne!(
+            a.typed,
+            keys(&["allow_other", "poll_interval=800", "timezone=UTC"], &[]).typed
+        );
+        let s = keys(
+            &["allow_other", "poll_interval=700", "timezone=UTC"],
+            &[("k", "v")],
+        );
+        assert_ne!(a.typed, s.typed, "secrets part the key");
+        assert!(daemon_keys("/t", &["rw".to_string()], &Secrets::default()).is_err());
     }
 
     #[test]
