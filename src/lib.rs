@@ -7,6 +7,8 @@
 //! - `follow`: following writers (inotify or polling) and installing new snapshots;
 //! - `fuse`: the FUSE adapter, the only module that knows `fuser`;
 //! - `daemon`: mount and umount, background launch, signals;
+//! - `journal`: the restart journal, what a serving daemon hands the one that takes its mount
+//!   over: typed records in an anonymous memory file;
 //! - `cli`: the command line; `error`: its errors and exit codes;
 //! - `mount_config`: one mount's configuration, typed and checked, from flags and `-o`;
 //! - `options`: `-o` options as mount(8) and fstab give them; `access`: owner and modes;
@@ -30,6 +32,7 @@ pub mod error;
 pub mod follow;
 pub mod fs;
 pub mod fuse;
+pub mod journal;
 pub mod lake;
 pub mod manual;
 pub mod metrics;

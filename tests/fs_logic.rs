@@ -595,7 +595,7 @@ fn a_daemon_that_takes_over_gives_every_number_and_handle_the_same_meaning() {
     let Some((first, _)) = open_merged_fs(tmp.path(), &cache) else {
         return;
     };
-    let journal = std::sync::Arc::new(hudifs::fs::RestartJournal::create().unwrap());
+    let journal = std::sync::Arc::new(hudifs::journal::RestartJournal::create().unwrap());
     first
         .resume_from(&journal, &journal.records().unwrap())
         .unwrap();

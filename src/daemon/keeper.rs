@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::fs::{encode_properties, JournalTag, RestartJournal};
 use crate::fuse::Kept;
+use crate::journal::{Record, RestartJournal};
 use crate::mount_config::MountConfig;
 
 use super::launch::{daemon_argv, log_name, log_path, report_ready, READY_FD_ENV};
@@ -64,10 +64,7 @@ pub(super) fn run(cfg: &MountConfig, table: Table) -> Result<()> {
     let journal =
         Arc::new(RestartJournal::create().map_err(|e| Error::io("the restart journal", e))?);
     // Read once here: the first daemon takes it from the journal (one GET fewer on a store).
-    journal.append(
-        JournalTag::TableConfig,
-        &encode_properties(&table_cfg.properties),
-    );
+    journal.append(&Record::TableConfig(table_cfg.properties.clone()));
     let mut kept = crate::fuse::mount_kept(cfg, &described).map_err(mount_failure)?;
     match &local {
         Some(local) => match_read_ahead(local, &mp),

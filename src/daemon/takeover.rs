@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::follow::Follower;
-use crate::fs::{decode_properties, HudiFs, JournalTag, RestartJournal, Served};
+use crate::fs::{HudiFs, Served};
+use crate::journal::{Record, RestartJournal};
 use crate::mount_config::MountConfig;
 use hudifs_core::table::TableConfig;
 use hudifs_storage::TablePath;
@@ -30,7 +31,7 @@ const METRICS_ENV: &str = "HUDIFS_KEPT_METRICS";
 pub(super) struct Handoff {
     /// The mount's connection (`/dev/fuse`), INIT answered.
     pub fd: RawFd,
-    /// The restart journal (`fs/restart_journal.rs`).
+    /// The restart journal (`journal/`).
     pub journal: RawFd,
     /// Whether the kernel granted passthrough at INIT.
     pub passthrough: bool,
@@ -129,10 +130,10 @@ pub(super) fn serve(cfg: &MountConfig, h: Handoff) -> Result<()> {
     let given = if h.resumed {
         None
     } else {
-        records
-            .iter()
-            .find(|(t, _)| *t == JournalTag::TableConfig)
-            .and_then(|(_, p)| decode_properties(p))
+        records.iter().find_map(|r| match r {
+            Record::TableConfig(props) => Some(props.clone()),
+            _ => None,
+        })
     };
     let store = open_store_checked(cfg, given.is_none())?;
     let table_cfg = match given {

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use hudifs_storage::OpenFile;
 
-use super::restart_journal::{Fields, RestartJournal, Tag};
 use super::DirEntry;
+use crate::journal::{Record, RestartJournal};
 
 /// Handle numbers are reserved in the restart journal this many at a time.
 const RESERVE: u64 = 1 << 16;
@@ -43,7 +43,7 @@ pub(super) struct Handles {
     /// After a restart: the first number this daemon hands out. Numbers below it are the
     /// previous daemons' handles, which the kernel may still use (0: no previous daemon).
     first: AtomicU64,
-    /// Where handle numbers are reserved before they are handed out (`restart_journal.rs`).
+    /// Where handle numbers are reserved before they are handed out (`journal/`).
     journal: OnceLock<Arc<RestartJournal>>,
 }
 
@@ -66,18 +66,20 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Handles {
     /// Start above every handle number the previous daemons of this mount may have handed out,
     /// and reserve numbers in `journal` from now on.
-    pub fn resume(&self, records: &[(Tag, Vec<u8>)], journal: &Arc<RestartJournal>) {
+    pub fn resume(&self, records: &[Record], journal: &Arc<RestartJournal>) {
         let reserved = records
             .iter()
-            .filter(|(t, _)| *t == Tag::Handles)
-            .filter_map(|(_, p)| Fields(p).u64())
+            .filter_map(|r| match r {
+                Record::Handles(n) => Some(*n),
+                _ => None,
+            })
             .max();
         if let Some(limit) = reserved {
             self.next.store(limit, Ordering::SeqCst);
             self.first.store(limit, Ordering::SeqCst);
         }
         let next = self.next.load(Ordering::SeqCst);
-        journal.append(Tag::Handles, &(next + 2 * RESERVE).to_le_bytes());
+        journal.append(&Record::Handles(next + 2 * RESERVE));
         let _ = self.journal.set(journal.clone());
     }
 
@@ -90,7 +92,7 @@ impl Handles {
         let fh = self.next.fetch_add(1, Ordering::Relaxed);
         if fh.is_multiple_of(RESERVE) {
             if let Some(journal) = self.journal.get() {
-                journal.append(Tag::Handles, &(fh + 2 * RESERVE).to_le_bytes());
+                journal.append(&Record::Handles(fh + 2 * RESERVE));
             }
         }
         fh

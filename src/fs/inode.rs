@@ -21,10 +21,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use hudifs_core::viewkey::ViewKey;
+pub use hudifs_core::viewkey::ViewName;
 
-use hudifs_core::instant_time::InstantTime;
-
-use super::restart_journal::{put_str, Fields, RestartJournal, Tag};
+use crate::journal::{Record, RestartJournal};
 
 pub const ROOT_INO: u64 = 1;
 pub const AS_OF_INO: u64 = 2;
@@ -76,15 +75,6 @@ pub enum Node {
         view: u32,
         slice: u64,
     },
-}
-
-/// A view as the mount shows it: a view key, as table files or as merged slices (`merged/`),
-/// or (an incremental key) as change feeds (`cdc/`, whose files are merged like slices).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ViewName {
-    pub key: ViewKey,
-    pub merged: bool,
-    pub cdc: bool,
 }
 
 impl Node {
@@ -159,67 +149,15 @@ pub fn ino_of_fields(kind: u64, view: u64, item: u64) -> Option<u64> {
     Some((kind << KIND_SHIFT) | (view << VIEW_SHIFT) | item)
 }
 
-/// How an interner records the ids it hands out: the journal, the record's tag, the encoding.
-type JournalHook<T> = (Arc<RestartJournal>, Tag, fn(&T) -> Vec<u8>);
-
-/// A view name as a record: flags, then its key.
-pub fn encode_view(v: &ViewName) -> Vec<u8> {
-    let mut out = vec![u8::from(v.merged) | (u8::from(v.cdc) << 1)];
-    match &v.key {
-        ViewKey::Latest => out.push(0),
-        ViewKey::AsOf(t) => {
-            out.push(1);
-            put_str(&mut out, t.as_str());
-        }
-        ViewKey::Incremental { start, end } => {
-            out.push(2);
-            for side in [start, end] {
-                match side {
-                    None => out.push(0),
-                    Some(t) => {
-                        out.push(1);
-                        put_str(&mut out, t.as_str());
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-pub fn decode_view(payload: &[u8]) -> Option<ViewName> {
-    let mut f = Fields(payload);
-    let flags = f.u8()?;
-    let time = |f: &mut Fields<'_>| InstantTime::parse(f.str()?);
-    let key = match f.u8()? {
-        0 => ViewKey::Latest,
-        1 => ViewKey::AsOf(time(&mut f)?),
-        2 => {
-            let side = |f: &mut Fields<'_>| -> Option<Option<InstantTime>> {
-                match f.u8()? {
-                    0 => Some(None),
-                    _ => Some(Some(time(f)?)),
-                }
-            };
-            let start = side(&mut f)?;
-            let end = side(&mut f)?;
-            ViewKey::Incremental { start, end }
-        }
-        _ => return None,
-    };
-    Some(ViewName {
-        key,
-        merged: flags & 1 != 0,
-        cdc: flags & 2 != 0,
-    })
-}
+/// How an interner records the ids it hands out: the journal, and the record of a value.
+type JournalHook<T> = (Arc<RestartJournal>, fn(&T) -> Record);
 
 /// A two-way interner: values get small stable ids.
 pub struct Interner<T> {
     inner: Mutex<(HashMap<T, u32>, Vec<T>)>,
     /// The largest id it hands out.
     limit: u32,
-    /// Where each new id is recorded before anyone hears of it (`restart_journal.rs`).
+    /// Where each new id is recorded before anyone hears of it (`journal/`).
     journal: OnceLock<JournalHook<T>>,
 }
 
@@ -233,8 +171,8 @@ impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
     }
 
     /// Record every id handed out from now on in `journal`.
-    pub fn record_in(&self, journal: Arc<RestartJournal>, tag: Tag, encode: fn(&T) -> Vec<u8>) {
-        let _ = self.journal.set((journal, tag, encode));
+    pub fn record_in(&self, journal: Arc<RestartJournal>, record: fn(&T) -> Record) {
+        let _ = self.journal.set((journal, record));
     }
 
     /// The id of `value`, assigning the next one if it has none (None when ids ran out).
@@ -247,8 +185,8 @@ impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
         if id > self.limit {
             return None;
         }
-        if let Some((journal, tag, encode)) = self.journal.get() {
-            journal.append(*tag, &encode(value));
+        if let Some((journal, record)) = self.journal.get() {
+            journal.append(&record(value));
         }
         g.1.push(value.clone());
         g.0.insert(value.clone(), id);
@@ -315,33 +253,26 @@ impl InodeTable {
     /// Take over the ids a previous daemon of this mount handed out (in the order of `records`),
     /// then record every new one in `journal`. A record that does not read back is an error:
     /// every id after it would name something else.
-    pub fn resume(
-        &self,
-        records: &[(Tag, Vec<u8>)],
-        journal: &Arc<RestartJournal>,
-    ) -> Result<(), String> {
-        for (tag, payload) in records {
-            let text = || std::str::from_utf8(payload).ok().map(Arc::<str>::from);
-            let taken = match tag {
-                Tag::View => decode_view(payload).and_then(|v| self.views.id(&Arc::new(v))),
-                Tag::Dir => text().and_then(|d| self.dirs.id(&d)),
-                Tag::TimelineName => text().and_then(|n| self.timeline_names.id(&n)),
+    pub fn resume(&self, records: &[Record], journal: &Arc<RestartJournal>) -> Result<(), String> {
+        for r in records {
+            let taken = match r {
+                Record::View(v) => self.views.id(&Arc::new(v.clone())),
+                Record::Dir(d) => self.dirs.id(d),
+                Record::TimelineName(n) => self.timeline_names.id(n),
                 _ => continue,
             };
             if taken.is_none() {
                 return Err(format!(
-                    "a {tag:?} record of the restart journal does not read back"
+                    "the ids of the restart journal run out at its record {r:?}"
                 ));
             }
         }
         self.views
-            .record_in(journal.clone(), Tag::View, |v| encode_view(v));
+            .record_in(journal.clone(), |v| Record::View(ViewName::clone(v)));
         self.dirs
-            .record_in(journal.clone(), Tag::Dir, |d| d.as_bytes().to_vec());
+            .record_in(journal.clone(), |d| Record::Dir(d.clone()));
         self.timeline_names
-            .record_in(journal.clone(), Tag::TimelineName, |n| {
-                n.as_bytes().to_vec()
-            });
+            .record_in(journal.clone(), |n| Record::TimelineName(n.clone()));
         Ok(())
     }
 }
@@ -422,42 +353,5 @@ mod tests {
         assert_eq!(small.id(&1), Some(0));
         assert_eq!(small.id(&2), Some(1));
         assert_eq!(small.id(&3), None, "ids run out instead of wrapping");
-    }
-
-    #[test]
-    fn views_round_trip_as_records() {
-        let t = |s: &str| InstantTime::parse(s).unwrap();
-        for v in [
-            ViewName {
-                key: ViewKey::Latest,
-                merged: true,
-                cdc: false,
-            },
-            ViewName {
-                key: ViewKey::AsOf(t("20240101000000000")),
-                merged: false,
-                cdc: false,
-            },
-            ViewName {
-                key: ViewKey::Incremental {
-                    start: None,
-                    end: Some(t("20240102000000000")),
-                },
-                merged: false,
-                cdc: true,
-            },
-            ViewName {
-                key: ViewKey::Incremental {
-                    start: Some(t("20240101000000000")),
-                    end: None,
-                },
-                merged: true,
-                cdc: false,
-            },
-        ] {
-            assert_eq!(decode_view(&encode_view(&v)), Some(v));
-        }
-        assert_eq!(decode_view(&[0, 9]), None);
-        assert_eq!(decode_view(&[0, 1, 200, 0, 0, 0]), None);
     }
 }

@@ -37,8 +37,8 @@ use hudifs_merge::{
 };
 
 use super::partitions::PartitionListing;
-use super::restart_journal::{put_str, Fields, RestartJournal, Tag};
 use super::{lock, HudiFs};
+use crate::journal::{Record, RestartJournal};
 
 /// Default size of the merge cache.
 pub const DEFAULT_CACHE_BYTES: u64 = 4 << 30;
@@ -202,10 +202,10 @@ impl MergedRegistry {
         let mut s = self.slices.write().unwrap_or_else(|e| e.into_inner());
         let id = s.len() as u64;
         if let Some(journal) = self.journal.get() {
-            let mut payload = Vec::new();
-            put_str(&mut payload, &key.partition);
-            put_str(&mut payload, &key.name);
-            journal.append(Tag::MergedSlice, &payload);
+            journal.append(&Record::MergedSlice {
+                partition: key.partition.clone(),
+                name: key.name.clone(),
+            });
         }
         s.push(Some(Arc::new(make())));
         index.insert(key, id);
@@ -214,15 +214,14 @@ impl MergedRegistry {
 
     /// Keep the ids a previous daemon of this mount handed out, to be found again by name, then
     /// record every new one in `journal`.
-    pub fn resume(&self, records: &[(Tag, Vec<u8>)], journal: &Arc<RestartJournal>) {
+    pub fn resume(&self, records: &[Record], journal: &Arc<RestartJournal>) {
         let mut s = self.slices.write().unwrap_or_else(|e| e.into_inner());
         let mut inherited = lock(&self.inherited);
-        for (_, payload) in records.iter().filter(|(t, _)| *t == Tag::MergedSlice) {
-            let mut f = Fields(payload);
-            if let (Some(partition), Some(name)) = (f.str(), f.str()) {
-                inherited.insert(s.len() as u64, (Arc::from(partition), Arc::from(name)));
+        for r in records {
+            if let Record::MergedSlice { partition, name } = r {
+                inherited.insert(s.len() as u64, (partition.clone(), name.clone()));
+                s.push(None);
             }
-            s.push(None);
         }
         let _ = self.journal.set(journal.clone());
     }

@@ -31,7 +31,6 @@ mod merged;
 mod ops;
 mod owner;
 mod partitions;
-mod restart_journal;
 mod served;
 mod stat_demand;
 mod switch;
@@ -54,6 +53,8 @@ use hudifs_merge::MergeCache;
 use hudifs_storage::{LocalStore, OpenFile, Storage, TablePath};
 use lru::LruCache;
 
+use crate::journal::{Record, RestartJournal};
+
 pub use inode::{
     ino_fields, ino_of_fields, Node, AS_OF_INO, INCREMENTAL_INO, ROOT_INO, TIMELINE_INO,
 };
@@ -61,10 +62,6 @@ pub use kernel_cache::{Deferred, DirCache, AGAIN};
 pub use merged::{default_cache_dir, MergeSettings, DEFAULT_CACHE_BYTES, DEFAULT_MEMORY_CAP};
 pub use ops::{DirListing, InoMap, OpenedDir, StaleDir};
 pub use owner::{PAGE_BLKSIZE, STORE_BLKSIZE};
-pub use restart_journal::{
-    decode_properties, encode_properties, open_passthrough, pass_open, pass_release,
-    RestartJournal, Tag as JournalTag,
-};
 pub use served::{InMemory, Served};
 pub use switch::{Invalidations, KernelNotifier};
 pub use xattr::XATTR_PREFIX;
@@ -258,11 +255,7 @@ impl HudiFs {
     /// inode numbers and handles that the previous daemons of the mount handed out, as
     /// `records` (read from `journal`) say, and record every new one in `journal`. Call before
     /// serving.
-    pub fn resume_from(
-        &self,
-        journal: &Arc<RestartJournal>,
-        records: &[(restart_journal::Tag, Vec<u8>)],
-    ) -> Result<()> {
+    pub fn resume_from(&self, journal: &Arc<RestartJournal>, records: &[Record]) -> Result<()> {
         let exts = self.snapshot().cfg.base_extensions.clone();
         self.inodes
             .resume(records, journal)

@@ -18,7 +18,7 @@ use hudifs_core::error::{Error, Result};
 use hudifs_core::listing::{partition_dir, DataFile};
 use hudifs_core::snapshot::Snapshot;
 
-use super::restart_journal::{get_time, put_str, put_time, Fields, RestartJournal, Tag};
+use crate::journal::{FilesRecord, Record, RestartJournal};
 
 /// How close to a directory's last change a listing must not trust the directory's mtime.
 pub const RACY_WINDOW: Duration = Duration::from_secs(2);
@@ -30,7 +30,7 @@ type FileKey = (Arc<str>, Box<str>);
 #[derive(Default)]
 pub struct FileRegistry {
     files: RwLock<Vec<DataFile>>,
-    /// Where new ids are recorded before anyone hears of them (`restart_journal.rs`).
+    /// Where new ids are recorded before anyone hears of them (`journal/`).
     journal: OnceLock<Arc<RestartJournal>>,
     /// After a restart: the ids the previous daemons gave, by partition and name, so that a
     /// file listed again keeps its number (empty otherwise).
@@ -46,7 +46,7 @@ impl FileRegistry {
     fn push_all(&self, new: Vec<DataFile>) -> std::ops::Range<u64> {
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         if let (Some(journal), false) = (self.journal.get(), new.is_empty()) {
-            journal.append(Tag::Files, &encode_files(&new));
+            journal.append(&Record::Files(FilesRecord::of(&new)));
         }
         let start = files.len() as u64;
         files.extend(new);
@@ -58,17 +58,21 @@ impl FileRegistry {
     /// extensions.
     pub fn resume(
         &self,
-        records: &[(Tag, Vec<u8>)],
+        records: &[Record],
         exts: &[String],
         journal: &Arc<RestartJournal>,
     ) -> std::result::Result<(), String> {
         let mut recovered = self.recovered.lock().unwrap_or_else(|e| e.into_inner());
-        for (tag, payload) in records {
-            if *tag != Tag::Files {
+        for r in records {
+            let Record::Files(files) = r else {
                 continue;
-            }
-            let files = decode_files(payload, exts)
-                .ok_or("a Files record of the restart journal does not read back")?;
+            };
+            let files = files.data_files(exts).ok_or_else(|| {
+                format!(
+                    "a Files record of the restart journal names a file that is no data file                      of this table (in {:?})",
+                    files.partition
+                )
+            })?;
             let range = self.push_all(files);
             let files = self.files.read().unwrap_or_else(|e| e.into_inner());
             for id in range {
@@ -108,48 +112,6 @@ impl FileRegistry {
 /// time did not change is.
 fn same_file(old: &DataFile, new: &DataFile) -> bool {
     !old.is_stated() || !new.is_stated() || (old.size() == new.size() && old.mtime() == new.mtime())
-}
-
-/// The size a `Files` record gives a file not stated yet.
-const UNSTATTED_SIZE: u64 = u64::MAX;
-
-/// Files of one partition as a `Files` record: the partition, then per file its name, size,
-/// time and mode (size [`UNSTATTED_SIZE`] for a file not stated yet).
-fn encode_files(files: &[DataFile]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(16 + files.len() * 96);
-    put_str(&mut out, files.first().map_or("", |f| &*f.partition));
-    out.extend_from_slice(&(files.len() as u32).to_le_bytes());
-    for f in files {
-        put_str(&mut out, f.name());
-        let size = if f.is_stated() {
-            f.size()
-        } else {
-            UNSTATTED_SIZE
-        };
-        out.extend_from_slice(&size.to_le_bytes());
-        put_time(&mut out, f.mtime());
-        out.extend_from_slice(&f.mode().to_le_bytes());
-    }
-    out
-}
-
-fn decode_files(payload: &[u8], exts: &[String]) -> Option<Vec<DataFile>> {
-    let mut f = Fields(payload);
-    let partition: Arc<str> = Arc::from(f.str()?);
-    let n = f.u32()? as usize;
-    let mut out = Vec::with_capacity(n.min(payload.len() / 16));
-    for _ in 0..n {
-        let name = f.str()?;
-        let size = f.u64()?;
-        let mtime = get_time(&mut f)?;
-        let mode = f.u16()?;
-        out.push(if size == UNSTATTED_SIZE {
-            DataFile::unstatted(partition.clone(), name, exts)?
-        } else {
-            DataFile::new(partition.clone(), name, exts, size, mtime, mode as u32)?
-        });
-    }
-    Some(out)
 }
 
 /// What keeps a listing good after the snapshot it was taken for.

@@ -3,7 +3,7 @@
 //! per inode).
 //!
 //! Backing files are the connection's, not the daemon's: they outlive a daemon that dies. Each
-//! passthrough open and release is recorded in the restart journal (`fs/restart_journal.rs`),
+//! passthrough open and release is recorded in the restart journal (`journal/`),
 //! so that the daemon that takes the mount over reuses the backing id of an inode still open
 //! (the kernel refuses a second one with `EBUSY`) and closes it with the last handle.
 
@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use fuser::{BackingId, FileHandle, FopenFlags, ReplyOpen};
 
-use crate::fs::{open_passthrough, pass_open, pass_release, JournalTag, RestartJournal};
+use crate::journal::{open_passthrough, PassOpen, Record, RestartJournal};
 
 /// `FUSE_DEV_IOC_BACKING_CLOSE`: `_IOW(229, 2, uint32_t)`.
 const FUSE_DEV_IOC_BACKING_CLOSE: libc::c_ulong = 0x4004_E502;
@@ -65,12 +65,16 @@ impl Passthrough {
 
     /// Take over the backing files that the previous daemons of the mount left open, as the
     /// journal records them, on connection `dev_fd`.
-    pub fn resume(&self, records: &[(JournalTag, Vec<u8>)], dev_fd: RawFd) {
+    pub fn resume(&self, records: &[Record], dev_fd: RawFd) {
         self.dev_fd.store(dev_fd, Ordering::Relaxed);
         let mut backing = lock(&self.backing);
         let mut handle_inode = lock(&self.handle_inode);
         for h in open_passthrough(records) {
-            let (fh, ino, id) = (h.fh, h.ino, h.backing_id);
+            let PassOpen {
+                fh,
+                ino,
+                backing_id: id,
+            } = h.open;
             handle_inode.insert(fh, ino);
             backing.entry(ino).or_insert((Backing::Inherited(id), 0)).1 += 1;
         }
@@ -82,10 +86,18 @@ impl Passthrough {
         }
     }
 
-    fn record(&self, tag: JournalTag, payload: &[u8]) {
+    fn record(&self, record: Record) {
         if let Some(j) = &self.journal {
-            j.append(tag, payload);
+            j.append(&record);
         }
+    }
+
+    fn record_open(&self, fh: u64, ino: u64, backing_id: u32) {
+        self.record(Record::PassOpen(PassOpen {
+            fh,
+            ino,
+            backing_id,
+        }));
     }
 
     /// Reply to an open with passthrough to the table file, reusing the inode's backing id.
@@ -110,13 +122,13 @@ impl Passthrough {
             };
             *count += 1;
             lock(&self.handle_inode).insert(fh, ino);
-            self.record(JournalTag::PassOpen, &pass_open(fh, ino, id.raw()));
+            self.record_open(fh, ino, id.raw());
             return reply.opened_passthrough(FileHandle(fh), flags, id);
         }
         match reply.open_backing(file) {
             Ok(id) => {
                 // Recorded before the kernel hears of the handle.
-                self.record(JournalTag::PassOpen, &pass_open(fh, ino, id.raw()));
+                self.record_open(fh, ino, id.raw());
                 // Known before the reply: a release may follow it at once, on another thread.
                 lock(&self.handle_inode).insert(fh, ino);
                 backing.insert(ino, (Backing::Own(id), 1));
@@ -141,7 +153,7 @@ impl Passthrough {
         let Some(ino) = ino else {
             return;
         };
-        self.record(JournalTag::PassRelease, &pass_release(fh));
+        self.record(Record::PassRelease { fh });
         // Lock order: `backing`, then `handle_inode` (as in open); never both here.
         let mut backing = lock(&self.backing);
         let Some((_, count)) = backing.get_mut(&ino) else {

@@ -14,7 +14,8 @@ use fuser::{Filesystem, INodeNo, InitFlags, KernelConfig, MountOption, Request, 
 
 use super::passthrough::Passthrough;
 use super::{negotiate, FuseAdapter};
-use crate::fs::{JournalTag, KernelNotifier, RestartJournal, Served};
+use crate::fs::{KernelNotifier, Served};
+use crate::journal::{Record, RestartJournal};
 use crate::mount_config::MountConfig;
 
 /// The kernel's mount options and the session's configuration for a mount of `cfg`, whose
@@ -216,7 +217,7 @@ pub fn serve_kept(
     table: &str,
     passthrough: bool,
     journal: Arc<RestartJournal>,
-    inherited: Option<&[(JournalTag, Vec<u8>)]>,
+    inherited: Option<&[Record]>,
 ) -> Mounted {
     let mut config = fuser_config(cfg, table);
     // Every thread reads the keeper's open file. A cloned descriptor (FUSE_DEV_IOC_CLONE) is a

@@ -18,6 +18,15 @@ pub enum ViewKey {
     },
 }
 
+/// A view as a mount shows it: a view key, as table files or as merged slices (`merged/`),
+/// or (an incremental key) as change feeds (`cdc/`, whose files are merged like slices).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ViewName {
+    pub key: ViewKey,
+    pub merged: bool,
+    pub cdc: bool,
+}
+
 fn instant(t: String) -> Result<InstantTime> {
     InstantTime::parse(&t).ok_or_else(|| Error::Usage(format!("{t:?} is not an instant time")))
 }
