@@ -3,7 +3,7 @@
 //! - no import cycle between sibling modules of any crate of the workspace (a module that uses
 //!   its parent's items is the usual Rust shape and not a cycle; two siblings that use each
 //!   other, directly or through others, are);
-//! - `fuser` is used by `src/fuse.rs` only;
+//! - `fuser` is used by `src/fuse/` only;
 //! - `hudifs-core` depends on neither `fuser`, `libc` nor `clap`;
 //! - the `hudifs` package builds one program, `hudifs` (`cargo install --path .` installs only
 //!   it).

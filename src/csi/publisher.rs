@@ -110,16 +110,10 @@ pub struct Publisher {
     lock: Mutex<()>,
 }
 
-/// A stable 64-bit FNV-1a hash as 16 hex digits: state file names that do not change with the
-/// Rust version, unlike `DefaultHasher`.
+/// A stable 64-bit hash of `parts` (each ended by a NUL) as 16 hex digits: state file names
+/// that do not change with the Rust version.
 fn key_of(parts: &[&str]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for b in part.bytes().chain([0u8]) {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
+    let h = hudifs_storage::fnv::fnv1a(parts.iter().flat_map(|p| p.bytes().chain([0u8])));
     format!("{h:016x}")
 }
 
@@ -597,6 +591,8 @@ mod tests {
         assert_eq!(key_of(&["a"]), key_of(&["a"]));
         assert_ne!(key_of(&["ab", "c"]), key_of(&["a", "bc"]));
         assert_eq!(key_of(&[]).len(), 16);
+        // The names earlier builds gave: a restarted plugin finds its daemons' directories.
+        assert_eq!(key_of(&["vol", "/t"]), "8a1c4d1d3338679f");
     }
 
     #[test]

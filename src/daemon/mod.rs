@@ -45,7 +45,7 @@ pub fn mount(cfg: &MountConfig) -> Result<()> {
     }
 }
 
-/// Install the process's memory ceiling (`--max-memory`, docs/SEMANTICS.md §9, "Memory
+/// Install the process's memory ceiling (`--max-memory`, docs/SEMANTICS.md §9.9, "Memory
 /// ceiling"), refusing one that leaves too little for reads above what the daemon holds already.
 fn install_memory_ceiling(cfg: &MountConfig) -> Result<()> {
     use hudifs_storage::ceiling::{self, MemoryCeiling, MIN_DATA};

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use hudifs_storage::sync::lock;
 use hudifs_storage::OpenFile;
 
 use super::DirEntry;
@@ -57,10 +58,6 @@ impl Default for Handles {
             journal: OnceLock::new(),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Handles {

@@ -23,8 +23,9 @@
 //!   - an open may reuse what the cache holds only while no switch is being applied to the
 //!     directory (before that, the cache may hold the old listing); otherwise it drops it.
 //!
-//! This module holds the bookkeeping; `fs.rs` decides what the names are and `live.rs` and
-//! `fuse.rs` send the invalidations.
+//! This module holds the bookkeeping; `fs/mod.rs` decides what the names are, and `switch.rs`
+//! (on a switch of `latest/`, as `follow.rs` installs it) and the FUSE adapter (`fuse/mod.rs`)
+//! send the invalidations.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

@@ -265,21 +265,6 @@ impl MergedPartition {
     }
 }
 
-/// Refusals as values (core `Error` is not `Clone`: it may carry an `io::Error`).
-trait CloneRefusal {
-    fn clone_refusal(&self) -> Error;
-}
-
-impl CloneRefusal for Error {
-    fn clone_refusal(&self) -> Error {
-        match self {
-            Error::Unsupported(m) => Error::Unsupported(m.clone()),
-            Error::TooBig(m) => Error::TooBig(m.clone()),
-            e => Error::Corrupt(e.to_string()),
-        }
-    }
-}
-
 fn refusal(e: MergeError) -> Error {
     let msg = e.to_string();
     match e.kind {
@@ -541,7 +526,7 @@ impl HudiFs {
             });
         }
         if let Some(e) = &*lock(&ms.refused) {
-            return Err(e.clone_refusal());
+            return Err(e.clone());
         }
         let started = std::time::Instant::now();
         let before = self.merges_run();
@@ -568,7 +553,7 @@ impl HudiFs {
             }
             Err(e) => {
                 if matches!(e, Error::Unsupported(_) | Error::TooBig(_)) {
-                    *lock(&ms.refused) = Some(e.clone_refusal());
+                    *lock(&ms.refused) = Some(e.clone());
                 }
                 if !ms.logged.swap(true, Ordering::Relaxed) {
                     log::warn!("merged file {}: {e}", super::join(&ms.partition, &ms.name));

@@ -1,6 +1,6 @@
 //! The mounted file system as plain logic: lookup, getattr, readdir, open, read, xattrs on inode
-//! numbers, returning plain values and [`Error`]. The FUSE adapter (`fuse.rs`) only maps these to
-//! kernel replies, so everything here is tested without a kernel.
+//! numbers, returning plain values and [`Error`]. The FUSE adapter (`fuse/mod.rs`) only maps
+//! these to kernel replies, so everything here is tested without a kernel.
 //!
 //! ```text
 //! /                       latest/  as_of/  incremental/  timeline/  merged/  cdc/
@@ -50,6 +50,7 @@ use hudifs_core::snapshot::{Snapshot, Touched};
 use hudifs_core::table::TableConfig;
 use hudifs_core::timefmt::TimelineZone;
 use hudifs_merge::MergeCache;
+use hudifs_storage::sync::lock;
 use hudifs_storage::{LocalStore, OpenFile, Storage, TablePath};
 use lru::LruCache;
 
@@ -180,10 +181,6 @@ pub struct HudiFs {
     stat_demand: StatDemand,
     /// Owner, modes and times of every node.
     owner: Owner,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn join(dir: &str, name: &str) -> String {

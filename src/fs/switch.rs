@@ -12,7 +12,7 @@ use super::ops::names_of;
 use super::views::ViewState;
 use super::{join, HudiFs};
 
-/// Where invalidations of the kernel's caches go: implemented by the FUSE adapter (`fuse.rs`)
+/// Where invalidations of the kernel's caches go: implemented by the FUSE adapter (`fuse/mod.rs`)
 /// for the live session; tests may record them.
 pub trait KernelNotifier: Send + Sync {
     /// Drop the cached name `name` in directory `parent`.

@@ -308,6 +308,18 @@ fn negotiate(config: &mut KernelConfig, passthrough: bool) -> bool {
     granted
 }
 
+/// Methods of `Filesystem` that would change the table, each answering `EROFS`: the names, the
+/// arguments after the request, and the reply.
+macro_rules! read_only {
+    ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $reply:ty;)*) => {
+        $(
+            fn $name(&self, _req: &Request, $($arg: $ty,)* reply: $reply) {
+                reply.error(Errno::EROFS);
+            }
+        )*
+    };
+}
+
 impl Filesystem for FuseAdapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         if !negotiate(config, self.uses_passthrough()) {
@@ -531,168 +543,82 @@ impl Filesystem for FuseAdapter {
     }
 
     // Everything that would change the table fails with EROFS.
-
-    fn setattr(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
-        _size: Option<u64>,
-        _atime: Option<TimeOrNow>,
-        _mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<BsdFileFlags>,
-        reply: ReplyAttr,
-    ) {
-        reply.error(Errno::EROFS);
-    }
-
-    fn mknod(
-        &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _mode: u32,
-        _umask: u32,
-        _rdev: u32,
-        reply: ReplyEntry,
-    ) {
-        reply.error(Errno::EROFS);
-    }
-
-    fn mkdir(
-        &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _mode: u32,
-        _umask: u32,
-        reply: ReplyEntry,
-    ) {
-        reply.error(Errno::EROFS);
-    }
-
-    fn unlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::EROFS);
-    }
-
-    fn rmdir(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::EROFS);
-    }
-
-    fn symlink(
-        &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _link_name: &OsStr,
-        _target: &Path,
-        reply: ReplyEntry,
-    ) {
-        reply.error(Errno::EROFS);
-    }
-
-    fn rename(
-        &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _newparent: INodeNo,
-        _newname: &OsStr,
-        _flags: RenameFlags,
-        reply: ReplyEmpty,
-    ) {
-        reply.error(Errno::EROFS);
-    }
-
-    fn link(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _newparent: INodeNo,
-        _newname: &OsStr,
-        reply: ReplyEntry,
-    ) {
-        reply.error(Errno::EROFS);
-    }
-
-    fn write(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _offset: u64,
-        _data: &[u8],
-        _write_flags: WriteFlags,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyWrite,
-    ) {
-        reply.error(Errno::EROFS);
-    }
-
-    fn create(
-        &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _mode: u32,
-        _umask: u32,
-        _flags: i32,
-        reply: ReplyCreate,
-    ) {
-        reply.error(Errno::EROFS);
-    }
-
-    fn setxattr(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _value: &[u8],
-        _flags: i32,
-        _position: u32,
-        reply: ReplyEmpty,
-    ) {
-        reply.error(Errno::EROFS);
-    }
-
-    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::EROFS);
-    }
-
-    fn fallocate(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _offset: u64,
-        _length: u64,
-        _mode: i32,
-        reply: ReplyEmpty,
-    ) {
-        reply.error(Errno::EROFS);
-    }
-
-    fn copy_file_range(
-        &self,
-        _req: &Request,
-        _ino_in: INodeNo,
-        _fh_in: FileHandle,
-        _offset_in: u64,
-        _ino_out: INodeNo,
-        _fh_out: FileHandle,
-        _offset_out: u64,
-        _len: u64,
-        _flags: CopyFileRangeFlags,
-        reply: ReplyWrite,
-    ) {
-        reply.error(Errno::EROFS);
+    read_only! {
+        fn setattr(
+            _ino: INodeNo,
+            _mode: Option<u32>,
+            _uid: Option<u32>,
+            _gid: Option<u32>,
+            _size: Option<u64>,
+            _atime: Option<TimeOrNow>,
+            _mtime: Option<TimeOrNow>,
+            _ctime: Option<SystemTime>,
+            _fh: Option<FileHandle>,
+            _crtime: Option<SystemTime>,
+            _chgtime: Option<SystemTime>,
+            _bkuptime: Option<SystemTime>,
+            _flags: Option<BsdFileFlags>,
+        ) -> ReplyAttr;
+        fn mknod(
+            _parent: INodeNo,
+            _name: &OsStr,
+            _mode: u32,
+            _umask: u32,
+            _rdev: u32,
+        ) -> ReplyEntry;
+        fn mkdir(_parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32) -> ReplyEntry;
+        fn unlink(_parent: INodeNo, _name: &OsStr) -> ReplyEmpty;
+        fn rmdir(_parent: INodeNo, _name: &OsStr) -> ReplyEmpty;
+        fn symlink(_parent: INodeNo, _link_name: &OsStr, _target: &Path) -> ReplyEntry;
+        fn rename(
+            _parent: INodeNo,
+            _name: &OsStr,
+            _newparent: INodeNo,
+            _newname: &OsStr,
+            _flags: RenameFlags,
+        ) -> ReplyEmpty;
+        fn link(_ino: INodeNo, _newparent: INodeNo, _newname: &OsStr) -> ReplyEntry;
+        fn write(
+            _ino: INodeNo,
+            _fh: FileHandle,
+            _offset: u64,
+            _data: &[u8],
+            _write_flags: WriteFlags,
+            _flags: OpenFlags,
+            _lock_owner: Option<LockOwner>,
+        ) -> ReplyWrite;
+        fn create(
+            _parent: INodeNo,
+            _name: &OsStr,
+            _mode: u32,
+            _umask: u32,
+            _flags: i32,
+        ) -> ReplyCreate;
+        fn setxattr(
+            _ino: INodeNo,
+            _name: &OsStr,
+            _value: &[u8],
+            _flags: i32,
+            _position: u32,
+        ) -> ReplyEmpty;
+        fn removexattr(_ino: INodeNo, _name: &OsStr) -> ReplyEmpty;
+        fn fallocate(
+            _ino: INodeNo,
+            _fh: FileHandle,
+            _offset: u64,
+            _length: u64,
+            _mode: i32,
+        ) -> ReplyEmpty;
+        fn copy_file_range(
+            _ino_in: INodeNo,
+            _fh_in: FileHandle,
+            _offset_in: u64,
+            _ino_out: INodeNo,
+            _fh_out: FileHandle,
+            _offset_out: u64,
+            _len: u64,
+            _flags: CopyFileRangeFlags,
+        ) -> ReplyWrite;
     }
 }
 

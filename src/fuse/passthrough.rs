@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use fuser::{BackingId, FileHandle, FopenFlags, ReplyOpen};
+use hudifs_storage::sync::lock;
 
 use crate::journal::{open_passthrough, PassOpen, Record, RestartJournal};
 
@@ -38,10 +39,6 @@ pub(super) struct Passthrough {
     journal: Option<Arc<RestartJournal>>,
     /// The connection's descriptor, to close inherited backing files (-1: none).
     dev_fd: AtomicI32,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Passthrough {

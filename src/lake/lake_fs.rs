@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use hudifs_core::error::{Error, Result};
+use hudifs_storage::sync::lock;
 use hudifs_storage::{scoped, FsStats, Storage, TablePath};
 
 use super::inode::{LakeInodes, LakeNode};
@@ -119,40 +120,6 @@ pub struct LakeFs {
     uid: u32,
     gid: u32,
     mtime: SystemTime,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The same error again (core errors are not `Clone`), with the same errno.
-fn copy_error(e: &Error) -> Error {
-    match e {
-        Error::NotATable(s) => Error::NotATable(s.clone()),
-        Error::BadTableConfig { path, reason } => Error::BadTableConfig {
-            path: path.clone(),
-            reason: reason.clone(),
-        },
-        Error::NotFound(s) => Error::NotFound(s.clone()),
-        Error::Refused(s) => Error::Refused(s.clone()),
-        Error::Invalid(s) => Error::Invalid(s.clone()),
-        Error::Usage(s) => Error::Usage(s.clone()),
-        Error::Unsupported(s) => Error::Unsupported(s.clone()),
-        Error::TooBig(s) => Error::TooBig(s.clone()),
-        Error::Corrupt(s) => Error::Corrupt(s.clone()),
-        Error::BadTime(t) => Error::Invalid(t.to_string()),
-        Error::Io { path, source } => Error::io(
-            path.clone(),
-            match source.raw_os_error() {
-                Some(n) => std::io::Error::from_raw_os_error(n),
-                None => std::io::Error::new(source.kind(), source.to_string()),
-            },
-        ),
-        Error::BadMetadata(m) => Error::BadTableConfig {
-            path: String::new(),
-            reason: m.to_string(),
-        },
-    }
 }
 
 /// Tells the kernel about one table's inodes in the lake's numbering.
@@ -394,7 +361,7 @@ impl LakeFs {
         match &*slot {
             Slot::Loaded(fs) => return Ok(fs.clone()),
             Slot::Broken { error, since } if since.elapsed() < self.lake.poll_interval => {
-                return Err(copy_error(error))
+                return Err(error.clone())
             }
             _ => {}
         }
@@ -418,7 +385,7 @@ impl LakeFs {
                 // The adapter logs the failed request with this error, which names the table's
                 // file: one line per request, none here.
                 log::debug!("lake: table {} cannot be read: {error}", t.path);
-                let e = copy_error(&error);
+                let e = error.clone();
                 *slot = Slot::Broken {
                     error,
                     since: Instant::now(),

@@ -1,5 +1,5 @@
-//! A lake: a directory (or prefix) that is not itself a table but holds many (issue 12, item 3;
-//! SEMANTICS.md §7.1.1). This module finds the tables through the storage seam; `tree` is the
+//! A lake: a directory (or prefix) that is not itself a table but holds many
+//! (SEMANTICS.md §7.1.1). This module finds the tables through the storage seam; `tree` is the
 //! directories a lake mount shows above them, `inode` gives each table its own inode numbers,
 //! and `lake_fs` mounts the whole lake as one file system ([`LakeFs`]), routing each request to
 //! one table's `HudiFs`.

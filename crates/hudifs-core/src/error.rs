@@ -3,9 +3,13 @@
 //! Every failure a caller can see is an [`Error`]: it names the table file or the input that is
 //! wrong and why. The FUSE adapter turns it into an errno; the CLI prints it.
 
+use std::sync::Arc;
+
 use crate::metadata::MetadataError;
 
-#[derive(Debug, thiserror::Error)]
+/// `Clone`, so that a refusal or a failure can be kept and given again to every caller that
+/// asks (a refused merged slice, a lake's table that failed to open): an I/O error is shared.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// The location is not a Hudi table (no `.hoodie/hoodie.properties`).
     #[error("{0} is not a Hudi table: no .hoodie/hoodie.properties (nor hoodie.properties.backup) under it")]
@@ -37,7 +41,7 @@ pub enum Error {
     Io {
         path: String,
         #[source]
-        source: std::io::Error,
+        source: Arc<std::io::Error>,
     },
 
     /// The operation does not apply to this node (a directory opened as a file, ...).
@@ -68,7 +72,7 @@ impl Error {
     pub fn io(path: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
-            source,
+            source: Arc::new(source),
         }
     }
 

@@ -1,5 +1,5 @@
 //! What one merge holds of the daemon's memory ceiling (`hudifs_storage::ceiling`,
-//! docs/SEMANTICS.md §9, "Memory ceiling").
+//! docs/SEMANTICS.md §9.9, "Memory ceiling").
 //!
 //! A merge counts what it holds as it goes (log files, decoded records, the base file's row
 //! group, the writer's row group) and holds that much of the ceiling. Growing never waits: a

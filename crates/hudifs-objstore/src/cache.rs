@@ -22,26 +22,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use hudifs_storage::sync::lock;
+
 /// Bytes per checksummed block.
 pub const BLOCK: u64 = 256 << 10;
 const MAGIC: &str = "hudifs-cache 1";
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// The cache file name of an object version: a 128-bit FNV-1a hash of key and version (the
 /// checksum file repeats both and is compared, so a collision is never served).
 fn file_name(key: &str, version: &str) -> String {
-    let mut h1: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut h2: u64 = 0x6c62_272e_07bb_0142;
-    for b in key.bytes().chain([0u8]).chain(version.bytes()) {
-        h1 = (h1 ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        h2 = (h2 ^ b as u64)
-            .wrapping_mul(0x0000_0100_0000_01b3)
-            .rotate_left(5);
-    }
-    format!("{h1:016x}{h2:016x}")
+    let bytes = key.bytes().chain([0u8]).chain(version.bytes());
+    hudifs_storage::fnv::fnv1a_wide_hex(bytes, 0x6c62_272e_07bb_0142)
 }
 
 struct Indexed {
@@ -488,6 +479,16 @@ impl DataCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_names_are_the_ones_earlier_builds_gave() {
+        // Computed by the hash as it was written here before hudifs_storage::fnv: a cache
+        // filled by an earlier build is found again.
+        assert_eq!(
+            file_name("a/b.parquet", "v1"),
+            "b1f682263aa8649420de73c1e8fb077f"
+        );
+    }
 
     fn fill(c: &Arc<DataCache>, key: &str, bytes: &[u8]) {
         let (l, w) = c.lookup(key, "e1", bytes.len() as u64);

@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use futures::future::{BoxFuture, FutureExt, Shared};
 use hudifs_storage::ceiling::{self, MemoryCeiling, Reclaim};
+use hudifs_storage::sync::lock;
 
 /// Where a prefetcher gets bytes from: one ranged request per call.
 pub trait RangeSource: Send + Sync + 'static {
@@ -277,10 +278,6 @@ impl Reclaim for Window {
         let after: u64 = st.chunks.iter().map(Chunk::len).sum();
         before - after
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// An `io::Error` shared by the readers of one chunk, as each reader's own.

@@ -1,4 +1,4 @@
-//! The daemon's memory ceiling (`--max-memory`, docs/SEMANTICS.md §9, "Memory ceiling"): the
+//! The daemon's memory ceiling (`--max-memory`, docs/SEMANTICS.md §9.9, "Memory ceiling"): the
 //! most memory it may hold, shared by everything whose memory grows with what is read (object
 //! stores' read windows and the reads waiting on them, merges), the rest of its memory measured.
 //!

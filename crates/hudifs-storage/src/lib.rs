@@ -13,14 +13,17 @@
 //! - [`FaultyStore`]: a wrapper that injects failures and latency.
 //! - [`ceiling`]: the daemon's memory ceiling, shared by read windows and merges.
 //! - [`scoped`]: a directory of a storage as a storage of its own (a table of a lake).
+//! - [`sync::lock`]: a lock that outlives a panic; [`fnv`]: the stable hash of names on disk.
 
 pub mod ceiling;
 mod faulty;
+pub mod fnv;
 mod local;
 mod memory;
 pub mod observe;
 mod path;
 mod scoped;
+pub mod sync;
 
 use std::io;
 use std::sync::Arc;

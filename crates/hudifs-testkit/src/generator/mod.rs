@@ -285,9 +285,7 @@ impl SplitMix64 {
 }
 
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    hudifs_storage::fnv::fnv1a(bytes.iter().copied())
 }
 
 fn datetime(ms: i64) -> Result<chrono::DateTime<chrono::Utc>> {
