@@ -206,6 +206,21 @@ fn eopnotsupp_for_custom_merge_modes_and_payloads() {
             mor(6).with_property("hoodie.compaction.payload.class", "com.acme.MyPayload"),
             "com.acme.MyPayload",
         ),
+        // A delete marker as Hudi 1.1's upgrade declares it for AWSDmsAvroPayload tables:
+        // merging without it would serve rows Hudi deletes.
+        (
+            mor(9)
+                .with_property("hoodie.record.merge.mode", "EVENT_TIME_ORDERING")
+                .with_property(
+                    "hoodie.record.merge.property.hoodie.payload.delete.field",
+                    "Op",
+                )
+                .with_property(
+                    "hoodie.record.merge.property.hoodie.payload.delete.marker",
+                    "D",
+                ),
+            "hoodie.record.merge.property.hoodie.payload.delete.",
+        ),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let root = table(tmp.path(), spec, 20);

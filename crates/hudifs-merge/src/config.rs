@@ -49,6 +49,9 @@ pub struct MergeConfig {
     pub base_format: String,
 }
 
+/// The prefix of the merge properties of table version 9 (`hoodie.record.merge.property.`).
+const MERGE_PROPERTY: &str = "hoodie.record.merge.property.";
+
 const EVENT_TIME_STRATEGY: &str = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5";
 const COMMIT_TIME_STRATEGY: &str = "ce9acb64-bde0-424c-9b91-f6ebba25356d";
 
@@ -136,6 +139,19 @@ impl MergeConfig {
                     "{key}={v}: custom delete markers are not merged"
                 )));
             }
+        }
+        // Merge properties (Hudi 1.1's upgrade writes an AWSDmsAvroPayload table's delete
+        // marker as hoodie.record.merge.property.hoodie.payload.delete.field / .marker): each
+        // changes which records survive, and none is merged yet, so a table declaring one is
+        // refused rather than served with rows Hudi deletes.
+        if let Some((k, v)) = props
+            .iter()
+            .find(|(k, v)| k.starts_with(MERGE_PROPERTY) && !v.trim().is_empty())
+        {
+            return Err(MergeError::unsupported(format!(
+                "{k}={v}: merge properties (delete markers, partial-update markers) are not \
+                 merged"
+            )));
         }
         if let Some(v) = get("hoodie.table.partial.update.mode") {
             if v != "KEEP_VALUES" {
@@ -257,5 +273,32 @@ mod tests {
         ]))
         .unwrap_err();
         assert_eq!(e.kind, crate::Refusal::Unsupported);
+    }
+
+    #[test]
+    fn merge_properties_are_refused_by_name() {
+        for key in [
+            "hoodie.record.merge.property.hoodie.payload.delete.field",
+            "hoodie.record.merge.property.hoodie.payload.delete.marker",
+            "hoodie.record.merge.property.anything.else",
+        ] {
+            let e = MergeConfig::from_properties(&props(&[
+                ("hoodie.table.version", "9"),
+                ("hoodie.record.merge.mode", "EVENT_TIME_ORDERING"),
+                (key, "D"),
+            ]))
+            .unwrap_err();
+            assert_eq!(e.errno(), libc::EOPNOTSUPP);
+            assert!(e.to_string().contains(key), "{e}");
+        }
+        // Declared empty: nothing to merge differently.
+        MergeConfig::from_properties(&props(&[
+            ("hoodie.table.version", "9"),
+            (
+                "hoodie.record.merge.property.hoodie.payload.delete.marker",
+                " ",
+            ),
+        ]))
+        .unwrap();
     }
 }
