@@ -27,6 +27,7 @@ pub mod avro;
 pub mod cache;
 pub mod cdc;
 mod chunks;
+mod codecs;
 pub mod config;
 pub mod engine;
 mod error;

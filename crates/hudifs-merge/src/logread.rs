@@ -161,6 +161,12 @@ pub fn decode_block(
         }
         PARQUET_DATA_BLOCK => {
             let data = bytes.slice(block.content.clone());
+            let meta =
+                parquet::file::metadata::ParquetMetaDataReader::new().parse_and_finish(&data);
+            if let Some(c) = meta.ok().as_ref().and_then(crate::codecs::unreadable) {
+                let what = format!("{name}: Parquet data block at byte {}", block.offset);
+                return Err(crate::codecs::refusal(&what, c));
+            }
             let batch = std::panic::catch_unwind(|| read_parquet_block(data))
                 .map_err(|_| at("the Parquet decoder gave up".into()))?
                 .map_err(at)?;

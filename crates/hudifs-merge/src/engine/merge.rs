@@ -258,6 +258,9 @@ impl Prepared {
                 let footer = StorageChunks::direct(file.clone());
                 let meta =
                     ArrowReaderMetadata::load(&footer, Default::default()).map_err(corrupt)?;
+                if let Some(c) = crate::codecs::unreadable(meta.metadata()) {
+                    return Err(crate::codecs::refusal(name, c));
+                }
                 let chunks = match by_row_group {
                     true => StorageChunks::by_row_group(file.clone(), meta.metadata()),
                     false => footer,
