@@ -202,6 +202,19 @@ impl Follower {
             .map(|(next, touched)| fs.install(next, touched)))
     }
 
+    /// Whether any of `created` (names inotify saw appear but not written) is a timeline file
+    /// the snapshot does not have: one linked into place whole, which no close-write event
+    /// will announce (or one still being written, which the listing's settle rule waits for).
+    fn linked(&self, fs: &HudiFs, created: &BTreeSet<String>) -> bool {
+        let snap = fs.snapshot();
+        let tl = snap.timeline();
+        created.iter().any(|n| {
+            !tl.has_file(n)
+                && !n.starts_with(PROPERTIES)
+                && timeline::parse_timeline_name(&*snap.store, &snap.cfg, n).is_some()
+        })
+    }
+
     /// Follow the table until `stop` is set: apply changes as they come and tell the kernel
     /// which cached entries of `latest/` went stale.
     pub fn run(
@@ -229,6 +242,9 @@ impl Follower {
             // A panic while applying a change (malformed input reaching a library) must not
             // stop the mount from following the table: log it, keep the previous snapshot, go
             // on.
+            // A timeline file that appeared without a close-write (linked into place): listed
+            // again once it has settled.
+            let mut linked = false;
             let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &watch {
                 Some(_) if relisting => self.poll_once(&fs, SETTLE),
                 Some(w) => {
@@ -240,7 +256,10 @@ impl Follower {
                         .min(due_in)
                         .min(relist_in);
                     match w.wait(timeout) {
-                        Ok(Some(ev)) if !ev.rescan => self.apply(&fs, ev.changed, ev.removed),
+                        Ok(Some(ev)) if !ev.rescan => {
+                            linked = self.linked(&fs, &ev.created);
+                            self.apply(&fs, ev.changed, ev.removed)
+                        }
                         Ok(Some(_)) => self.poll_once(&fs, SETTLE),
                         Ok(None) if last_rescan.elapsed() >= RESCAN => {
                             last_rescan = Clock::now();
@@ -269,6 +288,10 @@ impl Follower {
                     "internal error while applying a timeline change".into(),
                 ))
             });
+            if linked {
+                let at = Clock::now() + SETTLE;
+                relist = Some(relist.map_or(at, |r| r.min(at)));
+            }
             // (A watched timeline is local: its polls always leave a stamp.)
             let deferred = self.stamp.as_ref().is_some_and(|st| st.deferred);
             if relisting && result.is_ok() && deferred {

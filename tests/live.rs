@@ -355,6 +355,119 @@ fn a_mount_follows_commits_without_remounting() {
     }
 }
 
+/// Every file below `root`, relative to it.
+fn tree(root: &Path) -> std::collections::BTreeSet<std::path::PathBuf> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.insert(e.path().strip_prefix(root).unwrap().to_path_buf());
+            }
+        }
+    }
+    out
+}
+
+/// Writers that put a timeline file in place whole rather than writing it where it ends up:
+/// a temporary name beside it renamed into place (`<name>#1`, object_store's local store
+/// overwriting), one in `.hoodie/.temp/` or outside the watched directory renamed, and a
+/// temporary name linked into place and removed (object_store's local store creating a file,
+/// as hudi-rs's writer does; the link makes no close-write event). Each commit moves latest/
+/// as a direct write does, not at the 30-second safety rescan.
+#[test]
+fn commits_put_in_place_by_rename_or_link_move_latest() {
+    if !common::fuse_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The writer writes each commit in `source`; the mounted copy gets its files the way the
+    // writer under test would put them.
+    let (mut w, a) = cow_table(&dir.path().join("source"));
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.insert(&a, &rows(1, 4)).unwrap();
+    t.complete().unwrap();
+    let source = w.root().to_path_buf();
+    let mounted = dir.path().join("mounted");
+    let copy = |rel: &Path| {
+        let to = mounted.join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(source.join(rel), to).unwrap();
+    };
+    for rel in tree(&source) {
+        copy(&rel);
+    }
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let m = common::MountGuard::mount(&mounted, &["--poll-interval", "100"]);
+    let latest = m.path().join("latest");
+    for (round, way) in ["rename #1", "rename .temp", "rename outside", "link"]
+        .into_iter()
+        .enumerate()
+    {
+        let before = tree(&source);
+        let mut t = w.begin(Action::Commit).unwrap();
+        t.insert(&a, &rows(10 + round as u64, 2)).unwrap();
+        let instant = t.complete().unwrap();
+        let new: Vec<_> = tree(&source).difference(&before).cloned().collect();
+        // Data files and the requested and inflight states first, as a writer writes them.
+        let completed: Vec<_> = new
+            .iter()
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                p.starts_with(".hoodie")
+                    && !name.ends_with(".requested")
+                    && !name.ends_with(".inflight")
+                    && name.contains(instant.as_str())
+            })
+            .cloned()
+            .collect();
+        assert_eq!(completed.len(), 1, "{new:?}");
+        for rel in new.iter().filter(|p| !completed.contains(p)) {
+            copy(rel);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        assert_ne!(
+            common::xattr(&latest, "user.hudi.instant").as_deref(),
+            Some(instant.as_str())
+        );
+        let rel = &completed[0];
+        let to = mounted.join(rel);
+        let bytes = std::fs::read(source.join(rel)).unwrap();
+        let temp = match way {
+            "rename #1" | "link" => {
+                to.with_file_name(format!("{}#1", to.file_name().unwrap().to_string_lossy()))
+            }
+            "rename .temp" => {
+                let t = mounted.join(".hoodie/.temp");
+                std::fs::create_dir_all(&t).unwrap();
+                t.join(format!("{round}.tmp"))
+            }
+            _ => outside.join(format!("{round}.tmp")),
+        };
+        std::fs::write(&temp, &bytes).unwrap();
+        if way == "link" {
+            std::fs::hard_link(&temp, &to).unwrap();
+            std::fs::remove_file(&temp).unwrap();
+        } else {
+            std::fs::rename(&temp, &to).unwrap();
+        }
+        let took = wait_for(
+            &format!("latest to show the commit put in place by {way}"),
+            || common::xattr(&latest, "user.hudi.instant").as_deref() == Some(instant.as_str()),
+        );
+        eprintln!("{way}: latest showed the commit after {took:?}");
+    }
+    assert_eq!(
+        common::walk_files(&latest).unwrap().len(),
+        5,
+        "{}",
+        m.log_text()
+    );
+}
+
 /// What the kernel is told after latest/ moves: the view root and the touched partition's
 /// directory go stale, and so does the name of the file that left the view.
 #[test]

@@ -385,6 +385,10 @@ pub struct WatchEvents {
     pub changed: BTreeSet<String>,
     /// Names that vanished.
     pub removed: BTreeSet<String>,
+    /// Names that appeared without being written here (yet): a file created and not closed
+    /// yet, or one linked into place whole (`link(2)`, as object_store's local store commits a
+    /// file it must not overwrite), which no close-write will follow. Not in `changed`.
+    pub created: BTreeSet<String>,
     /// The kernel's queue overflowed or the directory moved: list it again.
     pub rescan: bool,
 }
@@ -401,6 +405,7 @@ impl Watch {
         let path = CString::new(dir.as_os_str().as_bytes())
             .map_err(|_| io::Error::other("NUL in path"))?;
         let mask = libc::IN_CLOSE_WRITE
+            | libc::IN_CREATE
             | libc::IN_MOVED_TO
             | libc::IN_MOVED_FROM
             | libc::IN_DELETE
@@ -469,8 +474,14 @@ impl Watch {
                         ev.rescan = true;
                     } else if raw.mask & (libc::IN_DELETE | libc::IN_MOVED_FROM) != 0 {
                         ev.changed.remove(&name);
+                        ev.created.remove(&name);
                         ev.removed.insert(name);
+                    } else if raw.mask & libc::IN_CREATE != 0 {
+                        if !name.is_empty() {
+                            ev.created.insert(name);
+                        }
                     } else if !name.is_empty() {
+                        ev.created.remove(&name);
                         ev.removed.remove(&name);
                         ev.changed.insert(name);
                     }
