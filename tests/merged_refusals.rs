@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 
 use common::MountGuard;
-use hudifs_core::table::TableType;
+use hudifs_core::table::{TableType, METADATA_BOOTSTRAP_INSTANT};
 use hudifs_core::timeline::Action;
 use hudifs_testkit::generator::{read_blocks, rows, rows_with_ids, TableSpec, TableWriter};
 
@@ -227,6 +227,87 @@ fn eopnotsupp_for_custom_merge_modes_and_payloads() {
         let line = refused(&root, &[], libc::EOPNOTSUPP, reason);
         eprintln!("EOPNOTSUPP: {line}");
     }
+}
+
+/// Every file below `dir` whose name holds `from` renamed to hold `to` instead, and in the
+/// timeline's files every mention of it too.
+fn rename_instant(dir: &Path, from: &str, to: &str) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rename_instant(&p, from, to);
+            continue;
+        }
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if p.components().any(|c| c.as_os_str() == ".hoodie") {
+            if let Ok(text) = std::fs::read_to_string(&p) {
+                std::fs::write(&p, text.replace(from, to)).unwrap();
+            }
+        }
+        if name.contains(from) {
+            std::fs::rename(&p, p.with_file_name(name.replace(from, to))).unwrap();
+        }
+    }
+}
+
+/// A metadata-only bootstrap leaves skeleton base files (instant `00000000000001`) holding the
+/// meta columns alone. Served as data, a reader would get none of the table's columns: every
+/// view refuses them (`EOPNOTSUPP`, a log line), plain and merged, and serves the other groups.
+#[test]
+fn metadata_bootstrap_skeletons_are_refused_not_served() {
+    if !common::fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("table");
+    let mut w = TableWriter::create(&root, mor(6), 1_767_225_600_000).unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let fa = t.insert("city=a", &rows(1, 20)).unwrap();
+    let bootstrap = t.complete().unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.insert("city=b", &rows(2, 20)).unwrap();
+    t.update("city=a", &fa, &rows_with_ids(3, &[1000, 1001]))
+        .unwrap();
+    t.complete().unwrap();
+    // The first write becomes the bootstrap's: its instant in every name and timeline file.
+    rename_instant(&root, &bootstrap, METADATA_BOOTSTRAP_INSTANT);
+    let props = root.join(".hoodie/hoodie.properties");
+    let mut text = std::fs::read_to_string(&props).unwrap();
+    text.push_str("hoodie.bootstrap.base.path=/data/source\n");
+    std::fs::write(&props, text).unwrap();
+
+    let cache = tmp.path().join("merge-cache");
+    let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+    let a = m.path().join("latest/city=a");
+    let skeleton: Vec<String> = support::names(&a)
+        .into_iter()
+        .filter(|n| n.ends_with(&format!("_{METADATA_BOOTSTRAP_INSTANT}.parquet")))
+        .collect();
+    assert_eq!(skeleton.len(), 1, "{:?}", support::names(&a));
+    let e = match std::fs::read(a.join(&skeleton[0])) {
+        Ok(b) => panic!("the skeleton was served as data: {} bytes", b.len()),
+        Err(e) => e,
+    };
+    assert_eq!(e.raw_os_error(), Some(libc::EOPNOTSUPP), "{e}");
+    let merged = merged_a(&m);
+    assert_eq!(
+        support::refused_errno(&merged),
+        (libc::EOPNOTSUPP, libc::EOPNOTSUPP)
+    );
+    // The group written the ordinary way is served, plain and merged.
+    for dir in ["latest/city=b", "merged/latest/city=b"] {
+        let d = m.path().join(dir);
+        let names = support::names(&d);
+        assert_eq!(names.len(), 1, "{dir}: {names:?}");
+        assert!(std::fs::read(d.join(&names[0]))
+            .unwrap()
+            .starts_with(b"PAR1"));
+    }
+    let log = m.log_text();
+    assert!(
+        log.contains("metadata-only bootstrap skeleton"),
+        "no log line names the skeleton: {log}"
+    );
 }
 
 /// Every merged file of `merged/latest/` (relative name → bytes).

@@ -685,6 +685,16 @@ impl HudiFs {
     /// A table file by registry id, opened through the storage.
     fn open_table_file(&self, file: u64) -> Result<OpenedParts> {
         let f = self.registered(file)?;
+        if f.is_base() && self.snapshot().cfg.is_bootstrap_skeleton(f.instant()) {
+            // Its bytes are the meta columns alone: a reader would get none of the data.
+            let e = Error::Unsupported(format!(
+                "{}: a metadata-only bootstrap skeleton (its data is in the source file under \
+                 hoodie.bootstrap.base.path, which hudifs does not join to it yet)",
+                super::join(&f.partition, f.name())
+            ));
+            log::warn!("{e}");
+            return Err(e);
+        }
         let path = partition_dir(&f.partition)?
             .child(f.name())
             .map_err(|e| Error::NotFound(e.to_string()))?;

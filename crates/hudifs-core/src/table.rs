@@ -69,7 +69,26 @@ pub struct TableConfig {
     pub properties: BTreeMap<String, String>,
 }
 
+/// The instant of the skeleton base files a metadata-only bootstrap writes (Java's
+/// `HoodieTimeline.METADATA_BOOTSTRAP_INSTANT_TS`): they hold the meta columns only, the data
+/// stays in the source files under `hoodie.bootstrap.base.path`. (A full-record bootstrap's
+/// files, `00000000000002`, are whole.)
+pub const METADATA_BOOTSTRAP_INSTANT: &str = "00000000000001";
+
 impl TableConfig {
+    /// `hoodie.bootstrap.base.path`: where a bootstrapped table's source files are.
+    pub fn bootstrap_base_path(&self) -> Option<&str> {
+        self.properties
+            .get("hoodie.bootstrap.base.path")
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+    }
+
+    /// Whether a base file of instant `instant` is a metadata-only bootstrap skeleton.
+    pub fn is_bootstrap_skeleton(&self, instant: &str) -> bool {
+        instant == METADATA_BOOTSTRAP_INSTANT && self.bootstrap_base_path().is_some()
+    }
+
     /// Read the configuration of the table in `store`.
     pub fn load(store: &dyn Storage) -> Result<TableConfig> {
         let hoodie = TablePath::new(HOODIE).unwrap_or_default();

@@ -47,6 +47,9 @@ pub struct MergeConfig {
     pub populate_meta_fields: bool,
     /// `hoodie.table.base.file.format`, lower case.
     pub base_format: String,
+    /// The table was bootstrapped (`hoodie.bootstrap.base.path`): a slice whose base instant is
+    /// the metadata-only bootstrap's has a skeleton base file, which is refused.
+    pub bootstrapped: bool,
 }
 
 /// The prefix of the merge properties of table version 9 (`hoodie.record.merge.property.`).
@@ -204,7 +207,9 @@ impl MergeConfig {
         let base_format = get("hoodie.table.base.file.format")
             .unwrap_or("PARQUET")
             .to_ascii_lowercase();
+        let bootstrapped = get("hoodie.bootstrap.base.path").is_some();
         Ok(MergeConfig {
+            bootstrapped,
             table_version,
             mode,
             ordering_fields,

@@ -85,6 +85,15 @@ fn prepare_inner(
     visible: &dyn BlockVisibility,
     opts: &MergeOptions,
 ) -> Result<Prepared> {
+    if cfg.bootstrapped
+        && slice.base.is_some()
+        && slice.instant == hudifs_core::table::METADATA_BOOTSTRAP_INSTANT
+    {
+        return Err(MergeError::unsupported(
+            "its base file is a metadata-only bootstrap skeleton (the data is in the source \
+             file under hoodie.bootstrap.base.path, which hudifs does not join to it yet)",
+        ));
+    }
     let memory = opts.memory()?;
     let on_store = storage.is_object_store();
     if on_store {
