@@ -26,8 +26,7 @@
 //! threads and `seen.rs` what they saw; `log.rs` the writer's log; `checker.rs` the checks;
 //! `report.rs` the counts and the configuration; `repro.rs` the minimal reproducers.
 
-#[path = "../common/mod.rs"]
-mod common;
+use hudifs_testkit::support;
 
 mod checker;
 mod log;
@@ -183,7 +182,7 @@ fn spawn_writer(cfg: &Config, table: &Path, store: &[String], log: &Path) -> Chi
 
 /// Run one torture round; `None` when FUSE is not available here.
 fn torture(cfg: &Config) -> Option<Report> {
-    if !common::fuse_available() {
+    if !support::fuse_available() {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -193,7 +192,7 @@ fn torture(cfg: &Config) -> Option<Report> {
         ..Report::default()
     };
     // On the store: the writer writes to moto directly, the mount reads from it.
-    let moto = cfg.store.then(common::moto);
+    let moto = cfg.store.then(support::moto);
     let (table, store_args, exists): (_, Vec<String>, Exists) = match &moto {
         Some(moto) => {
             let url = format!("s3://lake/torture-{}-{}", cfg.variant(), cfg.seed);
@@ -233,7 +232,7 @@ fn torture(cfg: &Config) -> Option<Report> {
     }
     let mut mount_args: Vec<&str> = store_args.iter().map(String::as_str).collect();
     mount_args.extend(["--poll-interval", "50"]);
-    let guard = common::MountGuard::mount(&table, &mount_args);
+    let guard = support::MountGuard::mount(&table, &mount_args);
     let pid = guard.pid.expect("the daemon's pid");
     let shared = Arc::new(Shared {
         mnt: guard.path().to_path_buf(),
@@ -341,7 +340,7 @@ fn torture(cfg: &Config) -> Option<Report> {
                 eprintln!("hang: socket {l}");
             }
             // The server's own stacks, where py-spy is installed beside its python.
-            let spy = common::python().with_file_name("py-spy");
+            let spy = support::python().with_file_name("py-spy");
             let server = ss
                 .lines()
                 .find(|l| l.contains("LISTEN") && l.contains(&port))
@@ -493,7 +492,7 @@ fn torture_long() {
 
 #[test]
 fn open_file_reads_to_the_end_after_latest_moves_on_and_the_cleaner_deletes_it() {
-    if !common::fuse_available() {
+    if !support::fuse_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -504,7 +503,7 @@ fn open_file_reads_to_the_end_after_latest_moves_on_and_the_cleaner_deletes_it()
 
 #[test]
 fn as_of_listed_before_a_clean_is_refused_after_it() {
-    if !common::fuse_available() {
+    if !support::fuse_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use crate::common;
 use crate::seen::{Content, DirList, Seen, Walk};
+use hudifs_testkit::support;
 
 /// Most files the holder keeps open at once.
 const MAX_HELD: usize = 200;
@@ -57,10 +57,10 @@ impl Progress {
     }
 }
 
-/// `user.hudi.instant` of a path (copied: `common::xattr` returns a 64 KiB buffer, and the
+/// `user.hudi.instant` of a path (copied: `support::xattr` returns a 64 KiB buffer, and the
 /// readers keep hundreds of thousands of these).
 fn instant_xattr(p: &Path) -> Option<String> {
-    common::xattr(p, "user.hudi.instant").map(|s| s.as_str().to_owned())
+    support::xattr(p, "user.hudi.instant").map(|s| s.as_str().to_owned())
 }
 
 fn list_dir(p: &Path) -> Result<Vec<(String, bool)>, i32> {

@@ -4,7 +4,7 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common;
+use hudifs_testkit::support;
 
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
@@ -29,7 +29,7 @@ fn two_versions(root: &Path) -> (TableWriter, String, String, String) {
 /// the cleaner deleted it.
 pub fn open_file_outlives_latest(root: &Path) -> Result<(), String> {
     let (mut w, p, f, first) = two_versions(root);
-    let m = common::MountGuard::mount(root, &["--poll-interval", "50"]);
+    let m = support::MountGuard::mount(root, &["--poll-interval", "50"]);
     let path = m.path().join("latest").join(&p).join(&first);
     let expected = std::fs::read(root.join(&p).join(&first)).unwrap();
     let mut file = std::fs::File::open(&path).map_err(|e| format!("open: {e}"))?;
@@ -66,19 +66,19 @@ pub fn as_of_refused_after_clean(root: &Path) -> Result<(), String> {
     let mut t = w.begin(Action::Commit).unwrap();
     t.update(&p, &f, &rows_with_ids(2, &[1000])).unwrap();
     let t2 = t.complete().unwrap();
-    let m = common::MountGuard::mount(root, &["--poll-interval", "50"]);
+    let m = support::MountGuard::mount(root, &["--poll-interval", "50"]);
     let view = m.path().join("as_of").join(&t1);
-    let before = common::walk_files(&view).map_err(|e| format!("as_of/{t1}: {e}"))?;
+    let before = support::walk_files(&view).map_err(|e| format!("as_of/{t1}: {e}"))?;
     assert_eq!(before, vec![format!("{p}/{first}")]);
     w.clean(&t2, &[(p.as_str(), first.as_str())]).unwrap();
     // The daemon refuses the view and drops the kernel's names of it once it has applied the
     // clean (SEMANTICS.md §5.3, §6.5): usually at once, but on a loaded machine (a CI run) later
     // than a fixed sleep allowed, so wait for it, up to 5 s.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let mut listed = common::walk_files(&view);
+    let mut listed = support::walk_files(&view);
     while listed.is_ok() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
-        listed = common::walk_files(&view);
+        listed = support::walk_files(&view);
     }
     match listed {
         Err(_) => Ok(()),

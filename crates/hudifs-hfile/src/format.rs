@@ -58,6 +58,7 @@ pub fn hadoop_vlong(b: &[u8], at: usize) -> Option<(i64, usize)> {
     Some((if negative { !v } else { v }, len))
 }
 
+#[cfg(any(test, feature = "writer"))]
 pub fn put_hadoop_vlong(out: &mut Vec<u8>, v: i64) {
     if (-112..=127).contains(&v) {
         out.push(v as i8 as u8);
@@ -94,6 +95,7 @@ pub fn pb_varint(b: &[u8], pos: &mut usize) -> Option<u64> {
     None
 }
 
+#[cfg(any(test, feature = "writer"))]
 pub fn put_pb_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -381,6 +383,7 @@ impl Header {
         String::from_utf8_lossy(&self.magic).into_owned()
     }
 
+    #[cfg(any(test, feature = "writer"))]
     pub fn serialize(&self) -> [u8; HEADER_LEN] {
         let mut h = [0u8; HEADER_LEN];
         h[..8].copy_from_slice(&self.magic);
@@ -673,6 +676,7 @@ impl Trailer {
         Ok(t)
     }
 
+    #[cfg(any(test, feature = "writer"))]
     pub fn serialize(&self) -> Vec<u8> {
         let mut msg = Vec::new();
         let varint = |msg: &mut Vec<u8>, field: u64, v: u64| {
@@ -740,6 +744,7 @@ pub fn parse_file_info(b: &[u8]) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
     Ok(out)
 }
 
+#[cfg(any(test, feature = "writer"))]
 pub fn serialize_file_info(info: &BTreeMap<Vec<u8>, Vec<u8>>) -> Vec<u8> {
     let mut msg = Vec::new();
     for (k, v) in info {

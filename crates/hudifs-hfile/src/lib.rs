@@ -40,8 +40,10 @@
 
 mod error;
 mod format;
+#[cfg(any(test, feature = "writer"))]
 pub mod raw;
 mod reader;
+#[cfg(any(test, feature = "writer"))]
 pub mod writer;
 
 pub use error::{HFileError, Result};

@@ -32,7 +32,7 @@ impl Drop for Inner {
     /// threshold (decoded pages, arrays) were freed into the allocator's arenas, which keep
     /// them: counted as released but still resident, they would let the store reads that take
     /// the released room (in buffers of their own, mapped apart) run the daemon over the
-    /// ceiling (`tests/store_reads.rs` measured 118-130 MiB under `--max-memory 112M`). On a
+    /// ceiling (`tests/store/store_reads.rs` measured 118-130 MiB under `--max-memory 112M`). On a
     /// local disk reads hold no room, and the next merge reuses what the arenas keep: handing
     /// it back there made merging 12 % slower (faults on the pages taken again).
     fn drop(&mut self) {

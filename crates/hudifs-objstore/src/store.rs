@@ -9,10 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use hudifs_storage::{Entry, Kind, Meta, OpenFile, Storage, StorageWrite, TablePath};
+#[cfg(any(test, feature = "write"))]
+use hudifs_storage::StorageWrite;
+use hudifs_storage::{Entry, Kind, Meta, OpenFile, Storage, TablePath};
 use object_store::list::{PaginatedListOptions, PaginatedListResult, PaginatedListStore};
 use object_store::path::Path as ObjPath;
-use object_store::{BackoffConfig, ClientOptions, ObjectStore, PutPayload, RetryConfig};
+#[cfg(any(test, feature = "write"))]
+use object_store::PutPayload;
+use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
 
 use crate::azure;
 use crate::cache::DataCache;
@@ -797,6 +801,7 @@ fn report_pages(pages: usize, outcome: &'static str, started: std::time::Instant
     }
 }
 
+#[cfg(any(test, feature = "write"))]
 impl StorageWrite for ObjectStorage {
     fn put(&self, path: &TablePath, bytes: &[u8]) -> io::Result<()> {
         let payload = PutPayload::from(Bytes::copy_from_slice(bytes));

@@ -6,7 +6,9 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::{Entry, Meta, OpenFile, Storage, StorageWrite, TablePath};
+#[cfg(any(test, feature = "write"))]
+use crate::StorageWrite;
+use crate::{Entry, Meta, OpenFile, Storage, TablePath};
 
 /// The operations a fault can target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -297,6 +299,7 @@ impl<S: Storage + ?Sized> Storage for FaultyStore<S> {
     // `local()` stays `None`: inotify and passthrough would bypass the faults.
 }
 
+#[cfg(any(test, feature = "write"))]
 impl<S: StorageWrite + ?Sized> StorageWrite for FaultyStore<S> {
     fn put(&self, path: &TablePath, bytes: &[u8]) -> io::Result<()> {
         enter(&self.state, Op::Write, path.as_str())?;

@@ -5,11 +5,13 @@
 //! - [`Storage`]: list a directory (names, kinds, sizes, times), stat, read a whole file, read a
 //!   range, open a file for reading (a handle pinned to what was opened). Every location is a
 //!   [`TablePath`], relative to the table root.
-//! - [`StorageWrite`]: what the project's own table writer needs (tests, demos, benchmarks).
+//! - `StorageWrite` (feature `write`): what the project's own table writer needs (the test kit,
+//!   tests, benchmarks); the daemon, which only reads, is built without it.
 //! - [`LocalStore`]: a table on a local (or mounted network) file system, with what only such
 //!   a file system has: a file descriptor for kernel passthrough and `fadvise`, inotify, whether
 //!   other machines' writes can be seen.
-//! - [`MemStore`]: a table in memory, for fast tests of the logic above.
+//! - `MemStore` (feature `write`: it is filled through `StorageWrite`): a table in memory, for
+//!   fast tests of the logic above.
 //! - [`FaultyStore`]: a wrapper that injects failures and latency.
 //! - [`ceiling`]: the daemon's memory ceiling, shared by read windows and merges.
 //! - [`scoped`]: a directory of a storage as a storage of its own (a table of a lake).
@@ -19,6 +21,7 @@ pub mod ceiling;
 mod faulty;
 pub mod fnv;
 mod local;
+#[cfg(any(test, feature = "write"))]
 mod memory;
 pub mod observe;
 mod path;
@@ -32,6 +35,7 @@ use std::time::SystemTime;
 pub use ceiling::{Lease, MemoryCeiling, Reclaim};
 pub use faulty::{Fault, FaultyStore, Op, Rule};
 pub use local::{local_file_handle, network_file_system, FsStats, LocalStore, Watch, WatchEvents};
+#[cfg(any(test, feature = "write"))]
 pub use memory::MemStore;
 pub use path::{InvalidPath, TablePath};
 pub use scoped::{scoped, Scoped};
@@ -227,7 +231,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// What the project's own table writer needs of a storage.
+/// What the project's own table writer needs of a storage (feature `write`).
+#[cfg(any(test, feature = "write"))]
 pub trait StorageWrite: Storage {
     /// Write a whole file, replacing what was there. On a local disk the file is written in
     /// place (a reader may see it grow, as with Hudi's own writers); on stores whose writes are

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Entry, Kind, Meta, OpenFile, Storage, StorageWrite, TablePath};
+use crate::{Entry, Kind, Meta, OpenFile, Storage, TablePath};
 
 /// A table rooted at a directory of this machine's file system.
 #[derive(Debug, Clone)]
@@ -266,7 +266,8 @@ impl Storage for LocalStore {
     }
 }
 
-impl StorageWrite for LocalStore {
+#[cfg(any(test, feature = "write"))]
+impl crate::StorageWrite for LocalStore {
     fn put(&self, path: &TablePath, bytes: &[u8]) -> io::Result<()> {
         let p = self.path(path);
         if let Some(parent) = p.parent() {
@@ -496,6 +497,7 @@ impl Watch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::StorageWrite;
 
     #[test]
     fn reads_writes_and_lists_without_following_links() {

@@ -7,7 +7,7 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use crate::{Entry, Kind, Meta, OpenFile, Storage, StorageWrite, TablePath};
+use crate::{Entry, Kind, Meta, OpenFile, Storage, TablePath};
 
 #[derive(Debug, Clone)]
 enum Node {
@@ -249,7 +249,8 @@ impl Storage for MemStore {
     }
 }
 
-impl StorageWrite for MemStore {
+#[cfg(any(test, feature = "write"))]
+impl crate::StorageWrite for MemStore {
     fn put(&self, path: &TablePath, bytes: &[u8]) -> io::Result<()> {
         self.insert_file(path, bytes.to_vec())
     }
@@ -323,6 +324,7 @@ impl StorageWrite for MemStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::StorageWrite;
 
     fn p(s: &str) -> TablePath {
         TablePath::new(s).unwrap()

@@ -5,9 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// The workspace root (this crate lives in `crates/hudifs-testkit`).
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+/// The workspace root, which is also the `hudifs` package's (this crate lives in
+/// `crates/hudifs-testkit`).
+pub fn workspace() -> PathBuf {
+    let kit = Path::new(env!("CARGO_MANIFEST_DIR"));
+    kit.parent()
+        .and_then(Path::parent)
+        .unwrap_or(kit)
+        .to_path_buf()
 }
 
 /// The folder whose `tables/<path>.zip` are the fixture tables, or `None` (with the reason

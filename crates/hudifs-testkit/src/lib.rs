@@ -9,3 +9,4 @@ pub mod generator;
 pub mod mount;
 pub mod s3;
 pub mod server;
+pub mod support;

@@ -141,7 +141,7 @@ fn request_counts(hudifs: &Path, url: &str, proxy: &FaultProxy, c: &Common) -> R
     let idle_line = format!(
         "idle: {} requests in {idle_secs:.1} s at --poll-interval 200 ({:.0} polls at most), \
          {timeline_lists} of them LISTs of the timeline, {} other (a poll is one LIST when \
-         idle: tests/s3_live.rs counts it exactly)",
+         idle: tests/store/s3_live.rs counts it exactly)",
         idle.requests,
         polls,
         idle.requests as usize - timeline_lists

@@ -1,0 +1,19 @@
+//! Tier 1: what the table format and the visibility rules decide, checked on plain data
+//! structures and through the file system's logic (`HudiFs` called directly), without a kernel.
+//!
+//! One test binary; each file is a module, its tests named `file::test`. What each proves:
+//! tests/logic/README.md.
+
+mod archive;
+mod bad_input;
+mod conformance;
+mod fixture_cache;
+mod fs_logic;
+mod generated_views;
+mod lake_logic;
+mod live;
+mod metadata_decoding;
+mod metadata_table;
+mod model;
+mod objstore_conformance;
+mod writer;

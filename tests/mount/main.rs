@@ -1,0 +1,22 @@
+//! Tier 2: the same answers through the kernel: `hudifs mount` on a local disk, plain
+//! file-system calls, real readers.
+//!
+//! One test binary; each file is a module, its tests named `file::test`. What each proves:
+//! tests/mount/README.md.
+
+mod merge;
+
+mod cdc;
+mod crash_restart;
+mod demo;
+mod lake_mount;
+mod lifecycle;
+mod merged_fixtures;
+mod merged_generated;
+mod merged_incremental;
+mod merged_refusals;
+mod metrics;
+mod mount_conformance;
+mod permissions;
+mod real_client;
+mod system;

@@ -1,0 +1,272 @@
+//! Tables on a real S3 server: moto's server (PyPI `moto[server]`, installed into the test venv
+//! next to pyarrow) on 127.0.0.1, fixture tables uploaded through the StorageWrite seam over HTTP,
+//! then `hudifs ls s3://…` and a real FUSE mount of the `s3://` table give the same answers and
+//! the same bytes as the local table (docs/SEMANTICS.md §9); the prefix holding them mounts as a
+//! lake (§7.1.1) with the same bytes per table. A server that is not there fails
+//! the mount with a message naming what to check.
+
+use hudifs_testkit::support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use hudifs_objstore::{ObjectStorage, StoreUrl};
+use hudifs_storage::{StorageWrite, TablePath};
+use hudifs_testkit::mount::{binary, fuse_available, MountGuard};
+
+use hudifs_testkit::s3::KEYS;
+
+/// Upload a local table tree to `url` through the seam; the number of objects.
+fn upload(root: &Path, url: &str, endpoint: &str) -> usize {
+    let store = ObjectStorage::new(
+        StoreUrl::parse(url).unwrap(),
+        &hudifs_testkit::s3::options(endpoint),
+    )
+    .unwrap();
+    let files = support::walk_files(root).unwrap();
+    for rel in &files {
+        let bytes = std::fs::read(root.join(rel)).unwrap();
+        store.put(&TablePath::new(rel).unwrap(), &bytes).unwrap();
+    }
+    files.len()
+}
+
+fn ls_json(table: &str, extra: &[&str], view: &[&str]) -> serde_json::Value {
+    let mut args = vec!["ls", "--json", table];
+    args.extend_from_slice(view);
+    args.extend_from_slice(extra);
+    let (code, out, err) = support::run_hudifs(&args);
+    assert_eq!(code, 0, "hudifs {args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// Every file under `dir` with its bytes, sorted by path.
+fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = support::walk_files(dir)
+        .unwrap()
+        .into_iter()
+        .map(|rel| {
+            let b = std::fs::read(dir.join(&rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+            (rel, b)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The pages of `path` in the page cache (before it is touched through the map), and its bytes
+/// read through a shared read-only map.
+fn mapped(path: &Path) -> (usize, Vec<u8>) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).unwrap();
+    let len = f.metadata().unwrap().len() as usize;
+    // SAFETY: a read-only shared map of an open file of `len` bytes, unmapped below; mincore
+    // gets one byte per page of it.
+    unsafe {
+        let addr = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(
+            addr,
+            libc::MAP_FAILED,
+            "mmap {}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        );
+        let pages = len.div_ceil(4096);
+        let mut vec = vec![0u8; pages];
+        assert_eq!(libc::mincore(addr, len, vec.as_mut_ptr()), 0);
+        let resident = vec.iter().filter(|b| **b & 1 == 1).count();
+        let bytes = std::slice::from_raw_parts(addr as *const u8, len).to_vec();
+        libc::munmap(addr, len);
+        (resident, bytes)
+    }
+}
+
+#[test]
+fn s3_tables_list_and_mount_like_local_ones() {
+    let Some(dir) = support::fixtures_dir() else {
+        return;
+    };
+    if !fuse_available() {
+        return;
+    }
+    let moto = support::moto();
+    let endpoint = moto.endpoint.clone();
+    let store_args = ["--endpoint-url", endpoint.as_str(), "--force-path-style"];
+    let tmp = tempfile::tempdir().unwrap();
+    let mut objects = 0;
+    let mut compared = 0;
+    // Copy-on-write and merge-on-read, table versions 6 and 8.
+    let names = [
+        "sample_table/cow/v6_nonpartitioned",
+        "sample_table/cow/v8_nonpartitioned",
+        "sample_table/mor/parquet/v6_complexkeygen_hivestyle",
+        "quickstart_trips_table/mor/avro/v6_trips_8i1u",
+    ];
+    let fixtures = support::fixtures(&dir);
+    let mut found = 0;
+    let mut locals = Vec::new();
+    for name in names {
+        let fx = fixtures
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("no fixture {name}"));
+        let local = support::unzip(&fx.zip, &tmp.path().join(name));
+        found += 1;
+        let name = name.rsplit('/').next().unwrap();
+        locals.push((name.to_string(), local.clone()));
+        let url = format!("s3://lake/warehouse/{name}");
+        objects += upload(&local, &url, &endpoint);
+        let local_s = local.to_str().unwrap();
+        // hudifs ls: the same views, file for file.
+        let a = ls_json(local_s, &[], &[]);
+        let b = ls_json(&url, &store_args, &[]);
+        // The same entries but for mtime_ms (an object's is the time of its upload).
+        let strip = |v: &serde_json::Value| {
+            let mut v = v["files"].clone();
+            for f in v.as_array_mut().expect("files") {
+                f.as_object_mut().unwrap().remove("mtime_ms");
+            }
+            v
+        };
+        assert_eq!(strip(&a), strip(&b), "{name}: ls latest differs");
+        compared += 1;
+        // A real mount of the s3:// table: latest/ has the local mount's files and bytes.
+        let lm = MountGuard::mount(&local, &[]);
+        let sm = MountGuard::mount(Path::new(&url), &store_args);
+        let (lt, st) = (
+            tree(&lm.path().join("latest")),
+            tree(&sm.path().join("latest")),
+        );
+        assert!(!lt.is_empty(), "{name}: empty latest/");
+        assert_eq!(
+            lt.iter().map(|x| &x.0).collect::<Vec<_>>(),
+            st.iter().map(|x| &x.0).collect::<Vec<_>>(),
+            "{name}: latest/ names differ"
+        );
+        assert!(lt == st, "{name}: latest/ bytes differ");
+        compared += lt.len();
+        // Table files on a store are read past the page cache (FOPEN_DIRECT_IO): the reads
+        // above left no page of them behind; they can still be mapped.
+        if let Some((rel, bytes)) = st.iter().find(|(_, b)| !b.is_empty()) {
+            // They ask for reads of 1 MiB (`st_blksize`, what cat and cp read at once), where
+            // the local mount's ask for pages.
+            use std::os::unix::fs::MetadataExt;
+            let blksize = |m: &MountGuard| {
+                std::fs::metadata(m.path().join("latest").join(rel))
+                    .unwrap()
+                    .blksize()
+            };
+            assert_eq!(
+                (blksize(&sm), blksize(&lm)),
+                (1 << 20, 4096),
+                "{name}: {rel}"
+            );
+            let (resident, via_map) = mapped(&sm.path().join("latest").join(rel));
+            assert_eq!(resident, 0, "{name}: {rel} was read through the page cache");
+            assert!(&via_map == bytes, "{name}: {rel} maps to other bytes");
+        }
+        // The incremental pulls of issue #18: merged/incremental/ and cdc/ of the whole history
+        // hold the local mount's names and bytes (both are pure functions of the inputs).
+        for view in [
+            "merged/incremental/earliest..latest",
+            "cdc/earliest..latest",
+        ] {
+            if support::walk_files(&lm.path().join(view)).is_err() {
+                continue;
+            }
+            let (lv, sv) = (tree(&lm.path().join(view)), tree(&sm.path().join(view)));
+            assert!(!lv.is_empty(), "{name}: empty {view}");
+            assert!(lv == sv, "{name}: {view} differs on the store");
+            compared += lv.len();
+        }
+        // And every as_of/ the timeline directory names lists the same files.
+        let tl = support::walk_files(&lm.path().join("timeline")).unwrap();
+        assert_eq!(
+            tl,
+            support::walk_files(&sm.path().join("timeline")).unwrap(),
+            "{name}: timeline/ differs"
+        );
+    }
+    // The prefix that holds them, as a lake in one mount (SEMANTICS.md §7.1.1): each table at
+    // its name, with the local table's latest/; one table dropped disappears.
+    let lake = MountGuard::mount(Path::new("s3://lake/warehouse"), &{
+        let mut a = store_args.to_vec();
+        a.extend(["--poll-interval", "200"]);
+        a
+    });
+    let mut shown: Vec<String> = std::fs::read_dir(lake.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    shown.sort();
+    let mut want: Vec<String> = locals.iter().map(|(n, _)| n.clone()).collect();
+    want.sort();
+    assert_eq!(shown, want, "the lake's tables");
+    for (name, local) in &locals {
+        let lm = MountGuard::mount(local, &[]);
+        let (lt, st) = (
+            tree(&lm.path().join("latest")),
+            tree(&lake.path().join(name).join("latest")),
+        );
+        assert!(!lt.is_empty(), "{name}: empty latest/");
+        assert!(
+            lt == st,
+            "{name}: the lake's latest/ differs from the local table's"
+        );
+        compared += lt.len();
+    }
+    let (gone, _) = &locals[0];
+    let store = ObjectStorage::new(
+        StoreUrl::parse(&format!("s3://lake/warehouse/{gone}")).unwrap(),
+        &hudifs_testkit::s3::options(&endpoint),
+    )
+    .unwrap();
+    store
+        .delete(&TablePath::new(".hoodie/hoodie.properties").unwrap())
+        .unwrap();
+    let t0 = Instant::now();
+    while lake.path().join(gone).exists() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "{gone} still shown");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!(
+        "s3 server: {found} tables, {objects} objects uploaded, {compared} listings and files compared"
+    );
+}
+
+#[test]
+fn an_unreachable_store_fails_the_mount_saying_what_to_check() {
+    if !fuse_available() {
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let mnt = tempfile::tempdir().unwrap();
+    let out = Command::new(binary("hudifs"))
+        .envs(KEYS)
+        .args(["mount", "s3://lake/none"])
+        .arg(mnt.path())
+        .args(["--endpoint-url", &endpoint, "--force-path-style"])
+        .output()
+        .unwrap();
+    let _guard = MountGuard::adopt(
+        &binary("hudifs"),
+        mnt.path(),
+        &String::from_utf8_lossy(&out.stdout),
+    );
+    let err = String::from_utf8_lossy(&out.stderr).to_lowercase();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("endpoint"), "message: {err}");
+}
