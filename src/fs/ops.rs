@@ -685,7 +685,11 @@ impl HudiFs {
     /// A table file by registry id, opened through the storage.
     fn open_table_file(&self, file: u64) -> Result<OpenedParts> {
         let f = self.registered(file)?;
-        if f.is_base() && self.snapshot().cfg.is_bootstrap_skeleton(f.instant()) {
+        // The cheap name test first: the snapshot is asked only for a bootstrap-instant file.
+        if f.is_base()
+            && f.instant() == hudifs_core::table::METADATA_BOOTSTRAP_INSTANT
+            && self.snapshot().cfg.is_bootstrap_skeleton(f.instant())
+        {
             // Its bytes are the meta columns alone: a reader would get none of the data.
             let e = Error::Unsupported(format!(
                 "{}: a metadata-only bootstrap skeleton (its data is in the source file under \
