@@ -16,7 +16,7 @@ use hudifs_core::error::{Error, Result};
 use hudifs_core::snapshot::Snapshot;
 use hudifs_core::table::PROPERTIES;
 use hudifs_core::timeline::{self, InstantFile};
-use hudifs_storage::{network_file_system, Kind, Watch};
+use hudifs_storage::{network_file_system, Kind, Watch, WatchEvents};
 
 use crate::fs::{Deferred, HudiFs, Invalidations, KernelNotifier};
 
@@ -42,8 +42,11 @@ struct PollStamp {
     first_seen: Clock,
     /// The listing began long enough after `first_seen` to have seen every change it covers.
     trusted: bool,
-    /// Files too young to read were left for the next poll.
-    deferred: bool,
+    /// Files too young to read, left for the next poll: until they are read (or an event
+    /// announces them written), no later change is applied before them.
+    deferred: BTreeSet<String>,
+    /// The poll before left the same files: they stay young (an mtime in the future?).
+    stuck: bool,
     /// The snapshot the listing was applied to (a change applied by inotify in between, or a
     /// failed apply, makes the next poll list again).
     generation: u64,
@@ -84,7 +87,11 @@ impl Follower {
             store.stat(&dir).ok().and_then(|m| m.mtime)
         };
         if let (Some(st), Some(m)) = (&self.stamp, mtime) {
-            if st.mtime == m && st.trusted && !st.deferred && st.generation == snap.generation {
+            if st.mtime == m
+                && st.trusted
+                && st.deferred.is_empty()
+                && st.generation == snap.generation
+            {
                 return Ok(None);
             }
         }
@@ -92,30 +99,34 @@ impl Follower {
             (Some(st), Some(m)) if st.mtime == m => st.first_seen,
             _ => started,
         };
-        let remember = |stamp: &mut Option<PollStamp>, deferred: bool, generation: u64| {
-            if let Some(m) = mtime {
-                *stamp = Some(PollStamp {
-                    mtime: m,
-                    first_seen,
-                    trusted: started.duration_since(first_seen) >= TRUST_MTIME_AFTER,
-                    deferred,
-                    generation,
-                });
-            }
-        };
+        let remember =
+            |stamp: &mut Option<PollStamp>, deferred: BTreeSet<String>, generation: u64| {
+                if let Some(m) = mtime {
+                    let stuck = !deferred.is_empty()
+                        && stamp.as_ref().is_some_and(|st| st.deferred == deferred);
+                    *stamp = Some(PollStamp {
+                        mtime: m,
+                        first_seen,
+                        trusted: started.duration_since(first_seen) >= TRUST_MTIME_AFTER,
+                        deferred,
+                        stuck,
+                        generation,
+                    });
+                }
+            };
         let is_new = |n: &str, ignored: &BTreeSet<String>| {
             !tl.has_file(n) && !ignored.contains(n) && !n.starts_with(PROPERTIES)
         };
         let mut first = timeline::list_files(store, &dir)?;
         let known_seen = first.iter().filter(|n| tl.has_file(n)).count();
         if known_seen == tl.file_count() && !first.iter().any(|n| is_new(n, &self.ignored)) {
-            remember(&mut self.stamp, false, snap.generation);
+            remember(&mut self.stamp, BTreeSet::new(), snap.generation);
             return Ok(None);
         }
         first.sort_unstable();
         let seen = timeline::stabilize(store, &dir, first)?;
         let mut changed = BTreeSet::new();
-        let mut deferred = false;
+        let mut deferred = BTreeSet::new();
         let now = SystemTime::now();
         for name in seen.iter().filter(|n| is_new(n, &self.ignored)) {
             if object_store {
@@ -130,7 +141,7 @@ impl Follower {
                 .and_then(|m| m.mtime);
             let young = mtime.is_some_and(|m| now.duration_since(m).unwrap_or_default() < settle);
             if young {
-                deferred = true;
+                deferred.insert(name.clone());
             } else {
                 changed.insert(name.clone());
             }
@@ -202,6 +213,32 @@ impl Follower {
             .map(|(next, touched)| fs.install(next, touched)))
     }
 
+    /// Apply the names inotify announced. While files a poll left for later (too young to
+    /// read) are still missing from the snapshot and no event has announced them written, the
+    /// directory is polled instead: a poll reads files in the order they were written (by
+    /// age), so a commit never shows before an earlier one it left waiting (SEMANTICS.md §6.7).
+    pub fn on_events(&mut self, fs: &HudiFs, ev: WatchEvents) -> Result<Option<Invalidations>> {
+        let snap = fs.snapshot();
+        let tl = snap.timeline();
+        let waiting = self.stamp.as_mut().is_some_and(|st| {
+            st.deferred
+                .retain(|n| !ev.changed.contains(n) && !ev.removed.contains(n) && !tl.has_file(n));
+            !st.deferred.is_empty()
+        });
+        if waiting {
+            return self.poll_once(fs, SETTLE);
+        }
+        self.apply(fs, ev.changed, ev.removed)
+    }
+
+    /// Whether a poll left files for later that the snapshot still lacks, and whether the poll
+    /// before left the same ones.
+    fn waiting(&self) -> (bool, bool) {
+        self.stamp
+            .as_ref()
+            .map_or((false, false), |st| (!st.deferred.is_empty(), st.stuck))
+    }
+
     /// Whether any of `created` (names inotify saw appear but not written) is a timeline file
     /// the snapshot does not have: one linked into place whole, which no close-write event
     /// will announce (or one still being written, which the listing's settle rule waits for).
@@ -258,7 +295,7 @@ impl Follower {
                     match w.wait(timeout) {
                         Ok(Some(ev)) if !ev.rescan => {
                             linked = self.linked(&fs, &ev.created);
-                            self.apply(&fs, ev.changed, ev.removed)
+                            self.on_events(&fs, ev)
                         }
                         Ok(Some(_)) => self.poll_once(&fs, SETTLE),
                         Ok(None) if last_rescan.elapsed() >= RESCAN => {
@@ -292,13 +329,20 @@ impl Follower {
                 let at = Clock::now() + SETTLE;
                 relist = Some(relist.map_or(at, |r| r.min(at)));
             }
-            // (A watched timeline is local: its polls always leave a stamp.)
-            let deferred = self.stamp.as_ref().is_some_and(|st| st.deferred);
-            if relisting && result.is_ok() && deferred {
-                // Files too young to read: their close-write events may be gone already. A
-                // file that stays young (an mtime in the future) is listed ever less often.
-                relist = Some(Clock::now() + backoff);
-                backoff = (backoff * 2).min(RESCAN);
+            // (A watched timeline is local: its polls always leave a stamp.) Files left for
+            // later are read as soon as they have settled; a file that stays young (an mtime in
+            // the future) is listed ever less often.
+            let (waiting, stuck) = self.waiting();
+            if watch.is_some() && result.is_ok() && waiting {
+                if relisting && stuck {
+                    relist = Some(Clock::now() + backoff);
+                    backoff = (backoff * 2).min(RESCAN);
+                } else if relisting || relist.is_none() {
+                    relist = Some(Clock::now() + SETTLE);
+                    if !stuck {
+                        backoff = RELIST_FIRST;
+                    }
+                }
             } else if relisting && result.is_ok() {
                 relist = None;
                 backoff = RELIST_FIRST;
