@@ -11,6 +11,7 @@ mod crash_restart;
 mod demo;
 mod lake_mount;
 mod lifecycle;
+mod merged_deletes;
 mod merged_fixtures;
 mod merged_generated;
 mod merged_incremental;

@@ -200,20 +200,23 @@ fn eopnotsupp_for_custom_merge_modes_and_payloads() {
             mor(6).with_property("hoodie.compaction.payload.class", "com.acme.MyPayload"),
             "com.acme.MyPayload",
         ),
-        // A delete marker as Hudi 1.1's upgrade declares it for AWSDmsAvroPayload tables:
-        // merging without it would serve rows Hudi deletes.
+        // Half a delete marker (Java refuses it too), and a merge property hudifs does not
+        // merge (a partial-update marker): merging without them would serve rows Hudi does not.
         (
             mor(9)
                 .with_property("hoodie.record.merge.mode", "EVENT_TIME_ORDERING")
                 .with_property(
                     "hoodie.record.merge.property.hoodie.payload.delete.field",
                     "Op",
-                )
-                .with_property(
-                    "hoodie.record.merge.property.hoodie.payload.delete.marker",
-                    "D",
                 ),
-            "hoodie.record.merge.property.hoodie.payload.delete.",
+            "hoodie.record.merge.property.hoodie.payload.delete.marker",
+        ),
+        (
+            mor(9).with_property(
+                "hoodie.record.merge.property.hoodie.write.partial.update.custom.marker",
+                "__unavailable__",
+            ),
+            "hoodie.write.partial.update.custom.marker",
         ),
     ] {
         let tmp = tempfile::tempdir().unwrap();

@@ -62,6 +62,10 @@ struct Claim {
     /// the form they had before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     keep_commits: Option<Vec<String>>,
+    /// Which records are deletes ([`MergeConfig::rules`]; empty in claims of hudifs before
+    /// delete markers, which therefore miss).
+    #[serde(default)]
+    rules: String,
     size: Option<u64>,
 }
 
@@ -69,6 +73,7 @@ impl Claim {
     /// The claim of `item` of `table` made from these inputs and block instants.
     fn of<M: Materialise + ?Sized>(
         table: &str,
+        cfg: &MergeConfig,
         item: &M,
         inputs: Vec<Identity>,
         blocks: Vec<String>,
@@ -80,6 +85,7 @@ impl Claim {
             inputs,
             blocks,
             keep_commits: item.keep_commits(),
+            rules: cfg.rules(),
             size: None,
         }
     }
@@ -262,7 +268,7 @@ impl MergeCache {
         }
         let id = format!("{table}\0{}", item.flight());
         self.in_flight(&id, || {
-            if let Some(hit) = self.cached(storage, table, item, visible) {
+            if let Some(hit) = self.cached(storage, table, cfg, item, visible) {
                 return Ok(hit);
             }
             crate::memory::with_memory(&opts.ceiling, |m| {
@@ -279,13 +285,14 @@ impl MergeCache {
         &self,
         storage: &dyn Storage,
         table: &str,
+        cfg: &MergeConfig,
         item: &M,
         visible: &dyn BlockVisibility,
     ) -> Option<Ensured> {
         match item.quick(storage, visible)? {
             Quick::AsIs => Some(Ensured::Base),
             Quick::Inputs { identities, blocks } => {
-                let claim = Claim::of(table, item, identities, blocks);
+                let claim = Claim::of(table, cfg, item, identities, blocks);
                 self.lookup(&claim_key(&claim), &claim)
             }
         }
@@ -306,6 +313,7 @@ impl MergeCache {
         };
         let claim = Claim::of(
             table,
+            cfg,
             item,
             prepared.identities().to_vec(),
             prepared.block_instants().to_vec(),

@@ -50,10 +50,18 @@ pub struct MergeConfig {
     /// The table was bootstrapped (`hoodie.bootstrap.base.path`): a slice whose base instant is
     /// the metadata-only bootstrap's has a skeleton base file, which is refused.
     pub bootstrapped: bool,
+    /// The custom delete marker `(field, marker)` of tables version 8 and 9: the merge
+    /// properties `hoodie.payload.delete.field` and `.marker` (Java's `DeleteContext`;
+    /// `deletes.rs`).
+    pub delete_marker: Option<(String, String)>,
 }
 
 /// The prefix of the merge properties of table version 9 (`hoodie.record.merge.property.`).
 const MERGE_PROPERTY: &str = "hoodie.record.merge.property.";
+/// The merge properties of a custom delete marker (Java's `DefaultHoodieRecordPayload.DELETE_KEY`
+/// and `DELETE_MARKER`, read by `DeleteContext` from the table's merge properties).
+const DELETE_FIELD: &str = "hoodie.record.merge.property.hoodie.payload.delete.field";
+const DELETE_MARKER: &str = "hoodie.record.merge.property.hoodie.payload.delete.marker";
 
 const EVENT_TIME_STRATEGY: &str = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5";
 const COMMIT_TIME_STRATEGY: &str = "ce9acb64-bde0-424c-9b91-f6ebba25356d";
@@ -68,6 +76,16 @@ fn payload_mode(class: &str) -> Option<MergeMode> {
 }
 
 impl MergeConfig {
+    /// The record rules a materialised file was made under, beyond the table's files: a cached
+    /// file made under other rules (an older hudifs, a marker declared since) is not reused.
+    pub fn rules(&self) -> String {
+        let mut r = "deletes:_hoodie_is_deleted,_hoodie_operation".to_string();
+        if let Some((field, marker)) = &self.delete_marker {
+            r.push_str(&format!(",{field}={marker}"));
+        }
+        r
+    }
+
     /// Read the merge configuration from the table's properties (as `TableConfig::properties`
     /// holds them).
     pub fn from_properties(props: &BTreeMap<String, String>) -> Result<MergeConfig> {
@@ -143,17 +161,42 @@ impl MergeConfig {
                 )));
             }
         }
-        // Merge properties (Hudi 1.1's upgrade writes an AWSDmsAvroPayload table's delete
-        // marker as hoodie.record.merge.property.hoodie.payload.delete.field / .marker): each
-        // changes which records survive, and none is merged yet, so a table declaring one is
-        // refused rather than served with rows Hudi deletes.
-        if let Some((k, v)) = props
-            .iter()
-            .find(|(k, v)| k.starts_with(MERGE_PROPERTY) && !v.trim().is_empty())
-        {
+        // A custom delete marker among the merge properties (Hudi 1.1's upgrade writes an
+        // AWSDmsAvroPayload table's as field `Op`, marker `D`): merged as Java's DeleteContext
+        // reads it, on the table versions that have merge properties. Java refuses one of the
+        // two without the other; so does hudifs.
+        let delete_marker = match (get(DELETE_FIELD), get(DELETE_MARKER)) {
+            _ if table_version < 8 => None,
+            (Some(f), Some(m)) => Some((f.to_string(), m.to_string())),
+            (None, None) => None,
+            (f, _) => {
+                return Err(MergeError::unsupported(format!(
+                    "{} is declared without {}: Hudi takes a custom delete marker only with \
+                     both (DeleteContext)",
+                    if f.is_some() {
+                        DELETE_FIELD
+                    } else {
+                        DELETE_MARKER
+                    },
+                    if f.is_some() {
+                        DELETE_MARKER
+                    } else {
+                        DELETE_FIELD
+                    },
+                )))
+            }
+        };
+        // Every other merge property changes which records survive or what they hold
+        // (partial-update markers, properties of custom mergers), and none is merged yet, so a
+        // table declaring one is refused rather than served with rows Hudi would not return.
+        if let Some((k, v)) = props.iter().find(|(k, v)| {
+            k.starts_with(MERGE_PROPERTY)
+                && !v.trim().is_empty()
+                && (table_version < 8
+                    || (k.as_str() != DELETE_FIELD && k.as_str() != DELETE_MARKER))
+        }) {
             return Err(MergeError::unsupported(format!(
-                "{k}={v}: merge properties (delete markers, partial-update markers) are not \
-                 merged"
+                "{k}={v}: this merge property is not merged"
             )));
         }
         if let Some(v) = get("hoodie.table.partial.update.mode") {
@@ -210,6 +253,7 @@ impl MergeConfig {
         let bootstrapped = get("hoodie.bootstrap.base.path").is_some();
         Ok(MergeConfig {
             bootstrapped,
+            delete_marker,
             table_version,
             mode,
             ordering_fields,
@@ -281,29 +325,35 @@ mod tests {
     }
 
     #[test]
-    fn merge_properties_are_refused_by_name() {
-        for key in [
-            "hoodie.record.merge.property.hoodie.payload.delete.field",
-            "hoodie.record.merge.property.hoodie.payload.delete.marker",
-            "hoodie.record.merge.property.anything.else",
+    fn merge_properties_other_than_a_delete_marker_are_refused_by_name() {
+        let with = |version: &str, kv: &[(&str, &str)]| {
+            let mut p = props(kv);
+            p.insert("hoodie.table.version".into(), version.into());
+            MergeConfig::from_properties(&p)
+        };
+        let c = with("9", &[(DELETE_FIELD, "Op"), (DELETE_MARKER, "D")]).unwrap();
+        assert_eq!(c.delete_marker, Some(("Op".to_string(), "D".to_string())));
+        for (version, kv, named) in [
+            ("9", vec![(DELETE_FIELD, "Op")], DELETE_MARKER),
+            ("9", vec![(DELETE_MARKER, "D")], DELETE_FIELD),
+            // Table version 6 has no merge properties: a 0.x reader would ignore them.
+            (
+                "6",
+                vec![(DELETE_FIELD, "Op"), (DELETE_MARKER, "D")],
+                DELETE_FIELD,
+            ),
+            (
+                "9",
+                vec![("hoodie.record.merge.property.anything.else", "x")],
+                "anything.else",
+            ),
         ] {
-            let e = MergeConfig::from_properties(&props(&[
-                ("hoodie.table.version", "9"),
-                ("hoodie.record.merge.mode", "EVENT_TIME_ORDERING"),
-                (key, "D"),
-            ]))
-            .unwrap_err();
+            let e = with(version, &kv).unwrap_err();
             assert_eq!(e.errno(), libc::EOPNOTSUPP);
-            assert!(e.to_string().contains(key), "{e}");
+            assert!(e.to_string().contains(named), "{e}");
         }
         // Declared empty: nothing to merge differently.
-        MergeConfig::from_properties(&props(&[
-            ("hoodie.table.version", "9"),
-            (
-                "hoodie.record.merge.property.hoodie.payload.delete.marker",
-                " ",
-            ),
-        ]))
-        .unwrap();
+        let c = with("9", &[(DELETE_MARKER, " ")]).unwrap();
+        assert_eq!(c.delete_marker, None);
     }
 }

@@ -17,7 +17,8 @@
 //!   ([`prepare_cdc`], [`Ready::write_to`]).
 //! - [`logread`], [`avro`]: which log blocks count and their records (the log format, its
 //!   constants and the bounded Avro cursor are `hudifs_core`'s).
-//! - [`config`]: the table configuration the merge depends on ([`MergeConfig`]).
+//! - [`config`]: the table configuration the merge depends on ([`MergeConfig`]); `deletes`:
+//!   which log records are deletes (built-in flag, Flink's operation, a custom marker).
 //! - [`MergeError`]: the typed refusals (`EOPNOTSUPP`, `EIO`, `EFBIG`).
 //!
 //! Everything is read through `hudifs_storage::Storage`; the engine is pure: which block
@@ -29,6 +30,7 @@ pub mod cdc;
 mod chunks;
 mod codecs;
 pub mod config;
+mod deletes;
 pub mod engine;
 mod error;
 pub mod logread;

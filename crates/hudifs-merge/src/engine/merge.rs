@@ -320,13 +320,8 @@ impl Prepared {
                     partial,
                     instant,
                 } => {
-                    // Read before conforming: the output schema need not have the column.
-                    let deleted = batch
-                        .schema()
-                        .index_of("_hoodie_is_deleted")
-                        .ok()
-                        .and_then(|i| arrow_cast::cast(batch.column(i), &DataType::Boolean).ok())
-                        .map(|c| c.as_boolean().clone());
+                    // Read before conforming: the output schema need not have the columns.
+                    let deleted = crate::deletes::delete_flags(&batch, &self.cfg)?;
                     let (conformed, present) = conform_batch(&batch, &schema).map_err(|e| {
                         MergeError::unsupported(format!(
                             "records of instant {instant} do not fit the slice's schema: {e}"
