@@ -50,10 +50,41 @@ pub struct MergeConfig {
     /// The table was bootstrapped (`hoodie.bootstrap.base.path`): a slice whose base instant is
     /// the metadata-only bootstrap's has a skeleton base file, which is refused.
     pub bootstrapped: bool,
-    /// The custom delete marker `(field, marker)` of tables version 8 and 9: the merge
-    /// properties `hoodie.payload.delete.field` and `.marker` (Java's `DeleteContext`;
-    /// `deletes.rs`).
-    pub delete_marker: Option<(String, String)>,
+    /// A record whose field holds a marker is a delete (`deletes.rs`): the custom delete marker
+    /// of tables version 8 and 9 (the merge properties `hoodie.payload.delete.field` and
+    /// `.marker`, Java's `DeleteContext`), or the one a payload class carries
+    /// (`AWSDmsAvroPayload`: `Op = 'D'`).
+    pub delete_marker: Option<DeleteMarker>,
+}
+
+/// A delete marker: records whose `field`, printed as Java prints it, equals `marker` are
+/// deletes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteMarker {
+    pub field: String,
+    pub marker: String,
+    /// Compared ignoring case (`AWSDmsAvroPayload.isDMSDeleteRecord` uses `equalsIgnoreCase`;
+    /// `DeleteContext`'s markers compare exactly).
+    pub ignore_case: bool,
+}
+
+impl DeleteMarker {
+    fn exact(field: &str, marker: &str) -> DeleteMarker {
+        DeleteMarker {
+            field: field.to_string(),
+            marker: marker.to_string(),
+            ignore_case: false,
+        }
+    }
+
+    /// Whether a value, as Java prints it, is the marker.
+    pub fn matches(&self, value: &str) -> bool {
+        if self.ignore_case {
+            value.eq_ignore_ascii_case(&self.marker)
+        } else {
+            value == self.marker
+        }
+    }
 }
 
 /// The prefix of the merge properties of table version 9 (`hoodie.record.merge.property.`).
@@ -65,12 +96,27 @@ const DELETE_MARKER: &str = "hoodie.record.merge.property.hoodie.payload.delete.
 
 const EVENT_TIME_STRATEGY: &str = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5";
 const COMMIT_TIME_STRATEGY: &str = "ce9acb64-bde0-424c-9b91-f6ebba25356d";
+/// `HoodieRecordMerger.PAYLOAD_BASED_MERGE_STRATEGY_UUID`: a version-8 table merged by its
+/// payload class (merge mode `CUSTOM`).
+const PAYLOAD_STRATEGY: &str = "00000000-0000-0000-0000-000000000000";
 
-fn payload_mode(class: &str) -> Option<MergeMode> {
+/// How a payload class Hudi ships merges: its ordering and the delete marker it carries
+/// (besides `_hoodie_is_deleted`, which every one honours). The classes whose merge is not
+/// reproduced (partial updates, Debezium's sequence rules, first-value) are `None`.
+fn payload_rules(class: &str) -> Option<(MergeMode, Option<DeleteMarker>)> {
     let simple = class.rsplit('.').next().unwrap_or(class);
     match simple {
-        "OverwriteWithLatestAvroPayload" => Some(MergeMode::CommitTime),
-        "DefaultHoodieRecordPayload" | "EventTimeAvroPayload" => Some(MergeMode::EventTime),
+        "OverwriteWithLatestAvroPayload" => Some((MergeMode::CommitTime, None)),
+        "DefaultHoodieRecordPayload" | "EventTimeAvroPayload" => Some((MergeMode::EventTime, None)),
+        // combineAndGetUpdateValue takes the newer record unless its `Op` is `D` (any case);
+        // Hudi 1.1's upgrade maps it to commit-time ordering with the marker `Op = D`.
+        "AWSDmsAvroPayload" => Some((
+            MergeMode::CommitTime,
+            Some(DeleteMarker {
+                ignore_case: true,
+                ..DeleteMarker::exact("Op", "D")
+            }),
+        )),
         _ => None,
     }
 }
@@ -80,8 +126,9 @@ impl MergeConfig {
     /// file made under other rules (an older hudifs, a marker declared since) is not reused.
     pub fn rules(&self) -> String {
         let mut r = "deletes:_hoodie_is_deleted,_hoodie_operation".to_string();
-        if let Some((field, marker)) = &self.delete_marker {
-            r.push_str(&format!(",{field}={marker}"));
+        if let Some(m) = &self.delete_marker {
+            let case = if m.ignore_case { "~" } else { "" };
+            r.push_str(&format!(",{}={case}{}", m.field, m.marker));
         }
         r
     }
@@ -112,40 +159,48 @@ impl MergeConfig {
         let payload = get("hoodie.compaction.payload.class")
             .or_else(|| get("hoodie.table.payload.class"))
             .or_else(|| get("hoodie.datasource.write.payload.class"));
-        let payload_mode_of = |p: &str| {
-            payload_mode(p).ok_or_else(|| {
+        let payload_rules_of = |p: &str| {
+            payload_rules(p).ok_or_else(|| {
                 MergeError::unsupported(format!(
                     "payload class {p} is a custom payload: its merge cannot be reproduced"
                 ))
             })
         };
-        let mode = if table_version >= 8 {
-            match get("hoodie.record.merge.mode") {
-                Some("COMMIT_TIME_ORDERING") => MergeMode::CommitTime,
-                Some("EVENT_TIME_ORDERING") => MergeMode::EventTime,
-                Some(other) => {
+        let (mode, payload_marker) = if table_version >= 8 {
+            match (
+                get("hoodie.record.merge.mode"),
+                get("hoodie.record.merge.strategy.id"),
+            ) {
+                (Some("COMMIT_TIME_ORDERING"), _) => (MergeMode::CommitTime, None),
+                (Some("EVENT_TIME_ORDERING"), _) => (MergeMode::EventTime, None),
+                // A version-8 table merged by its payload class.
+                (Some("CUSTOM") | None, Some(PAYLOAD_STRATEGY)) if payload.is_some() => {
+                    payload_rules_of(payload.unwrap_or_default())?
+                }
+                (Some(other), _) => {
                     return Err(MergeError::unsupported(format!(
-                        "hoodie.record.merge.mode={other}: only COMMIT_TIME_ORDERING and \
-                         EVENT_TIME_ORDERING are merged"
+                        "hoodie.record.merge.mode={other}: only COMMIT_TIME_ORDERING, \
+                         EVENT_TIME_ORDERING and the payload classes of SEMANTICS §10.4 are \
+                         merged"
                     )))
                 }
-                None => match (get("hoodie.record.merge.strategy.id"), payload) {
-                    (Some(EVENT_TIME_STRATEGY), _) => MergeMode::EventTime,
-                    (Some(COMMIT_TIME_STRATEGY), _) => MergeMode::CommitTime,
-                    (Some(other), _) => {
-                        return Err(MergeError::unsupported(format!(
-                            "hoodie.record.merge.strategy.id={other} is a custom merger"
-                        )))
-                    }
-                    (None, Some(p)) => payload_mode_of(p)?,
-                    (None, None) if ordering_fields.is_empty() => MergeMode::CommitTime,
-                    (None, None) => MergeMode::EventTime,
+                (None, Some(EVENT_TIME_STRATEGY)) => (MergeMode::EventTime, None),
+                (None, Some(COMMIT_TIME_STRATEGY)) => (MergeMode::CommitTime, None),
+                (None, Some(other)) => {
+                    return Err(MergeError::unsupported(format!(
+                        "hoodie.record.merge.strategy.id={other} is a custom merger"
+                    )))
+                }
+                (None, None) => match payload {
+                    Some(p) => payload_rules_of(p)?,
+                    None if ordering_fields.is_empty() => (MergeMode::CommitTime, None),
+                    None => (MergeMode::EventTime, None),
                 },
             }
         } else {
             match payload {
-                None => MergeMode::CommitTime,
-                Some(p) => payload_mode_of(p)?,
+                None => (MergeMode::CommitTime, None),
+                Some(p) => payload_rules_of(p)?,
             }
         };
         for key in [
@@ -165,9 +220,9 @@ impl MergeConfig {
         // AWSDmsAvroPayload table's as field `Op`, marker `D`): merged as Java's DeleteContext
         // reads it, on the table versions that have merge properties. Java refuses one of the
         // two without the other; so does hudifs.
-        let delete_marker = match (get(DELETE_FIELD), get(DELETE_MARKER)) {
+        let declared_marker = match (get(DELETE_FIELD), get(DELETE_MARKER)) {
             _ if table_version < 8 => None,
-            (Some(f), Some(m)) => Some((f.to_string(), m.to_string())),
+            (Some(f), Some(m)) => Some(DeleteMarker::exact(f, m)),
             (None, None) => None,
             (f, _) => {
                 return Err(MergeError::unsupported(format!(
@@ -199,6 +254,15 @@ impl MergeConfig {
                 "{k}={v}: this merge property is not merged"
             )));
         }
+        let delete_marker = match (declared_marker, payload_marker) {
+            (Some(d), Some(p)) if d != p => {
+                return Err(MergeError::unsupported(format!(
+                    "two delete markers: {}={} declared, and {}={} of the payload class",
+                    d.field, d.marker, p.field, p.marker
+                )))
+            }
+            (d, p) => d.or(p),
+        };
         if let Some(v) = get("hoodie.table.partial.update.mode") {
             if v != "KEEP_VALUES" {
                 return Err(MergeError::unsupported(format!(
@@ -332,7 +396,7 @@ mod tests {
             MergeConfig::from_properties(&p)
         };
         let c = with("9", &[(DELETE_FIELD, "Op"), (DELETE_MARKER, "D")]).unwrap();
-        assert_eq!(c.delete_marker, Some(("Op".to_string(), "D".to_string())));
+        assert_eq!(c.delete_marker, Some(DeleteMarker::exact("Op", "D")));
         for (version, kv, named) in [
             ("9", vec![(DELETE_FIELD, "Op")], DELETE_MARKER),
             ("9", vec![(DELETE_MARKER, "D")], DELETE_FIELD),

@@ -21,7 +21,7 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use arrow_schema::DataType;
 
-use crate::config::MergeConfig;
+use crate::config::{DeleteMarker, MergeConfig};
 use crate::error::{MergeError, Result};
 use crate::order::column_by_path;
 
@@ -39,9 +39,9 @@ pub(crate) fn delete_flags(batch: &RecordBatch, cfg: &MergeConfig) -> Result<Opt
     if let Some(c) = column("_hoodie_operation") {
         rules.push(operation_deletes(&c)?);
     }
-    if let Some((field, marker)) = &cfg.delete_marker {
-        if let Some(c) = column(field) {
-            rules.push(marker_deletes(&c, field, marker)?);
+    if let Some(m) = &cfg.delete_marker {
+        if let Some(c) = column(&m.field) {
+            rules.push(marker_deletes(&c, m)?);
         }
     }
     if rules.is_empty() {
@@ -81,29 +81,30 @@ fn operation_deletes(c: &ArrayRef) -> Result<Vec<bool>> {
 /// Whether each value of the custom delete field, as Java's `toString` prints it, equals the
 /// marker. Only types whose printing is the same here and in Java are compared: strings,
 /// integers, booleans; a marker on another type is refused rather than guessed.
-fn marker_deletes(c: &ArrayRef, field: &str, marker: &str) -> Result<Vec<bool>> {
-    fn ints<T: arrow_array::ArrowPrimitiveType>(c: &ArrayRef, marker: &str) -> Vec<bool>
+fn marker_deletes(c: &ArrayRef, m: &DeleteMarker) -> Result<Vec<bool>> {
+    fn ints<T: arrow_array::ArrowPrimitiveType>(c: &ArrayRef, m: &DeleteMarker) -> Vec<bool>
     where
         T::Native: std::fmt::Display,
     {
         let a = c.as_primitive::<T>();
         (0..a.len())
-            .map(|r| a.is_valid(r) && a.value(r).to_string() == marker)
+            .map(|r| a.is_valid(r) && m.matches(&a.value(r).to_string()))
             .collect()
     }
+    let field = &m.field;
     Ok(match c.data_type() {
-        DataType::Int8 => ints::<Int8Type>(c, marker),
-        DataType::Int16 => ints::<Int16Type>(c, marker),
-        DataType::Int32 => ints::<Int32Type>(c, marker),
-        DataType::Int64 => ints::<Int64Type>(c, marker),
-        DataType::UInt8 => ints::<UInt8Type>(c, marker),
-        DataType::UInt16 => ints::<UInt16Type>(c, marker),
-        DataType::UInt32 => ints::<UInt32Type>(c, marker),
-        DataType::UInt64 => ints::<UInt64Type>(c, marker),
+        DataType::Int8 => ints::<Int8Type>(c, m),
+        DataType::Int16 => ints::<Int16Type>(c, m),
+        DataType::Int32 => ints::<Int32Type>(c, m),
+        DataType::Int64 => ints::<Int64Type>(c, m),
+        DataType::UInt8 => ints::<UInt8Type>(c, m),
+        DataType::UInt16 => ints::<UInt16Type>(c, m),
+        DataType::UInt32 => ints::<UInt32Type>(c, m),
+        DataType::UInt64 => ints::<UInt64Type>(c, m),
         DataType::Boolean => {
             let a = c.as_boolean();
             (0..a.len())
-                .map(|r| a.is_valid(r) && a.value(r).to_string() == marker)
+                .map(|r| a.is_valid(r) && m.matches(&a.value(r).to_string()))
                 .collect()
         }
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(_, _)
@@ -114,7 +115,7 @@ fn marker_deletes(c: &ArrayRef, field: &str, marker: &str) -> Result<Vec<bool>> 
             })?;
             let s = s.as_string::<i32>();
             (0..s.len())
-                .map(|r| s.is_valid(r) && s.value(r) == marker)
+                .map(|r| s.is_valid(r) && m.matches(s.value(r)))
                 .collect()
         }
         other => {

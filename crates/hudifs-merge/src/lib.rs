@@ -43,7 +43,7 @@ pub mod view;
 
 pub use cache::{CacheOptions, Ensured, MergeCache};
 pub use cdc::{prepare_cdc, CdcGroup, CdcStep, GroupState, PreparedCdc};
-pub use config::{KeyGen, MergeConfig, MergeMode};
+pub use config::{DeleteMarker, KeyGen, MergeConfig, MergeMode};
 pub use engine::{
     merge_slice, merged_file_name, prepare, MergeStats, Plan, Prepared, Slice, CREATED_BY,
 };

@@ -1307,3 +1307,174 @@ fn a_cached_change_feed_is_found_without_reading_a_log_whole() {
         .unwrap();
     assert_eq!(again.merges(), 1);
 }
+
+const SCHEMA_OP: &str = r#"{"type":"record","name":"r","namespace":"hoodie.t","fields":[
+ {"name":"_hoodie_commit_time","type":["null","string"],"default":null},
+ {"name":"_hoodie_record_key","type":["null","string"],"default":null},
+ {"name":"id","type":"string"},
+ {"name":"v","type":["null","long"],"default":null},
+ {"name":"ts","type":"long"},
+ {"name":"Op","type":["null","string"],"default":null}]}"#;
+
+fn rec_op(commit: &str, key: &str, v: i64, ts: i64, op: &str) -> Vec<u8> {
+    let mut r = rec(commit, key, Some(v), ts);
+    zz(&mut r, 1);
+    s(&mut r, op);
+    r
+}
+
+/// AWS DMS tables: `Op = 'D'` deletes, as `AWSDmsAvroPayload` decides on table versions 6 and 8
+/// (any case: `equalsIgnoreCase`) and as the merge properties Hudi 1.1's upgrade writes decide
+/// on version 9 (`DeleteContext`: exactly). A later record of the key brings it back; a marked
+/// key only in logs never shows.
+#[test]
+fn aws_dms_deletes_on_every_table_version() {
+    let t = Table::new();
+    let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    let l1 = t.put(
+        "p/.f1_001.log.1_0-1-1",
+        &blocks::avro_data(
+            "002",
+            SCHEMA_OP,
+            &[
+                rec_op("002", "k1", 2, 20, "D"),
+                rec_op("002", "k2", 2, 20, "d"),
+                rec_op("002", "k3", 2, 20, "U"),
+                rec_op("002", "k4", 2, 20, "D"),
+                rec_op("002", "k5", 2, 20, "I"),
+            ],
+            &[],
+        ),
+    );
+    let l2 = t.put(
+        "p/.f1_001.log.2_0-1-1",
+        &blocks::avro_data("003", SCHEMA_OP, &[rec_op("003", "k1", 3, 5, "U")], &[]),
+    );
+    let sl = slice(Some(base), vec![l1, l2]);
+    let dms = "org.apache.hudi.common.model.AWSDmsAvroPayload";
+    let merged = |cfg: &MergeConfig| {
+        let bytes = merge(
+            &*t.store,
+            cfg,
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        );
+        read_rows(&bytes.unwrap())
+    };
+    let keys = |rows: &BTreeMap<String, (Option<i64>, i64, String)>| {
+        rows.keys().cloned().collect::<Vec<_>>()
+    };
+    for cfg in [
+        props(&[
+            ("hoodie.table.version", "6"),
+            ("hoodie.compaction.payload.class", dms),
+            ("hoodie.table.precombine.field", "ts"),
+        ]),
+        props(&[
+            ("hoodie.table.version", "8"),
+            ("hoodie.record.merge.mode", "CUSTOM"),
+            (
+                "hoodie.record.merge.strategy.id",
+                "00000000-0000-0000-0000-000000000000",
+            ),
+            ("hoodie.compaction.payload.class", dms),
+        ]),
+    ] {
+        let rows = merged(&cfg);
+        // k1: deleted, then written again (commit time: the later record wins, whatever its ts).
+        assert_eq!(keys(&rows), ["k1", "k3", "k5"], "{cfg:?}");
+        assert_eq!(rows["k1"], (Some(3), 5, "003".into()));
+        assert_eq!(rows["k3"], (Some(2), 20, "002".into()));
+    }
+    // Version 9 after the upgrade: commit time, the marker compared exactly.
+    let v9 = props(&[
+        ("hoodie.record.merge.mode", "COMMIT_TIME_ORDERING"),
+        ("hoodie.legacy.payload.class", dms),
+        (
+            "hoodie.record.merge.property.hoodie.payload.delete.field",
+            "Op",
+        ),
+        (
+            "hoodie.record.merge.property.hoodie.payload.delete.marker",
+            "D",
+        ),
+    ]);
+    let rows = merged(&v9);
+    assert_eq!(keys(&rows), ["k1", "k2", "k3", "k5"]);
+    assert_eq!(rows["k2"], (Some(2), 20, "002".into()));
+}
+
+const SCHEMA_OPERATION: &str = r#"{"type":"record","name":"r","namespace":"hoodie.t","fields":[
+ {"name":"_hoodie_commit_time","type":["null","string"],"default":null},
+ {"name":"_hoodie_record_key","type":["null","string"],"default":null},
+ {"name":"_hoodie_operation","type":["null","string"],"default":null},
+ {"name":"id","type":"string"},
+ {"name":"v","type":["null","long"],"default":null},
+ {"name":"ts","type":"long"}]}"#;
+
+fn rec_operation(commit: &str, key: &str, op: &str, v: i64) -> Vec<u8> {
+    let mut r = Vec::new();
+    zz(&mut r, 1);
+    s(&mut r, commit);
+    zz(&mut r, 1);
+    s(&mut r, key);
+    zz(&mut r, 1);
+    s(&mut r, op);
+    s(&mut r, key);
+    zz(&mut r, 1);
+    zz(&mut r, v);
+    zz(&mut r, 30);
+    r
+}
+
+/// Flink changelog tables: a record whose `_hoodie_operation` is `D` is a delete, and so is an
+/// update's before image (`-U`), which the after image (`U`) that follows replaces.
+#[test]
+fn flink_changelog_operations() {
+    let t = Table::new();
+    let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
+    let log = |ops: &[(&str, &str, i64)]| {
+        let recs: Vec<Vec<u8>> = ops
+            .iter()
+            .map(|(k, op, v)| rec_operation("002", k, op, *v))
+            .collect();
+        blocks::avro_data("002", SCHEMA_OPERATION, &recs, &[])
+    };
+    let l1 = t.put(
+        "p/.f1_001.log.1_0-1-1",
+        &log(&[
+            ("k1", "-U", 1),
+            ("k1", "U", 2),
+            ("k2", "D", 1),
+            ("k9", "I", 9),
+        ]),
+    );
+    let sl = slice(Some(base.clone()), vec![l1]);
+    let rows = read_rows(
+        &merge(
+            &*t.store,
+            &commit_time(),
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        )
+        .unwrap(),
+    );
+    assert_eq!(rows.keys().cloned().collect::<Vec<_>>(), ["k1", "k3", "k9"]);
+    assert_eq!(rows["k1"].0, Some(2));
+    // An operation Hudi does not know fails the read there: refused here.
+    let l2 = t.put("p/.f1_001.log.1_0-1-2", &log(&[("k1", "X", 1)]));
+    let (k, errno, why) = errno_of(merge(
+        &*t.store,
+        &commit_time(),
+        &slice(Some(base), vec![l2]),
+        |_: &str| true,
+        &MergeOptions::default(),
+    ));
+    assert_eq!(
+        (k, errno),
+        (Refusal::Unsupported, libc::EOPNOTSUPP),
+        "{why}"
+    );
+}
