@@ -55,6 +55,10 @@ pub struct MergeConfig {
     /// `.marker`, Java's `DeleteContext`), or the one a payload class carries
     /// (`AWSDmsAvroPayload`: `Op = 'D'`).
     pub delete_marker: Option<DeleteMarker>,
+    /// Records are ordered by this `<file>.<position>` string field, its two parts compared as
+    /// numbers (`MySqlDebeziumAvroPayload.isCurrentSeqLatest` on `_event_seq`) instead of by the
+    /// ordering fields.
+    pub sequence_field: Option<String>,
 }
 
 /// A delete marker: records whose `field`, printed as Java prints it, equals `marker` are
@@ -100,23 +104,44 @@ const COMMIT_TIME_STRATEGY: &str = "ce9acb64-bde0-424c-9b91-f6ebba25356d";
 /// payload class (merge mode `CUSTOM`).
 const PAYLOAD_STRATEGY: &str = "00000000-0000-0000-0000-000000000000";
 
-/// How a payload class Hudi ships merges: its ordering and the delete marker it carries
-/// (besides `_hoodie_is_deleted`, which every one honours). The classes whose merge is not
-/// reproduced (partial updates, Debezium's sequence rules, first-value) are `None`.
-fn payload_rules(class: &str) -> Option<(MergeMode, Option<DeleteMarker>)> {
+/// How a payload class Hudi ships merges: its ordering, the delete marker it carries (besides
+/// `_hoodie_is_deleted`, which every one honours), and the sequence field it orders by. The
+/// classes whose merge is not reproduced (partial updates, Postgres' unavailable values,
+/// first-value) are `None`.
+struct PayloadRules {
+    mode: MergeMode,
+    marker: Option<DeleteMarker>,
+    sequence: Option<&'static str>,
+}
+
+fn payload_rules(class: &str) -> Option<PayloadRules> {
     let simple = class.rsplit('.').next().unwrap_or(class);
+    let ignoring_case = |field: &str, marker: &str| DeleteMarker {
+        ignore_case: true,
+        ..DeleteMarker::exact(field, marker)
+    };
+    let plain = |mode| PayloadRules {
+        mode,
+        marker: None,
+        sequence: None,
+    };
     match simple {
-        "OverwriteWithLatestAvroPayload" => Some((MergeMode::CommitTime, None)),
-        "DefaultHoodieRecordPayload" | "EventTimeAvroPayload" => Some((MergeMode::EventTime, None)),
+        "OverwriteWithLatestAvroPayload" => Some(plain(MergeMode::CommitTime)),
+        "DefaultHoodieRecordPayload" | "EventTimeAvroPayload" => Some(plain(MergeMode::EventTime)),
         // combineAndGetUpdateValue takes the newer record unless its `Op` is `D` (any case);
         // Hudi 1.1's upgrade maps it to commit-time ordering with the marker `Op = D`.
-        "AWSDmsAvroPayload" => Some((
-            MergeMode::CommitTime,
-            Some(DeleteMarker {
-                ignore_case: true,
-                ..DeleteMarker::exact("Op", "D")
-            }),
-        )),
+        "AWSDmsAvroPayload" => Some(PayloadRules {
+            marker: Some(ignoring_case("Op", "D")),
+            ..plain(MergeMode::CommitTime)
+        }),
+        // AbstractDebeziumAvroPayload.combineAndGetUpdateValue keeps the stored record when the
+        // incoming one's `_event_seq` is lower (isCurrentSeqLatest), else takes the incoming
+        // one, a delete when its `_change_operation_type` is `d` (any case).
+        "MySqlDebeziumAvroPayload" => Some(PayloadRules {
+            mode: MergeMode::EventTime,
+            marker: Some(ignoring_case("_change_operation_type", "d")),
+            sequence: Some("_event_seq"),
+        }),
         _ => None,
     }
 }
@@ -129,6 +154,9 @@ impl MergeConfig {
         if let Some(m) = &self.delete_marker {
             let case = if m.ignore_case { "~" } else { "" };
             r.push_str(&format!(",{}={case}{}", m.field, m.marker));
+        }
+        if let Some(f) = &self.sequence_field {
+            r.push_str(&format!(";order:{f}(file.pos)"));
         }
         r
     }
@@ -160,19 +188,21 @@ impl MergeConfig {
             .or_else(|| get("hoodie.table.payload.class"))
             .or_else(|| get("hoodie.datasource.write.payload.class"));
         let payload_rules_of = |p: &str| {
-            payload_rules(p).ok_or_else(|| {
-                MergeError::unsupported(format!(
-                    "payload class {p} is a custom payload: its merge cannot be reproduced"
-                ))
-            })
+            payload_rules(p)
+                .map(|r| (r.mode, r.marker, r.sequence))
+                .ok_or_else(|| {
+                    MergeError::unsupported(format!(
+                        "payload class {p} is a custom payload: its merge cannot be reproduced"
+                    ))
+                })
         };
-        let (mode, payload_marker) = if table_version >= 8 {
+        let (mode, payload_marker, sequence) = if table_version >= 8 {
             match (
                 get("hoodie.record.merge.mode"),
                 get("hoodie.record.merge.strategy.id"),
             ) {
-                (Some("COMMIT_TIME_ORDERING"), _) => (MergeMode::CommitTime, None),
-                (Some("EVENT_TIME_ORDERING"), _) => (MergeMode::EventTime, None),
+                (Some("COMMIT_TIME_ORDERING"), _) => (MergeMode::CommitTime, None, None),
+                (Some("EVENT_TIME_ORDERING"), _) => (MergeMode::EventTime, None, None),
                 // A version-8 table merged by its payload class.
                 (Some("CUSTOM") | None, Some(PAYLOAD_STRATEGY)) if payload.is_some() => {
                     payload_rules_of(payload.unwrap_or_default())?
@@ -184,8 +214,8 @@ impl MergeConfig {
                          merged"
                     )))
                 }
-                (None, Some(EVENT_TIME_STRATEGY)) => (MergeMode::EventTime, None),
-                (None, Some(COMMIT_TIME_STRATEGY)) => (MergeMode::CommitTime, None),
+                (None, Some(EVENT_TIME_STRATEGY)) => (MergeMode::EventTime, None, None),
+                (None, Some(COMMIT_TIME_STRATEGY)) => (MergeMode::CommitTime, None, None),
                 (None, Some(other)) => {
                     return Err(MergeError::unsupported(format!(
                         "hoodie.record.merge.strategy.id={other} is a custom merger"
@@ -193,13 +223,13 @@ impl MergeConfig {
                 }
                 (None, None) => match payload {
                     Some(p) => payload_rules_of(p)?,
-                    None if ordering_fields.is_empty() => (MergeMode::CommitTime, None),
-                    None => (MergeMode::EventTime, None),
+                    None if ordering_fields.is_empty() => (MergeMode::CommitTime, None, None),
+                    None => (MergeMode::EventTime, None, None),
                 },
             }
         } else {
             match payload {
-                None => (MergeMode::CommitTime, None),
+                None => (MergeMode::CommitTime, None, None),
                 Some(p) => payload_rules_of(p)?,
             }
         };
@@ -318,6 +348,7 @@ impl MergeConfig {
         Ok(MergeConfig {
             bootstrapped,
             delete_marker,
+            sequence_field: sequence.map(str::to_string),
             table_version,
             mode,
             ordering_fields,

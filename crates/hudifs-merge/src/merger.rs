@@ -63,6 +63,8 @@ pub(crate) struct Merger {
     key_gen: Option<KeyGen>,
     key_fields: Vec<String>,
     ordering: Vec<String>,
+    /// Order by this `<file>.<position>` field instead (`MergeConfig::sequence_field`).
+    sequence: Option<String>,
     ncols: usize,
     batches: Vec<RecordBatch>,
     /// Record key → entry (keys come from the data: seeded hashing, see `foldhash`).
@@ -78,6 +80,7 @@ impl Merger {
             key_gen: cfg.key_gen,
             key_fields: cfg.record_key_fields.clone(),
             ordering: cfg.ordering_fields.clone(),
+            sequence: cfg.sequence_field.clone(),
             ncols: schema.fields().len(),
             batches: Vec::new(),
             map: HashMap::default(),
@@ -102,15 +105,22 @@ impl Merger {
         built_keys(self.key_gen, &self.key_fields, batch).map(Keys::Built)
     }
 
-    fn ordering_columns(&self, batch: &RecordBatch) -> Vec<Option<ArrayRef>> {
+    /// The columns a batch's records are ordered by; `log`: records of a log (a record whose
+    /// sequence is missing is refused there, as Java's Debezium payload fails on it).
+    fn ordering_columns(&self, batch: &RecordBatch, log: bool) -> Result<Vec<Option<ArrayRef>>> {
         if self.mode == MergeMode::CommitTime {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         let schema = batch.schema();
-        self.ordering
+        if let Some(f) = &self.sequence {
+            let col = column_by_path(schema.fields(), batch.columns(), f);
+            return sequence_columns(col.as_ref(), f, batch.num_rows(), log);
+        }
+        Ok(self
+            .ordering
             .iter()
             .map(|f| column_by_path(schema.fields(), batch.columns(), f))
-            .collect()
+            .collect())
     }
 
     fn ord_of(cols: &[Option<ArrayRef>], row: usize) -> Vec<OrdVal> {
@@ -139,7 +149,7 @@ impl Merger {
     ) -> Result<()> {
         let b = self.batches.len() as u32;
         let keys = self.keys(&batch)?;
-        let ords = self.ordering_columns(&batch);
+        let ords = self.ordering_columns(&batch, true)?;
         let rows = batch.num_rows();
         self.batches.push(batch);
         for r in 0..rows {
@@ -199,7 +209,14 @@ impl Merger {
         }
     }
 
-    pub(crate) fn add_deletes(&mut self, keys: Vec<String>, ordering: Vec<OrdVal>) {
+    pub(crate) fn add_deletes(&mut self, keys: Vec<String>, ordering: Vec<OrdVal>) -> Result<()> {
+        // Java compares a delete's ordering value with the stored record's precombine value,
+        // not with the Debezium sequence the records are ordered by: not reproduced.
+        if self.sequence.is_some() && ordering.iter().any(|o| !o.is_default()) {
+            return Err(MergeError::unsupported(
+                "a delete block with ordering values in a table ordered by a Debezium sequence",
+            ));
+        }
         for (key, ord) in keys.into_iter().zip(ordering) {
             let new = Entry {
                 seq: 0,
@@ -226,6 +243,7 @@ impl Merger {
                 }
             }
         }
+        Ok(())
     }
 
     /// Merge one base batch with the log records; `None` when every row was dropped.
@@ -238,7 +256,7 @@ impl Merger {
             return Ok(Some(conform_base(batch, schema)?));
         }
         let keys = self.keys(batch)?;
-        let ords = self.ordering_columns(batch);
+        let ords = self.ordering_columns(batch, false)?;
         // Per row: None keeps it, Some(None) drops it, Some(Some(i)) takes entry i over it.
         let mut plan: Vec<Option<Option<usize>>> = Vec::new();
         let mut changed = false;
@@ -450,4 +468,55 @@ pub(crate) fn built_keys(
         });
     }
     Ok(out)
+}
+
+/// A `<file>.<position>` sequence column (Debezium's `_event_seq`) as two long columns, file
+/// then position, compared as `MySqlDebeziumAvroPayload.isCurrentSeqLatest` compares them (each
+/// part parsed as a long: `"10.1"` is after `"9.5"`). A stored record without a sequence is
+/// older than any (Java's bootstrap case); a value that does not parse, or a log record
+/// without one, is refused (Java's read fails on it).
+fn sequence_columns(
+    col: Option<&ArrayRef>,
+    field: &str,
+    rows: usize,
+    log: bool,
+) -> Result<Vec<Option<ArrayRef>>> {
+    let refuse = |why: String| MergeError::unsupported(format!("{field}: {why}"));
+    let Some(col) = col else {
+        if log && rows > 0 {
+            return Err(refuse("log records without it cannot be ordered".into()));
+        }
+        return Ok(vec![None, None]);
+    };
+    let s = arrow_cast::cast(col, &DataType::Utf8).map_err(|e| refuse(e.to_string()))?;
+    let s = s.as_string::<i32>();
+    let (mut file, mut pos) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+    for r in 0..s.len() {
+        if s.is_null(r) {
+            if log {
+                return Err(refuse("a log record without it cannot be ordered".into()));
+            }
+            file.push(None);
+            pos.push(None);
+            continue;
+        }
+        let v = s.value(r);
+        let mut parts = v.split('.');
+        let mut part = || parts.next().and_then(|p| p.parse::<i64>().ok());
+        match (part(), part()) {
+            (Some(f), Some(p)) => {
+                file.push(Some(f));
+                pos.push(Some(p));
+            }
+            _ => {
+                return Err(refuse(format!(
+                    "{v:?} is not <file>.<position> with numeric parts"
+                )))
+            }
+        }
+    }
+    Ok(vec![
+        Some(Arc::new(arrow_array::Int64Array::from(file)) as ArrayRef),
+        Some(Arc::new(arrow_array::Int64Array::from(pos)) as ArrayRef),
+    ])
 }

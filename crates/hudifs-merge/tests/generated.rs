@@ -1478,3 +1478,137 @@ fn flink_changelog_operations() {
         "{why}"
     );
 }
+
+const SCHEMA_DBZ: &str = r#"{"type":"record","name":"r","namespace":"hoodie.t","fields":[
+ {"name":"_hoodie_commit_time","type":["null","string"],"default":null},
+ {"name":"_hoodie_record_key","type":["null","string"],"default":null},
+ {"name":"id","type":"string"},
+ {"name":"v","type":["null","long"],"default":null},
+ {"name":"ts","type":"long"},
+ {"name":"_event_seq","type":["null","string"],"default":null},
+ {"name":"_change_operation_type","type":["null","string"],"default":null}]}"#;
+
+fn rec_dbz(commit: &str, key: &str, v: i64, seq: &str, op: &str) -> Vec<u8> {
+    let mut r = rec(commit, key, Some(v), v);
+    zz(&mut r, 1);
+    s(&mut r, seq);
+    zz(&mut r, 1);
+    s(&mut r, op);
+    r
+}
+
+/// A base file of Debezium rows (key, v, `_event_seq`).
+fn dbz_base(rows: &[(&str, i64, Option<&str>)]) -> Vec<u8> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("_hoodie_commit_time", DataType::Utf8, true),
+        Field::new("_hoodie_record_key", DataType::Utf8, true),
+        Field::new("id", DataType::Utf8, false),
+        Field::new("v", DataType::Int64, true),
+        Field::new("ts", DataType::Int64, false),
+        Field::new("_event_seq", DataType::Utf8, true),
+        Field::new("_change_operation_type", DataType::Utf8, true),
+    ]));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|_| "001"))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+        Arc::new(Int64Array::from_iter(rows.iter().map(|r| Some(r.1)))),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+        Arc::new(StringArray::from_iter(rows.iter().map(|r| r.2))),
+        Arc::new(StringArray::from_iter(rows.iter().map(|_| Some("c")))),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
+    let mut out = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    out
+}
+
+/// MySQL Debezium tables (`MySqlDebeziumAvroPayload`): the record with the greater `_event_seq`
+/// wins, its file and position compared as numbers (`"10.1"` after `"9.5"`, `"02.12"` after
+/// `"002.3"`), ties to the later write; `_change_operation_type = 'd'` (any case) deletes, but
+/// only when the delete is not older; a stored record without a sequence loses; a sequence
+/// that is no `<file>.<position>` is refused.
+#[test]
+fn mysql_debezium_sequence_ordering_and_deletes() {
+    let t = Table::new();
+    let base = t.put(
+        "p/f1_0-1-1_001.parquet",
+        &dbz_base(&[
+            ("k1", 1, Some("9.5")),
+            ("k2", 1, Some("002.3")),
+            ("k3", 1, Some("5.5")),
+            ("k4", 1, Some("5.5")),
+            ("k5", 1, None),
+            ("k6", 1, Some("7.7")),
+        ]),
+    );
+    let log = t.put(
+        "p/.f1_001.log.1_0-1-1",
+        &blocks::avro_data(
+            "002",
+            SCHEMA_DBZ,
+            &[
+                rec_dbz("002", "k1", 2, "10.1", "u"),
+                rec_dbz("002", "k2", 2, "02.12", "u"),
+                rec_dbz("002", "k3", 2, "6.0", "D"),
+                rec_dbz("002", "k4", 2, "5.4", "d"),
+                rec_dbz("002", "k5", 2, "0.0", "u"),
+                rec_dbz("002", "k6", 2, "7.6", "u"),
+                rec_dbz("002", "k6", 3, "7.7", "u"),
+            ],
+            &[],
+        ),
+    );
+    let dbz = "org.apache.hudi.common.model.debezium.MySqlDebeziumAvroPayload";
+    let cfg = props(&[
+        ("hoodie.table.version", "6"),
+        ("hoodie.compaction.payload.class", dbz),
+        ("hoodie.table.precombine.field", "_event_seq"),
+    ]);
+    let sl = slice(Some(base.clone()), vec![log]);
+    let rows = read_rows(
+        &merge(
+            &*t.store,
+            &cfg,
+            &sl,
+            |_: &str| true,
+            &MergeOptions::default(),
+        )
+        .unwrap(),
+    );
+    let v = |k: &str| rows.get(k).map(|r| r.0.unwrap());
+    assert_eq!(v("k1"), Some(2), "10.1 is after 9.5");
+    assert_eq!(v("k2"), Some(2), "02.12 is after 002.3");
+    assert_eq!(v("k3"), None, "a newer delete deletes");
+    assert_eq!(v("k4"), Some(1), "an older delete loses");
+    assert_eq!(v("k5"), Some(2), "a stored record without a sequence loses");
+    assert_eq!(
+        v("k6"),
+        Some(3),
+        "7.6 loses to the base's 7.7; the tie goes to the later write"
+    );
+    let bad = t.put(
+        "p/.f1_001.log.1_0-1-2",
+        &blocks::avro_data(
+            "002",
+            SCHEMA_DBZ,
+            &[rec_dbz("002", "k1", 2, "10", "u")],
+            &[],
+        ),
+    );
+    let (k, errno, why) = errno_of(merge(
+        &*t.store,
+        &cfg,
+        &slice(Some(base), vec![bad]),
+        |_: &str| true,
+        &MergeOptions::default(),
+    ));
+    assert_eq!(
+        (k, errno),
+        (Refusal::Unsupported, libc::EOPNOTSUPP),
+        "{why}"
+    );
+    assert!(why.contains("_event_seq"), "{why}");
+}

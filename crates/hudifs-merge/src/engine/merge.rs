@@ -339,7 +339,7 @@ impl Prepared {
                 } => {
                     stats.deletes += keys.len() as u64;
                     newest(&mut stats.newest_instant, &instant);
-                    merger.add_deletes(keys, ordering);
+                    merger.add_deletes(keys, ordering)?;
                 }
             }
         }
