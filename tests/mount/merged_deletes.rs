@@ -1,4 +1,5 @@
-//! Delete markers through a real mount (SEMANTICS §10.4): a version-9 merge-on-read table
+//! Delete markers and payload classes through a real mount (SEMANTICS §10.4). First, a
+//! version-9 merge-on-read table
 //! that declares a custom delete marker the way Hudi 1.1's upgrade writes it for
 //! `AWSDmsAvroPayload` tables (`hoodie.record.merge.property.hoodie.payload.delete.field` and
 //! `….marker`), on a value only log records hold. A key whose winning record carries the marker
@@ -6,7 +7,9 @@
 //! without the marker brings it back; a key inserted straight into a log with the marker never
 //! shows. The views are read with pyarrow through the mount and compared with the writer's
 //! model of the rows, less those whose winning record is marked (Java's
-//! `RecordContext.isCustomDeleteRecord`; tests/mount/merge/compare.py).
+//! `RecordContext.isCustomDeleteRecord`; tests/mount/merge/compare.py). Then tables written
+//! with the payload classes of AWS DMS and MySQL Debezium pipelines and a Flink changelog table,
+//! their change columns written by the test kit (`TableSpec::with_string_columns`).
 
 use crate::merge;
 use hudifs_testkit::support;
@@ -153,5 +156,186 @@ fn a_custom_delete_marker_deletes_the_keys_whose_winning_record_carries_it() {
     assert_eq!(
         views_checked, 8,
         "latest and three as_of views of two tables"
+    );
+}
+
+/// The rows the writer's model holds now, less `gone`, with `older` keys shown as `base`
+/// holds them (a log record that loses to the stored one under the payload's ordering).
+fn expected(w: &TableWriter, gone: &[i64], older: &BTreeMap<i64, Row>) -> Vec<Value> {
+    let mut out = Vec::new();
+    for (p, f) in w.file_groups() {
+        for r in w.group_rows(&p, &f).unwrap_or_default() {
+            if gone.contains(&r.id) {
+                continue;
+            }
+            let r = older.get(&r.id).unwrap_or(&r);
+            out.push(json!({"id": r.id, "name": r.name, "value": r.value, "ts": r.ts}));
+        }
+    }
+    out
+}
+
+/// Mount `root` and compare `merged/latest/` with `want`; the merged files are read with
+/// pyarrow through the mount.
+fn check_latest(name: &str, root: &Path, want: Vec<Value>) {
+    let cache = root.parent().unwrap().join("merge-cache");
+    let m = MountGuard::mount(root, &["--merge-cache", cache.to_str().unwrap()]);
+    let req = vec![json!({"label": "latest", "as_of": null,
+                          "dir": m.path().join("merged/latest"), "model": want})];
+    let py = support::python();
+    let res = merge::compare(&py, &json!({"table": root, "gold": null, "views": req}));
+    let v = &res["views"][0];
+    assert_eq!(v["model"]["match"], true, "{name}: {v}");
+    assert!(
+        !m.log_text().contains("refused"),
+        "{name}: {}",
+        m.log_text()
+    );
+}
+
+/// Tables written with the payload classes production pipelines use, merged as those classes
+/// merge (SEMANTICS §10.4): `AWSDmsAvroPayload` on table versions 6 and 8 (`Op = 'D'` in any
+/// case deletes, the later write wins), `MySqlDebeziumAvroPayload` on version 6 (the greater
+/// `_event_seq` wins, compared as numbers; `_change_operation_type = 'd'` deletes when it
+/// wins), and a Flink changelog table (`_hoodie_operation` `D` and `-U` delete).
+#[test]
+fn payload_tables_merge_as_their_payload_classes() {
+    if !support::fuse_available() {
+        return;
+    }
+    let mor = |v| {
+        TableSpec::new("gen_payload", TableType::MergeOnRead, v).partitioned_by(&["city"], true)
+    };
+    let dms = "org.apache.hudi.common.model.AWSDmsAvroPayload";
+    // AWS DMS: full load without `Op`, then changes.
+    for (name, spec) in [
+        (
+            "v6 AWSDmsAvroPayload",
+            mor(6).with_property("hoodie.compaction.payload.class", dms),
+        ),
+        (
+            "v8 payload-based AWSDmsAvroPayload",
+            mor(8)
+                .with_property("hoodie.record.merge.mode", "CUSTOM")
+                .with_property(
+                    "hoodie.record.merge.strategy.id",
+                    "00000000-0000-0000-0000-000000000000",
+                )
+                .with_property("hoodie.compaction.payload.class", dms),
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("table");
+        let mut w =
+            TableWriter::create(&root, spec.with_string_columns(&["Op"]), 1_767_225_600_000)
+                .unwrap();
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        let f = t.insert("city=a", &rows(1, 20)).unwrap();
+        t.complete().unwrap();
+        let ops = [
+            (1000, "D"),
+            (1001, "d"),
+            (1002, "U"),
+            (5000, "D"),
+            (5001, "I"),
+        ];
+        let changes: Vec<Row> = ops
+            .iter()
+            .map(|(id, op)| {
+                rows_with_ids(10 + *id as u64, &[*id])
+                    .remove(0)
+                    .with_extra(&[Some(op)])
+            })
+            .collect();
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        t.update("city=a", &f, &changes).unwrap();
+        t.complete().unwrap();
+        let again = rows_with_ids(30, &[1000])
+            .remove(0)
+            .with_extra(&[Some("U")]);
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        t.update("city=a", &f, &[again]).unwrap();
+        t.complete().unwrap();
+        check_latest(name, &root, expected(&w, &[1001, 5000], &BTreeMap::new()));
+    }
+
+    // MySQL Debezium: base rows at sequence 9.<n>; changes with greater and smaller sequences.
+    let dbz = "org.apache.hudi.common.model.debezium.MySqlDebeziumAvroPayload";
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("table");
+    let spec = mor(6)
+        .with_property("hoodie.compaction.payload.class", dbz)
+        .with_string_columns(&["_event_seq", "_change_operation_type"]);
+    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    let base: Vec<Row> = rows(1, 20)
+        .into_iter()
+        .map(|r| {
+            let seq = format!("9.{}", r.id - 1000);
+            r.with_extra(&[Some(&seq), Some("c")])
+        })
+        .collect();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let f = t.insert("city=a", &base).unwrap();
+    t.complete().unwrap();
+    let changes = [
+        (1000, "10.0", "u"), // 10.0 is after 9.0 (a string comparison says before)
+        (1001, "9.0", "u"),  // before 9.1: loses
+        (1002, "9.2", "u"),  // the same sequence: the later write wins
+        (1003, "12.7", "d"), // a newer delete
+        (1004, "2.9", "D"),  // an older delete loses
+    ];
+    let rows_changed: Vec<Row> = changes
+        .iter()
+        .map(|(id, seq, op)| {
+            rows_with_ids(40 + *id as u64, &[*id])
+                .remove(0)
+                .with_extra(&[Some(seq), Some(op)])
+        })
+        .collect();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.update("city=a", &f, &rows_changed).unwrap();
+    t.complete().unwrap();
+    let older: BTreeMap<i64, Row> = base
+        .iter()
+        .filter(|r| r.id == 1001 || r.id == 1004)
+        .map(|r| (r.id, r.clone()))
+        .collect();
+    check_latest(
+        "v6 MySqlDebeziumAvroPayload",
+        &root,
+        expected(&w, &[1003], &older),
+    );
+
+    // Flink changelog: `_hoodie_operation` of each record.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("table");
+    let spec = mor(9)
+        .with_property("hoodie.record.merge.mode", "COMMIT_TIME_ORDERING")
+        .with_string_columns(&["_hoodie_operation"]);
+    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let base: Vec<Row> = rows(1, 20)
+        .into_iter()
+        .map(|r| r.with_extra(&[Some("I")]))
+        .collect();
+    let f = t.insert("city=a", &base).unwrap();
+    t.complete().unwrap();
+    let op =
+        |seed: u64, id: i64, op: &str| rows_with_ids(seed, &[id]).remove(0).with_extra(&[Some(op)]);
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.update(
+        "city=a",
+        &f,
+        &[op(50, 1000, "D"), op(51, 1001, "-U"), op(52, 1002, "U")],
+    )
+    .unwrap();
+    t.complete().unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.update("city=a", &f, &[op(53, 1001, "U")]).unwrap();
+    t.complete().unwrap();
+    check_latest(
+        "v9 Flink changelog",
+        &root,
+        expected(&w, &[1000], &BTreeMap::new()),
     );
 }

@@ -163,6 +163,7 @@ impl TableWriter {
                             partition: &op.partition,
                             table: &self.spec.name,
                             with_meta,
+                            extra: &self.spec.extra_columns,
                             partition_values: &partition_values,
                         },
                         &rows,

@@ -118,6 +118,7 @@ impl Txn<'_> {
                 partition,
                 table: &self.w.spec.name,
                 with_meta: self.w.spec.populate_meta_fields,
+                extra: &self.w.spec.extra_columns,
                 partition_values: &partition_values,
             },
             &rows,
@@ -148,6 +149,7 @@ impl Txn<'_> {
             partition,
             table: &self.w.spec.name,
             with_meta: self.w.spec.populate_meta_fields,
+            extra: &self.w.spec.extra_columns,
             partition_values: &partition_values,
         };
         let mut writer = parquet::BaseWriter::create(&target)?;

@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn schemas_parse_with_apache_avro() {
-        let image = super::super::parquet::data_schema("t", false, &["city".to_string()]);
+        let image = super::super::parquet::data_schema("t", false, &[], &["city".to_string()]);
         for m in CdcMode::ALL {
             for v in [6, 9] {
                 let s = schema(m, v, &image);

@@ -189,7 +189,7 @@ impl TableWriter {
         }
         p.push((
             "hoodie.table.create.schema",
-            parquet::data_schema(&s.name, false, &s.partition_fields).to_text(),
+            parquet::data_schema(&s.name, false, &s.extra_columns, &s.partition_fields).to_text(),
         ));
         for (k, v) in &s.properties {
             match p.iter_mut().find(|(key, _)| key == k) {

@@ -125,6 +125,10 @@ pub struct TableSpec {
     pub cdc: Option<CdcMode>,
     /// The table has a metadata table (its `files` partition), kept up to date by every action.
     pub metadata_table: bool,
+    /// Nullable string columns after the fixed data columns (`Row::extra` holds their values):
+    /// what the payload classes read (`Op`, `_event_seq`, `_change_operation_type`,
+    /// `_hoodie_operation`).
+    pub extra_columns: Vec<String>,
 }
 
 impl TableSpec {
@@ -140,6 +144,7 @@ impl TableSpec {
             properties: Vec::new(),
             cdc: None,
             metadata_table: false,
+            extra_columns: Vec::new(),
         }
     }
 
@@ -160,6 +165,12 @@ impl TableSpec {
     /// (Hudi infers their changes from the logs).
     pub fn with_cdc(mut self, mode: CdcMode) -> TableSpec {
         self.cdc = Some(mode);
+        self
+    }
+
+    /// Add nullable string columns after the fixed ones (`Row::with_extra` gives their values).
+    pub fn with_string_columns(mut self, names: &[&str]) -> TableSpec {
+        self.extra_columns = names.iter().map(|n| n.to_string()).collect();
         self
     }
 

@@ -34,6 +34,21 @@ pub struct Row {
     pub name: String,
     pub value: f64,
     pub ts: i64,
+    /// Values of the table's extra string columns (`TableSpec::with_string_columns`), in
+    /// order; a missing one is null.
+    pub extra: Vec<Option<String>>,
+}
+
+impl Row {
+    /// The row with the values of the table's extra string columns.
+    pub fn with_extra(mut self, values: &[Option<&str>]) -> Row {
+        self.extra = values.iter().map(|v| v.map(str::to_string)).collect();
+        self
+    }
+
+    fn extra_value(&self, i: usize) -> Option<&str> {
+        self.extra.get(i).and_then(|v| v.as_deref())
+    }
 }
 
 /// `n` deterministic rows with ids `seed * 1000 .. seed * 1000 + n` (so distinct seeds below
@@ -59,6 +74,7 @@ pub fn rows_with_ids(seed: u64, ids: &[i64]) -> Vec<Row> {
                 // Multiples of 1/100 are exact enough to compare after a round trip.
                 value: ((r >> 13) % 100_000) as f64 / 100.0,
                 ts: 1_700_000_000_000 + ((r >> 40) % 1_000_000_000) as i64,
+                extra: Vec::new(),
             }
         })
         .collect()
@@ -94,8 +110,14 @@ fn avro_name(table: &str) -> String {
 
 /// The table's Avro schema; `with_meta` adds Hudi's meta fields in front (the writer schema of
 /// log blocks and Parquet files), without them it is the table schema of `extraMetadata`. The
-/// partition fields follow the data fields, as strings.
-pub(crate) fn data_schema(table: &str, with_meta: bool, partition_fields: &[String]) -> Schema {
+/// extra string columns (nullable) follow the data fields, then the partition fields, as
+/// strings.
+pub(crate) fn data_schema(
+    table: &str,
+    with_meta: bool,
+    extra: &[String],
+    partition_fields: &[String],
+) -> Schema {
     let n = avro_name(table);
     let mut fields = Vec::new();
     if with_meta {
@@ -117,6 +139,13 @@ pub(crate) fn data_schema(table: &str, with_meta: bool, partition_fields: &[Stri
             name: name.into(),
             schema,
             default: None,
+        });
+    }
+    for name in extra {
+        fields.push(Field {
+            name: name.clone().into(),
+            schema: Schema::Union(vec![Schema::Null, Schema::String]),
+            default: Some(Json::Null),
         });
     }
     for name in partition_fields {
@@ -141,6 +170,7 @@ pub(crate) fn row_json(
     partition: &str,
     file_name: &str,
     with_meta: bool,
+    extra: &[String],
     partition_values: &PartitionValues,
 ) -> Json {
     let mut o = serde_json::Map::new();
@@ -155,6 +185,9 @@ pub(crate) fn row_json(
     o.insert("name".into(), json!(r.row.name));
     o.insert("value".into(), json!(r.row.value));
     o.insert("ts".into(), json!(r.row.ts));
+    for (i, field) in extra.iter().enumerate() {
+        o.insert(field.clone(), json!(r.row.extra_value(i)));
+    }
     for (field, value) in partition_values {
         o.insert(field.clone(), json!(value));
     }
@@ -168,11 +201,12 @@ pub(crate) fn encode_rows(
     partition: &str,
     file_name: &str,
     with_meta: bool,
+    extra: &[String],
     partition_values: &PartitionValues,
 ) -> Result<Vec<Vec<u8>>, String> {
     rows.iter()
         .map(|r| {
-            let v = row_json(r, partition, file_name, with_meta, partition_values);
+            let v = row_json(r, partition, file_name, with_meta, extra, partition_values);
             avro::datum(schema, &v)
         })
         .collect()
@@ -185,6 +219,8 @@ pub(crate) struct BaseFile<'a> {
     pub partition: &'a str,
     pub table: &'a str,
     pub with_meta: bool,
+    /// The table's extra string columns.
+    pub extra: &'a [String],
     pub partition_values: &'a PartitionValues,
 }
 
@@ -215,6 +251,9 @@ impl<'a> BaseWriter<'a> {
             "  required int64 id;\n  required binary name (UTF8);\n  required double value;\n  \
              required int64 ts;\n",
         );
+        for field in f.extra {
+            message.push_str(&format!("  optional binary {field} (UTF8);\n"));
+        }
         for (field, _) in f.partition_values {
             message.push_str(&format!("  required binary {field} (UTF8);\n"));
         }
@@ -224,7 +263,7 @@ impl<'a> BaseWriter<'a> {
         let kv = vec![
             KeyValue::new(
                 "parquet.avro.schema".to_string(),
-                data_schema(f.table, f.with_meta, &fields).to_text(),
+                data_schema(f.table, f.with_meta, f.extra, &fields).to_text(),
             ),
             KeyValue::new("writer.model.name".to_string(), "avro".to_string()),
         ];
@@ -267,6 +306,21 @@ impl<'a> BaseWriter<'a> {
         let names = strings(&|r| r.row.name.clone());
         let values: Vec<f64> = rows.iter().map(|r| r.row.value).collect();
         let ts: Vec<i64> = rows.iter().map(|r| r.row.ts).collect();
+        // Extra columns: their non-null values and definition levels.
+        let extra_columns: Vec<(Vec<ByteArray>, Vec<i16>)> = (0..f.extra.len())
+            .map(|i| {
+                let values = rows
+                    .iter()
+                    .filter_map(|r| r.row.extra_value(i))
+                    .map(|v| ByteArray::from(v.as_bytes().to_vec()))
+                    .collect();
+                let levels = rows
+                    .iter()
+                    .map(|r| i16::from(r.row.extra_value(i).is_some()))
+                    .collect();
+                (values, levels)
+            })
+            .collect();
         let partition_columns: Vec<Vec<ByteArray>> = f
             .partition_values
             .iter()
@@ -288,9 +342,14 @@ impl<'a> BaseWriter<'a> {
                     1 => col.typed::<ByteArrayType>().write_batch(&names, None, None),
                     2 => col.typed::<DoubleType>().write_batch(&values, None, None),
                     3 => col.typed::<Int64Type>().write_batch(&ts, None, None),
+                    k if k - 4 < extra_columns.len() => {
+                        let (values, levels) = &extra_columns[k - 4];
+                        col.typed::<ByteArrayType>()
+                            .write_batch(values, Some(levels), None)
+                    }
                     k => col.typed::<ByteArrayType>().write_batch(
                         partition_columns
-                            .get(k - 4)
+                            .get(k - 4 - extra_columns.len())
                             .map(Vec::as_slice)
                             .unwrap_or(&[]),
                         None,

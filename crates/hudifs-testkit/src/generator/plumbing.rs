@@ -123,7 +123,13 @@ impl TableWriter {
     }
 
     pub(super) fn table_schema_text(&self) -> String {
-        parquet::data_schema(&self.spec.name, false, &self.spec.partition_fields).to_text()
+        parquet::data_schema(
+            &self.spec.name,
+            false,
+            &self.spec.extra_columns,
+            &self.spec.partition_fields,
+        )
+        .to_text()
     }
 
     /// The partition columns' values of the files of `partition` (a checked partition path):

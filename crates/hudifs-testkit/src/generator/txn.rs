@@ -320,6 +320,7 @@ impl Txn<'_> {
                 partition,
                 table: &self.w.spec.name,
                 with_meta: self.w.spec.populate_meta_fields,
+                extra: &self.w.spec.extra_columns,
                 partition_values: &partition_values,
             },
             rows,
@@ -461,6 +462,7 @@ impl Txn<'_> {
         let schema = parquet::data_schema(
             &spec.name,
             spec.populate_meta_fields,
+            &spec.extra_columns,
             &spec.partition_fields,
         );
         let records = parquet::encode_rows(
@@ -469,6 +471,7 @@ impl Txn<'_> {
             partition,
             file_id,
             spec.populate_meta_fields,
+            &spec.extra_columns,
             &self.w.partition_values(partition),
         )
         .map_err(encode_err(&name))?;
@@ -659,10 +662,17 @@ impl Txn<'_> {
             listing::log_file_name(file_id, &self.instant, 1, token),
             cdc::log_suffix(version)
         );
-        let image = parquet::data_schema(&spec.name, false, &spec.partition_fields);
+        let image = parquet::data_schema(
+            &spec.name,
+            false,
+            &spec.extra_columns,
+            &spec.partition_fields,
+        );
         let schema = cdc::schema(mode, version, &image);
         let partition_values = self.w.partition_values(partition);
-        let json = |r: &StoredRow| parquet::row_json(r, partition, "", false, &partition_values);
+        let extra = &spec.extra_columns;
+        let json =
+            |r: &StoredRow| parquet::row_json(r, partition, "", false, extra, &partition_values);
         let mut by_key: BTreeMap<i64, (CdcOp, Option<Json>, Option<Json>)> = BTreeMap::new();
         for id in changes.deleted {
             by_key.insert(*id, (CdcOp::Delete, changes.old.get(id).map(json), None));
@@ -749,6 +759,7 @@ impl Txn<'_> {
             let schema = parquet::data_schema(
                 &spec.name,
                 spec.populate_meta_fields,
+                &spec.extra_columns,
                 &spec.partition_fields,
             );
             let partition_values = self.w.partition_values(partition);
@@ -759,6 +770,7 @@ impl Txn<'_> {
                 partition,
                 file_id,
                 self.w.spec.populate_meta_fields,
+                &self.w.spec.extra_columns,
                 &partition_values,
             )
             .map_err(encode_err(&name))?;
