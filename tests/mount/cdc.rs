@@ -506,3 +506,42 @@ fn a_window_whose_before_state_was_cleaned_is_refused() {
     let err = String::from_utf8_lossy(&ls.stderr);
     assert!(!ls.status.success() && err.contains("just before"), "{err}");
 }
+
+/// A table whose records a custom delete marker deletes (SEMANTICS §10.4): its change feed
+/// has a `d` with the before image wherever a marked record wins, as the merged snapshots on
+/// either side of each write say (`merged_deletes.rs` builds the table).
+#[test]
+fn change_feeds_of_a_table_with_a_delete_marker_match_merged_snapshots() {
+    if !support::fuse_available() {
+        return;
+    }
+    let py = support::python();
+    let mut totals = BTreeMap::new();
+    let mut notes = Vec::new();
+    for mode in ["EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("table");
+        let (w, _) = crate::merged_deletes::build(&root, crate::merged_deletes::marked(mode));
+        // Every window of one write, and the window of them all.
+        let writes: Vec<&String> = w.completed_writes().keys().collect();
+        let all = format!("{}..{}", writes[0], writes[writes.len() - 1]);
+        check_windows(
+            &py,
+            mode,
+            &root,
+            tmp.path(),
+            &[all],
+            &BTreeSet::new(),
+            &mut totals,
+            &mut notes,
+        );
+    }
+    eprintln!("cdc/ with a delete marker: {totals:#?}");
+    assert!(notes.is_empty(), "change feeds differ: {notes:#?}");
+    assert!(!totals.contains_key("windows with a refused slice"));
+    // Keys 1000-1002 and 2007 are deleted by the marker, in both tables.
+    assert!(
+        totals.get("deletes").copied().unwrap_or(0) >= 8,
+        "{totals:?}"
+    );
+}

@@ -64,7 +64,7 @@ fn versions(w: &TableWriter, p: &str, f: &str, seed: u64, ids: &[i64], marked: u
 /// Writes: base files of two groups; a log marking five keys of group a and updating five more;
 /// a log reviving two of the marked keys, marking a key of group b, and inserting two keys into
 /// group a's log (one marked). Returns the model after each write, by requested time.
-fn build(root: &Path, spec: TableSpec) -> (TableWriter, BTreeMap<String, Vec<Value>>) {
+pub(crate) fn build(root: &Path, spec: TableSpec) -> (TableWriter, BTreeMap<String, Vec<Value>>) {
     let mut w = TableWriter::create(root, spec, 1_767_225_600_000).unwrap();
     let mut models = BTreeMap::new();
     let mut t = w.begin(Action::DeltaCommit).unwrap();
@@ -89,24 +89,28 @@ fn build(root: &Path, spec: TableSpec) -> (TableWriter, BTreeMap<String, Vec<Val
     (w, models)
 }
 
+/// A version-9 merge-on-read table with `mode` (`EVENT_TIME_ORDERING`, `COMMIT_TIME_ORDERING`)
+/// that declares the custom delete marker `name = DELETED`.
+pub(crate) fn marked(mode: &str) -> TableSpec {
+    TableSpec::new("gen_marker", TableType::MergeOnRead, 9)
+        .partitioned_by(&["city"], true)
+        .with_property("hoodie.record.merge.mode", mode)
+        .with_property(
+            "hoodie.record.merge.property.hoodie.payload.delete.field",
+            "name",
+        )
+        .with_property(
+            "hoodie.record.merge.property.hoodie.payload.delete.marker",
+            MARK,
+        )
+}
+
 #[test]
 fn a_custom_delete_marker_deletes_the_keys_whose_winning_record_carries_it() {
     if !support::fuse_available() {
         return;
     }
-    let mor = |mode: &str| {
-        TableSpec::new("gen_marker", TableType::MergeOnRead, 9)
-            .partitioned_by(&["city"], true)
-            .with_property("hoodie.record.merge.mode", mode)
-            .with_property(
-                "hoodie.record.merge.property.hoodie.payload.delete.field",
-                "name",
-            )
-            .with_property(
-                "hoodie.record.merge.property.hoodie.payload.delete.marker",
-                MARK,
-            )
-    };
+    let mor = marked;
     let mut views_checked = 0;
     for mode in ["EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"] {
         let tmp = tempfile::tempdir().unwrap();
