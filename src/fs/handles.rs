@@ -1,6 +1,7 @@
 //! The open file and directory handles of a mount: what each handle number holds, handed out
 //! by `open`/`opendir` and dropped by `release`/`releasedir`. One owner for the three pieces
-//! of state (the two tables and the counter) that `ops.rs` used to reach into directly.
+//! of state (the two tables and the counter) that the operations in `ops.rs` and `dirs.rs`
+//! would otherwise reach into directly.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

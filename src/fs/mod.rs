@@ -13,17 +13,18 @@
 //! cdc/<t1>..<t2>/         the window's change records, one Parquet file per file group
 //! ```
 //!
-//! A view is planned against one table snapshot and its partitions are resolved only when a
-//! caller walks into them (`views`). A directory handle holds the entries it was opened with,
-//! so one `readdir` never mixes two snapshots; an open file holds its storage handle, so it reads
-//! to the end even if the cleaner deletes it (`ops`, the handles in `handles`). What the kernel
-//! may cache of `latest/` and what a switch invalidates is in `kernel_cache` and `switch`, and
-//! whether listings carry file attributes in `stat_demand`; `timeline/` files are rendered in
-//! `timeline_files`, extended attributes in `xattr`, inode numbers in `inode`, every node's
-//! owner, modes and times in `owner`, partition listings in `partitions`, the merged views'
-//! slices and change feeds and their materialisation in `merged` (SEMANTICS.md §2, §6, §10).
-//! `served` is what the FUSE adapter calls: one table, or a lake of them (`crate::lake`).
+//! A view is planned against one table snapshot and its partitions are resolved only when a caller
+//! walks into them (`views`). A directory handle holds the entries it was opened with, so one
+//! `readdir` never mixes two snapshots (`dirs`); an open file holds its storage handle, so it reads
+//! to the end even if the cleaner deletes it (`ops`, the handles in `handles`). What the kernel may
+//! cache of `latest/` and what a switch invalidates is in `kernel_cache` and `switch`, and whether
+//! listings carry file attributes in `stat_demand`; `timeline/` files are rendered in
+//! `timeline_files`, extended attributes in `xattr`, inode numbers in `inode`, every node's owner,
+//! modes and times in `owner`, partition listings in `partitions`, the merged views' slices and
+//! change feeds and their materialisation in `merged` (SEMANTICS.md §2, §6, §10). `served` is what
+//! the FUSE adapter calls: one table, or a lake of them (`crate::lake`).
 
+mod dirs;
 mod handles;
 mod inode;
 mod kernel_cache;
@@ -56,12 +57,12 @@ use lru::LruCache;
 
 use crate::journal::{Record, RestartJournal};
 
+pub use dirs::{DirListing, InoMap, OpenedDir, StaleDir};
 pub use inode::{
     ino_fields, ino_of_fields, Node, AS_OF_INO, INCREMENTAL_INO, ROOT_INO, TIMELINE_INO,
 };
 pub use kernel_cache::{Deferred, DirCache, AGAIN};
 pub use merged::{default_cache_dir, MergeSettings, DEFAULT_CACHE_BYTES, DEFAULT_MEMORY_CAP};
-pub use ops::{DirListing, InoMap, OpenedDir, StaleDir};
 pub use owner::{PAGE_BLKSIZE, STORE_BLKSIZE};
 pub use served::{InMemory, Served};
 pub use switch::{Invalidations, KernelNotifier};
@@ -152,7 +153,7 @@ pub struct FsOptions {
     /// The merged view's cache and limits.
     pub merge: MergeSettings,
     /// Owner and permission bits shown on every node (`--uid`, `--gid`, `--file-mode`,
-    /// `--dir-mode`); unset parts keep the defaults (`ops.rs`).
+    /// `--dir-mode`); unset parts keep the defaults (`owner.rs`).
     pub access: crate::access::Access,
     /// Where the table's listing comes from (`--listing`).
     pub listing: hudifs_core::listing_source::ListingMode,

@@ -10,7 +10,8 @@
 //!   client library does not read.
 //! - [`ObjectStorage`]: LIST with delimiter (all pages), ranged GETs, open files pinned to the
 //!   ETag seen at open (`ESTALE` when it changed, `EIO` naming the cleaner when it vanished),
-//!   retries with backoff and body-length checks.
+//!   retries with backoff and body-length checks; `client`: the `object_store` client it is
+//!   built on (credentials, endpoints, retries and timeouts).
 //! - [`prefetch`]: the read-ahead window of each open file and the memory budget of all;
 //!   `remote` (the open file: pinned GETs answered from the store's runtime) and [`cache`]
 //!   (the local data cache, `--cache`); `counters`: the requests made, by kind; `bufpool`:
@@ -19,6 +20,7 @@
 pub mod azure;
 mod bufpool;
 pub mod cache;
+mod client;
 mod counters;
 pub mod gcs;
 pub mod prefetch;
