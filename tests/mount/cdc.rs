@@ -545,3 +545,72 @@ fn change_feeds_of_a_table_with_a_delete_marker_match_merged_snapshots() {
         "{totals:?}"
     );
 }
+
+/// `table_duplicate_keys` (one file group holding `k1` twice and `k2` three times; an upsert of
+/// `k1` and a delete of `k2`): one change record per record in every window, as the merged
+/// snapshots on either side say. The insert gives six records (one per row, not one per key),
+/// the upsert one update (of `k1`'s first row; its second stays), the delete one delete (of
+/// `k2`'s first row, the one a keyed merge drops).
+#[test]
+fn duplicate_keys_give_one_change_record_per_record() {
+    let Some(dir) = support::fixtures_dir() else {
+        return;
+    };
+    if !support::fuse_available() {
+        return;
+    }
+    let fx = support::fixtures(&dir)
+        .into_iter()
+        .find(|f| f.name.ends_with("table_duplicate_keys"))
+        .expect("the table_duplicate_keys fixture");
+    let tmp = tempfile::tempdir().unwrap();
+    let root = support::unzip(&fx.zip, tmp.path());
+    let cache = tmp.path().join("merge-cache");
+    let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+    // One window per write: the ends of the windows cdc/ lists are the writes' times.
+    let ends: BTreeSet<String> = listed(&m.path().join("cdc"))
+        .iter()
+        .filter_map(|w| w.split_once("..").map(|(_, end)| end.to_string()))
+        .collect();
+    let writes: Vec<String> = ends.into_iter().collect();
+    assert_eq!(writes.len(), 3, "{writes:?}");
+    let script = r#"
+import glob, json, os, sys
+import pyarrow.parquet as pq
+out = {}
+for w in json.load(sys.stdin):
+    ops = []
+    for f in sorted(glob.glob(os.path.join(w["dir"], "**", "*.parquet"), recursive=True)):
+        ops += pq.read_table(f, columns=["op"]).column("op").to_pylist()
+    out[w["name"]] = "".join(sorted(ops))
+json.dump(out, sys.stdout)
+"#;
+    let mut prev = "19700101000000000".to_string();
+    let mut req = Vec::new();
+    for w in &writes {
+        let name = format!("{prev}..{w}");
+        req.push(json!({"name": name, "dir": m.path().join("cdc").join(&name)}));
+        prev = w.clone();
+    }
+    let mut child = std::process::Command::new(support::python())
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(&req).unwrap().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let got: BTreeMap<String, String> = serde_json::from_slice(&out.stdout).unwrap();
+    let ops: Vec<&str> = req
+        .iter()
+        .map(|r| got[r["name"].as_str().unwrap()].as_str())
+        .collect();
+    assert_eq!(ops, ["iiiiii", "u", "d"], "{got:?}");
+}

@@ -6,11 +6,13 @@ kind], ...]}]}, kind being "data" for writes that change records (compactions, c
 log compactions are skipped, as Hudi's CDC query skips them).
 
 For each data write W of a window: the rows of merged/as_of/<W - 1 ms>/ ("before") and of
-merged/as_of/<W>/ ("after"), keyed by (file group, record key), the file group read from the
-file name (a merged file and a base file both start with the file id). A key after whose
-_hoodie_commit_time is W is "u" when it was there before, else "i"; a key before that is gone
-after is "d". Images are the data columns (meta columns left out; null columns dropped, so that
-a column added by a later schema compares equal).
+merged/as_of/<W>/ ("after"), grouped by (file group, record key), the file group read from the
+file name (a merged file and a base file both start with the file id). One change record per
+record (a file group may hold a key twice): a row after whose _hoodie_commit_time is W is "u"
+when a row of its key before is left to pair it with (after the rows W did not touch took
+theirs, by commit time and sequence number), else "i"; a row before left over is "d". Images
+are the data columns (meta columns left out; null columns dropped, so that a column added by a
+later schema compares equal).
 
 Output: {"windows": [{"window", "rows", "expected", "match", "ordered", "extra", "missing"}]}.
 """
@@ -55,31 +57,47 @@ def image(row):
 
 
 def state(d):
+    """(file group, record key) -> its rows, in file order (a file group may hold a key twice)."""
     out = {}
     for f in sorted(glob.glob(os.path.join(d, "**", "*.parquet"), recursive=True)):
         m = FILE_ID.match(os.path.basename(f))
         group = m.group(1) if m else os.path.basename(f)
         for row in pq.read_table(f).to_pylist():
-            out.setdefault((group, row["_hoodie_record_key"]), row)
+            out.setdefault((group, row["_hoodie_record_key"]), []).append(row)
     return out
 
 
+def ident(row):
+    return (row.get("_hoodie_commit_time"), row.get("_hoodie_commit_seqno"))
+
+
 def expected(mount, writes):
+    """One change record per record: per key, a row the write did not touch is the row before
+    with the same commit time and sequence number; each row the write wrote updates the next
+    row before that no untouched row is (else it is an insert); the rows before left over are
+    deletes."""
     out = []
     for w, kind in writes:
         if kind != "data":
             continue
         before = state(os.path.join(mount, "merged", "as_of", minus_one_ms(w)))
         after = state(os.path.join(mount, "merged", "as_of", w))
-        for k, row in after.items():
-            if row.get("_hoodie_commit_time") != w:
-                continue
-            b = before.get(k)
-            op = "u" if b is not None else "i"
-            out.append((op, w, k[1], row["_hoodie_partition_path"], b and image(b), image(row)))
-        for k, row in before.items():
-            if k not in after:
-                out.append(("d", w, k[1], row["_hoodie_partition_path"], image(row), None))
+        for k in list(after) + [k for k in before if k not in after]:
+            left = list(before.get(k, []))
+            wrote = []
+            for row in after.get(k, []):
+                if row.get("_hoodie_commit_time") == w:
+                    wrote.append(row)
+                    continue
+                same = next((i for i, b in enumerate(left) if ident(b) == ident(row)), None)
+                if same is not None:
+                    left.pop(same)
+            for row in wrote:
+                b = left.pop(0) if left else None
+                op = "u" if b is not None else "i"
+                out.append((op, w, k[1], row["_hoodie_partition_path"], b and image(b), image(row)))
+            for b in left:
+                out.append(("d", w, k[1], b["_hoodie_partition_path"], image(b), None))
     return out
 
 

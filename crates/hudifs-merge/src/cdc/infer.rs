@@ -27,14 +27,17 @@ pub(super) struct State {
     pub(super) batches: Vec<RecordBatch>,
     /// Per batch, `_hoodie_record_key` as strings (a state of log images may have none).
     keys: Vec<Option<ArrayRef>>,
-    /// Per batch, `_hoodie_commit_time` and `_hoodie_partition_path` as strings (cast once).
+    /// Per batch, `_hoodie_commit_time`, `_hoodie_commit_seqno` and `_hoodie_partition_path`
+    /// as strings (cast once).
     commit: Vec<Option<ArrayRef>>,
+    seqno: Vec<Option<ArrayRef>>,
     partition: Vec<Option<ArrayRef>>,
 }
 
 impl State {
     fn of(batches: Vec<RecordBatch>, keyed: bool) -> Result<State> {
-        let (mut keys, mut commit, mut partition) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut keys, mut commit, mut seqno, mut partition) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for batch in &batches {
             let key = string_column(batch, "_hoodie_record_key")?;
             if keyed && key.is_none() {
@@ -44,12 +47,14 @@ impl State {
             }
             keys.push(key);
             commit.push(string_column(batch, "_hoodie_commit_time")?);
+            seqno.push(string_column(batch, "_hoodie_commit_seqno")?);
             partition.push(string_column(batch, "_hoodie_partition_path")?);
         }
         Ok(State {
             batches,
             keys,
             commit,
+            seqno,
             partition,
         })
     }
@@ -128,7 +133,12 @@ fn partition_at(states: &[State], at: Option<At>) -> Result<Option<String>> {
         .map(String::from))
 }
 
-/// The change records of step `ts` inferred from its states before (`b`) and after (`a`).
+/// The change records of step `ts` inferred from its states before (`b`) and after (`a`): one
+/// record per record, also where a file group holds a key more than once (SEMANTICS.md
+/// §10.10). Per key, a row the write did not touch (an older commit time) is the row of the
+/// state before with the same commit time and sequence number; each row the write wrote is an
+/// update of the next row of its key before that no untouched row is (`u`, in order), else an
+/// insert (`i`); a row before that is neither is a delete (`d`).
 fn infer(
     states: &[State],
     b: Option<usize>,
@@ -137,40 +147,72 @@ fn infer(
     ts: usize,
     changes: &mut Vec<Change>,
 ) -> Result<()> {
-    let before_keys = b.map(|b| states[b].by_key()).unwrap_or_default();
-    let mut seen: std::collections::HashSet<&str, KeyHash> =
-        std::collections::HashSet::with_capacity_and_hasher(
-            a.map_or(0, |a| states[a].len()),
-            KeyHash::default(),
-        );
+    // The rows before, by key, in order; a slot is emptied when an after row takes it.
+    let mut before: HashMap<&str, Slots, KeyHash> = HashMap::default();
+    if let Some(b) = b {
+        before.reserve(states[b].len());
+        for (k, at) in states[b].rows() {
+            before
+                .entry(k)
+                .and_modify(|s| s.push(at))
+                .or_insert(Slots::One(Some(at)));
+        }
+    }
+    let id = |s: usize, (bi, r): (usize, usize)| {
+        let st = &states[s];
+        (
+            State::text(&st.commit, bi, r),
+            State::text(&st.seqno, bi, r),
+        )
+    };
+    let mut written = Vec::new();
     if let Some(a) = a {
         let st = &states[a];
         for (k, (bi, r)) in st.rows() {
-            // One record per key per write: of duplicate keys (a base file can hold them), the
-            // first row, the one a log record updates.
-            if !seen.insert(k) {
+            if State::text(&st.commit, bi, r) == Some(instant) {
+                written.push((k, (bi, r)));
                 continue;
             }
-            if State::text(&st.commit, bi, r) != Some(instant) {
+            // Untouched: the same row as before.
+            let (Some(b), Some(slots)) = (b, before.get_mut(k)) else {
                 continue;
+            };
+            let this = id(a, (bi, r));
+            if let Some(slot) = slots
+                .all()
+                .iter_mut()
+                .find(|s| s.is_some_and(|at| id(b, at) == this))
+            {
+                *slot = None;
             }
-            let before = before_keys.get(k).map(|(x, y)| (b.unwrap_or(0), *x, *y));
-            let after = Some((a, bi, r));
-            changes.push(Change {
-                op: if before.is_some() { "u" } else { "i" },
-                ts,
-                key: k.to_string(),
-                partition: partition_at(states, after)?,
-                before,
-                after,
-            });
         }
+    }
+    for (k, (bi, r)) in written {
+        let a = a.unwrap_or(0);
+        let taken = before
+            .get_mut(k)
+            .and_then(|slots| slots.all().iter_mut().find(|s| s.is_some()))
+            .and_then(Option::take);
+        let before = taken.map(|(x, y)| (b.unwrap_or(0), x, y));
+        let after = Some((a, bi, r));
+        changes.push(Change {
+            op: if before.is_some() { "u" } else { "i" },
+            ts,
+            key: k.to_string(),
+            partition: partition_at(states, after)?,
+            before,
+            after,
+        });
     }
     if let Some(b) = b {
         for (k, at) in states[b].rows() {
-            if before_keys.get(k) != Some(&at) || !seen.insert(k) {
+            let Some(slot) = before
+                .get_mut(k)
+                .and_then(|slots| slots.all().iter_mut().find(|s| **s == Some(at)))
+            else {
                 continue;
-            }
+            };
+            *slot = None;
             let before = Some((b, at.0, at.1));
             changes.push(Change {
                 op: "d",
@@ -183,6 +225,29 @@ fn infer(
         }
     }
     Ok(())
+}
+
+/// The rows of one key in a state, in order (one, nearly always: no allocation then); a slot
+/// is emptied when a row after takes it.
+enum Slots {
+    One(Option<(usize, usize)>),
+    Many(Vec<Option<(usize, usize)>>),
+}
+
+impl Slots {
+    fn push(&mut self, at: (usize, usize)) {
+        match self {
+            Slots::One(first) => *self = Slots::Many(vec![*first, Some(at)]),
+            Slots::Many(v) => v.push(Some(at)),
+        }
+    }
+
+    fn all(&mut self) -> &mut [Option<(usize, usize)>] {
+        match self {
+            Slots::One(first) => std::slice::from_mut(first),
+            Slots::Many(v) => v,
+        }
+    }
 }
 
 /// An image column of a CDC log's records (`before` / `after`) as a state of its own (its rows

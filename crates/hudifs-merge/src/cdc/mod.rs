@@ -46,7 +46,7 @@ use crate::materialise::{
 };
 
 /// The `created_by` of every change-feed file.
-pub const CDC_CREATED_BY: &str = "hudifs-cdc version 1";
+pub const CDC_CREATED_BY: &str = "hudifs-cdc version 2";
 
 /// One state of a group: the slice a snapshot view shows for it and the view's time (blocks
 /// up to it count).
