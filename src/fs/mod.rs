@@ -140,7 +140,7 @@ pub struct Opened {
     pub direct_io: bool,
 }
 
-/// Where a read ([`HudiFs::read_to`]) delivers its bytes or its error: once, from the calling
+/// Where a read ([`HudiFs::read`]) delivers its bytes or its error: once, from the calling
 /// thread (a local disk, a rendered timeline file) or from the store's runtime.
 pub type ReadAnswer = Box<dyn FnOnce(Result<&[u8]>) + Send>;
 

@@ -411,37 +411,13 @@ impl HudiFs {
         self.owner.merged_file(ino, size, ms.mtime, ttl)
     }
 
-    /// Read up to `size` bytes at `offset` of an open file, waiting for them (tests and tools;
-    /// the mount answers with [`HudiFs::read_to`]).
-    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.read_to(
-            fh,
-            offset,
-            size,
-            Box::new(move |r| {
-                let _ = tx.send(r.map(<[u8]>::to_vec));
-            }),
-        );
-        rx.recv().map_err(|_| {
-            Error::io(
-                format!("file handle {fh}"),
-                std::io::Error::other("no answer"),
-            )
-        })?
-    }
-
-    /// Read up to `size` bytes at `offset` of an open file and hand them to `done`, as the
-    /// handle answers: a table file as its storage reads (in place on a local disk, from the
-    /// store's runtime on an object store, so the calling FUSE thread never waits on the
-    /// network), a rendered timeline file from memory.
-    pub fn read_to(&self, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
-        self.read_node(0, fh, offset, size, done)
-    }
-
-    /// [`HudiFs::read_to`] of handle `fh` of inode `ino`, also of a handle a previous daemon of
-    /// this mount opened (the mount's reads).
-    pub fn read_node(&self, ino: u64, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
+    /// Read up to `size` bytes at `offset` of open file `fh` and hand them, or the error, to
+    /// `done`, as the handle answers: a table file as its storage reads (in place on a local
+    /// disk, from the store's runtime on an object store, so the calling FUSE thread never waits
+    /// on the network), a rendered timeline file from memory. `ino` is the handle's inode: a
+    /// daemon that took the mount over after a crash reopens a handle of the one before it by
+    /// its inode (0 where the handle is known to be this daemon's).
+    pub fn read(&self, ino: u64, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
         let file = self.file_handle(ino, fh);
         match file.as_deref() {
             None => done(Err(Error::NotFound(format!("file handle {fh}")))),

@@ -15,7 +15,7 @@ pub trait Served: Send + Sync {
     fn getattr(&self, ino: u64) -> Result<Entry>;
     fn open(&self, ino: u64) -> Result<Opened>;
     /// Read up to `size` bytes at `offset` of an open file and hand them, or the error, to
-    /// `done` (once): in place, or later from an object store's runtime ([`HudiFs::read_to`]).
+    /// `done` (once): in place, or later from an object store's runtime ([`HudiFs::read`]).
     /// `ino` is the handle's inode: a daemon that took the mount over after a crash reopens a
     /// handle of the one before it by its inode.
     fn read(&self, ino: u64, fh: u64, offset: u64, size: u32, done: ReadAnswer);
@@ -61,7 +61,7 @@ impl Served for HudiFs {
         HudiFs::open(self, ino)
     }
     fn read(&self, ino: u64, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
-        HudiFs::read_node(self, ino, fh, offset, size, done)
+        HudiFs::read(self, ino, fh, offset, size, done)
     }
     fn release(&self, fh: u64) {
         HudiFs::release(self, fh)

@@ -569,7 +569,7 @@ impl Served for LakeFs {
     // own, and the inode is not needed.
     fn read(&self, _ino: u64, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
         match self.table_handle(fh) {
-            Ok((_, fs, inner)) => fs.read_to(inner, offset, size, done),
+            Ok((_, fs, inner)) => fs.read(0, inner, offset, size, done),
             Err(e) => done(Err(e)),
         }
     }

@@ -75,7 +75,7 @@ fn views_walk_read_and_describe_themselves() {
     let fh = fs.open(file).unwrap().fh;
     let mut got = Vec::new();
     loop {
-        let chunk = fs.read(fh, got.len() as u64, 777).unwrap();
+        let chunk = crate::read_now(&fs, fh, got.len() as u64, 777).unwrap();
         if chunk.is_empty() {
             break;
         }
@@ -109,7 +109,7 @@ fn views_walk_read_and_describe_themselves() {
     // The timeline renders metadata as JSON.
     let t = walk(&fs, &["timeline", &format!("{R3}.replacecommit")]).unwrap();
     let fh = fs.open(t).unwrap().fh;
-    let text = fs.read(fh, 0, 1 << 20).unwrap();
+    let text = crate::read_now(&fs, fh, 0, 1 << 20).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
     assert_eq!(v["operationType"], "INSERT_OVERWRITE_TABLE");
 
@@ -189,7 +189,7 @@ fn latest_switches_atomically_and_open_handles_keep_their_snapshot() {
     assert_eq!(fs.latest_instant().as_deref(), Some(C2));
 
     // The open file still reads to its end.
-    let got = fs.read(fh, 0, 1 << 24).unwrap();
+    let got = crate::read_now(&fs, fh, 0, 1 << 24).unwrap();
     assert_eq!(got, on_disk);
     fs.release(fh);
     assert_eq!(fs.open_file_count(), 0);
@@ -220,7 +220,7 @@ fn read_all(fs: &HudiFs, ino: u64) -> Vec<u8> {
     let fh = fs.open(ino).unwrap().fh;
     let mut got = Vec::new();
     loop {
-        let chunk = fs.read(fh, got.len() as u64, 65_536).unwrap();
+        let chunk = crate::read_now(fs, fh, got.len() as u64, 65_536).unwrap();
         if chunk.is_empty() {
             break;
         }
@@ -565,13 +565,13 @@ fn a_name_walk_states_no_file_and_attributes_come_from_the_disk() {
     }
 }
 
-/// Every byte of `ino` through handle `fh` read with `read_node` (as the mount reads, inode
+/// Every byte of `ino` through handle `fh` read with `read` (as the mount reads, inode
 /// given), `None` when a read fails.
 fn read_via(fs: &HudiFs, ino: u64, fh: u64) -> Option<Vec<u8>> {
     let mut got = Vec::new();
     loop {
         let (tx, rx) = std::sync::mpsc::channel();
-        fs.read_node(
+        fs.read(
             ino,
             fh,
             got.len() as u64,

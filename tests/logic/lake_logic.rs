@@ -91,26 +91,11 @@ fn names(fs: &dyn Served, path: &[&str]) -> Vec<String> {
     list(fs, ino).unwrap().into_iter().map(|e| e.0).collect()
 }
 
-/// A read through [`Served::read`], waited for.
-fn read(fs: &dyn Served, fh: u64, offset: u64, size: u32) -> hudifs_core::error::Result<Vec<u8>> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    fs.read(
-        0,
-        fh,
-        offset,
-        size,
-        Box::new(move |r| {
-            let _ = tx.send(r.map(<[u8]>::to_vec));
-        }),
-    );
-    rx.recv().unwrap()
-}
-
 fn read_all(fs: &dyn Served, ino: u64) -> Vec<u8> {
     let fh = fs.open(ino).unwrap().fh;
     let mut got = Vec::new();
     loop {
-        let chunk = read(fs, fh, got.len() as u64, 65_536).unwrap();
+        let chunk = crate::read_now(fs, fh, got.len() as u64, 65_536).unwrap();
         if chunk.is_empty() {
             break;
         }
@@ -310,7 +295,7 @@ fn lake_story(lake: Arc<dyn StorageWrite>, pinned: bool) {
     assert_eq!(lookup(&fs, &["trips"]), Err(libc::ENOENT));
     // The kernel is told to forget the name that left.
     assert_eq!(kernel.take(), BTreeSet::from([(ROOT, "trips".to_string())]));
-    let read = read(&fs, kept_file.2, 0, 1 << 20);
+    let read = crate::read_now(&fs, kept_file.2, 0, 1 << 20);
     let bytes = read.as_ref().cloned().unwrap_or_default();
     if pinned {
         read.unwrap();

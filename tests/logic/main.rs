@@ -17,3 +17,23 @@ mod metadata_table;
 mod model;
 mod objstore_conformance;
 mod writer;
+
+/// A read through [`hudifs::fs::Served::read`], waited for.
+pub fn read_now(
+    fs: &dyn hudifs::fs::Served,
+    fh: u64,
+    offset: u64,
+    size: u32,
+) -> hudifs_core::error::Result<Vec<u8>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    fs.read(
+        0,
+        fh,
+        offset,
+        size,
+        Box::new(move |r| {
+            let _ = tx.send(r.map(<[u8]>::to_vec));
+        }),
+    );
+    rx.recv().unwrap()
+}
