@@ -29,6 +29,42 @@ fn listed(dir: &Path) -> BTreeSet<String> {
         .collect()
 }
 
+/// The change feeds of `windows` of mount `m` compared by `cdc_compare.py` with the records the
+/// merged snapshots on either side of each data write give: one result per window.
+fn compare_windows(
+    py: &Path,
+    m: &MountGuard,
+    snap: &hudifs_core::snapshot::Snapshot,
+    windows: &[String],
+) -> Vec<serde_json::Value> {
+    let req: Vec<serde_json::Value> = windows
+        .iter()
+        .map(|w| {
+            let key = snap.parse_window(w, &TimelineZone::Utc).unwrap();
+            let plan = snap.plan(&key, false).unwrap();
+            let writes: Vec<(String, &str)> = plan
+                .writes
+                .iter()
+                .map(|x| {
+                    let kind = if x.kind == WriteKind::Data {
+                        "data"
+                    } else {
+                        "rewrite"
+                    };
+                    (x.requested.to_string(), kind)
+                })
+                .collect();
+            json!({"window": w, "writes": writes})
+        })
+        .collect();
+    let res = merge::run_script(
+        py,
+        "cdc_compare.py",
+        &json!({"mount": m.path(), "windows": req}),
+    );
+    res["windows"].as_array().unwrap().clone()
+}
+
 /// Mount `root` and check the change feed of every window it lists and of `extra`; a window
 /// in `refused` must be refused. Counts into `totals`, findings into `notes`.
 #[allow(clippy::too_many_arguments)]
@@ -49,7 +85,7 @@ fn check_windows(
     let mut all = windows.clone();
     all.extend(extra.iter().cloned());
     let snap = support::snapshot(root);
-    let mut req = Vec::new();
+    let mut req: Vec<String> = Vec::new();
     for w in &all {
         let d = m.path().join("cdc").join(w);
         if refused.contains(w) {
@@ -57,8 +93,6 @@ fn check_windows(
             *totals.entry("windows refused").or_default() += 1;
             continue;
         }
-        let key = snap.parse_window(w, &TimelineZone::Utc).unwrap();
-        let plan = snap.plan(&key, false).unwrap();
         // hudifs ls --cdc names what the mount shows.
         let ls = std::process::Command::new(hudifs_testkit::mount::binary("hudifs"))
             .args(["ls", "--cdc", w])
@@ -72,27 +106,11 @@ fn check_windows(
             .collect();
         let shown: BTreeSet<String> = support::walk_files(&d).unwrap().into_iter().collect();
         assert_eq!(named, shown, "{name} {w}: hudifs ls --cdc vs the mount");
-        let writes: Vec<(String, &str)> = plan
-            .writes
-            .iter()
-            .map(|x| {
-                let kind = if x.kind == WriteKind::Data {
-                    "data"
-                } else {
-                    "rewrite"
-                };
-                (x.requested.to_string(), kind)
-            })
-            .collect();
-        req.push(json!({"window": w, "writes": writes}));
+        req.push(w.clone());
     }
-    let res = merge::run_script(
-        py,
-        "cdc_compare.py",
-        &json!({"mount": m.path(), "windows": req}),
-    );
+    let res = compare_windows(py, &m, &snap, &req);
     let log = m.log_text();
-    for r in res["windows"].as_array().unwrap() {
+    for r in &res {
         let w = r["window"].as_str().unwrap();
         *totals.entry("windows").or_default() += 1;
         if let Some(e) = r.get("error") {
@@ -574,43 +592,21 @@ fn duplicate_keys_give_one_change_record_per_record() {
         .collect();
     let writes: Vec<String> = ends.into_iter().collect();
     assert_eq!(writes.len(), 3, "{writes:?}");
-    let script = r#"
-import glob, json, os, sys
-import pyarrow.parquet as pq
-out = {}
-for w in json.load(sys.stdin):
-    ops = []
-    for f in sorted(glob.glob(os.path.join(w["dir"], "**", "*.parquet"), recursive=True)):
-        ops += pq.read_table(f, columns=["op"]).column("op").to_pylist()
-    out[w["name"]] = "".join(sorted(ops))
-json.dump(out, sys.stdout)
-"#;
     let mut prev = "19700101000000000".to_string();
-    let mut req = Vec::new();
+    let mut windows = Vec::new();
     for w in &writes {
-        let name = format!("{prev}..{w}");
-        req.push(json!({"name": name, "dir": m.path().join("cdc").join(&name)}));
+        windows.push(format!("{prev}..{w}"));
         prev = w.clone();
     }
-    let mut child = std::process::Command::new(support::python())
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(serde_json::to_string(&req).unwrap().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let got: BTreeMap<String, String> = serde_json::from_slice(&out.stdout).unwrap();
-    let ops: Vec<&str> = req
-        .iter()
-        .map(|r| got[r["name"].as_str().unwrap()].as_str())
-        .collect();
-    assert_eq!(ops, ["iiiiii", "u", "d"], "{got:?}");
+    let res = compare_windows(&support::python(), &m, &support::snapshot(&root), &windows);
+    let mut ops = Vec::new();
+    for r in &res {
+        assert_eq!(r["match"], true, "{r}");
+        let mut o = String::new();
+        for (op, n) in r["ops"].as_object().unwrap() {
+            o.push_str(&op.repeat(n.as_u64().unwrap() as usize));
+        }
+        ops.push(o);
+    }
+    assert_eq!(ops, ["iiiiii", "u", "d"], "{res:?}");
 }

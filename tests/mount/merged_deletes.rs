@@ -26,18 +26,53 @@ use support::MountGuard;
 /// The marker value: no base record holds it (the generator's names are `<word>-<n>`).
 const MARK: &str = "DELETED";
 
-/// The rows Hudi returns now: the writer's model (the winning record of every key) less the
-/// keys whose winning record carries the marker.
-fn model(w: &TableWriter) -> Vec<Value> {
+/// The writer's model now (the winning record of every key) as compare.py takes it, each
+/// record as `shown` shows it (`None`: Hudi returns no row for the key).
+fn rows_now(w: &TableWriter, shown: impl Fn(Row) -> Option<Row>) -> Vec<Value> {
     let mut out = Vec::new();
     for (p, f) in w.file_groups() {
         for r in w.group_rows(&p, &f).unwrap_or_default() {
-            if r.name != MARK {
+            if let Some(r) = shown(r) {
                 out.push(json!({"id": r.id, "name": r.name, "value": r.value, "ts": r.ts}));
             }
         }
     }
     out
+}
+
+/// The rows Hudi returns now: the writer's model less the keys whose winning record carries
+/// the marker.
+fn model(w: &TableWriter) -> Vec<Value> {
+    rows_now(w, |r| (r.name != MARK).then_some(r))
+}
+
+/// Mount `root` and read `views` (label under `merged/`, as_of time, the rows it must hold)
+/// with pyarrow through the mount: the views that differ, with why. The mount refuses nothing.
+fn differing(root: &Path, views: &[(String, Option<String>, Vec<Value>)]) -> Vec<String> {
+    let cache = root.parent().unwrap().join("merge-cache");
+    let m = MountGuard::mount(root, &["--merge-cache", cache.to_str().unwrap()]);
+    let req: Vec<Value> = views
+        .iter()
+        .map(|(label, as_of, rows)| {
+            json!({"label": label, "as_of": as_of,
+                   "dir": m.path().join("merged").join(label), "model": rows})
+        })
+        .collect();
+    let res = merge::compare(
+        &support::python(),
+        &json!({"table": root, "gold": null, "views": req}),
+    );
+    let mut bad = Vec::new();
+    for v in res["views"].as_array().unwrap() {
+        let label = v["label"].as_str().unwrap();
+        match v.get("model") {
+            Some(mc) if mc["match"] == true => {}
+            Some(mc) => bad.push(format!("{label}: differs from the model: {mc}")),
+            None => bad.push(format!("{label}: not read: {v}")),
+        }
+    }
+    assert!(!m.log_text().contains("refused"), "{}", m.log_text());
+    bad
 }
 
 /// New versions of `ids` in group `(p, f)` that win under event time too (a greater `ts`),
@@ -126,36 +161,23 @@ fn a_custom_delete_marker_deletes_the_keys_whose_winning_record_carries_it() {
         for back in [1003, 1004, 5001] {
             assert!(ids.contains(&back), "{mode}: {back} not in the model");
         }
-        let cache = tmp.path().join("merge-cache");
-        let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
         let mut views = vec![("latest".to_string(), None::<String>)];
         views.extend(
             w.completed_writes()
                 .keys()
                 .map(|t| (format!("as_of/{t}"), Some(t.clone()))),
         );
-        let req: Vec<Value> = views
-            .iter()
+        let views: Vec<_> = views
+            .into_iter()
             .map(|(label, as_of)| {
                 let at = as_of.clone().unwrap_or_else(|| "99999999999999999".into());
-                let model = models.range(..=at).next_back().map(|(_, m)| m.clone());
-                json!({"label": label, "as_of": as_of,
-                       "dir": m.path().join("merged").join(label), "model": model})
+                let rows = models.range(..=at).next_back().unwrap().1.clone();
+                (label, as_of, rows)
             })
             .collect();
-        let py = support::python();
-        let res = merge::compare(&py, &json!({"table": root, "gold": null, "views": req}));
-        let mut bad = Vec::new();
-        for v in res["views"].as_array().unwrap() {
-            let label = v["label"].as_str().unwrap();
-            match v.get("model") {
-                Some(mc) if mc["match"] == true => views_checked += 1,
-                Some(mc) => bad.push(format!("{label}: differs from the model: {mc}")),
-                None => bad.push(format!("{label}: not read: {v}")),
-            }
-        }
+        let bad = differing(&root, &views);
         assert!(bad.is_empty(), "{mode}:\n{}", bad.join("\n"));
-        assert!(!m.log_text().contains("refused"), "{}", m.log_text());
+        views_checked += views.len();
     }
     assert_eq!(
         views_checked, 8,
@@ -166,35 +188,15 @@ fn a_custom_delete_marker_deletes_the_keys_whose_winning_record_carries_it() {
 /// The rows the writer's model holds now, less `gone`, with `older` keys shown as `base`
 /// holds them (a log record that loses to the stored one under the payload's ordering).
 fn expected(w: &TableWriter, gone: &[i64], older: &BTreeMap<i64, Row>) -> Vec<Value> {
-    let mut out = Vec::new();
-    for (p, f) in w.file_groups() {
-        for r in w.group_rows(&p, &f).unwrap_or_default() {
-            if gone.contains(&r.id) {
-                continue;
-            }
-            let r = older.get(&r.id).unwrap_or(&r);
-            out.push(json!({"id": r.id, "name": r.name, "value": r.value, "ts": r.ts}));
-        }
-    }
-    out
+    rows_now(w, |r| {
+        (!gone.contains(&r.id)).then(|| older.get(&r.id).cloned().unwrap_or(r))
+    })
 }
 
-/// Mount `root` and compare `merged/latest/` with `want`; the merged files are read with
-/// pyarrow through the mount.
+/// Mount `root` and check that `merged/latest/` holds `want`.
 fn check_latest(name: &str, root: &Path, want: Vec<Value>) {
-    let cache = root.parent().unwrap().join("merge-cache");
-    let m = MountGuard::mount(root, &["--merge-cache", cache.to_str().unwrap()]);
-    let req = vec![json!({"label": "latest", "as_of": null,
-                          "dir": m.path().join("merged/latest"), "model": want})];
-    let py = support::python();
-    let res = merge::compare(&py, &json!({"table": root, "gold": null, "views": req}));
-    let v = &res["views"][0];
-    assert_eq!(v["model"]["match"], true, "{name}: {v}");
-    assert!(
-        !m.log_text().contains("refused"),
-        "{name}: {}",
-        m.log_text()
-    );
+    let bad = differing(root, &[("latest".into(), None, want)]);
+    assert!(bad.is_empty(), "{name}: {}", bad.join("\n"));
 }
 
 /// Tables written with the payload classes production pipelines use, merged as those classes

@@ -114,17 +114,24 @@ struct PayloadRules {
     sequence: Option<&'static str>,
 }
 
+impl PayloadRules {
+    /// Ordering alone: what the merge modes (and the plain payloads) give.
+    fn plain(mode: MergeMode) -> PayloadRules {
+        PayloadRules {
+            mode,
+            marker: None,
+            sequence: None,
+        }
+    }
+}
+
 fn payload_rules(class: &str) -> Option<PayloadRules> {
     let simple = class.rsplit('.').next().unwrap_or(class);
     let ignoring_case = |field: &str, marker: &str| DeleteMarker {
         ignore_case: true,
         ..DeleteMarker::exact(field, marker)
     };
-    let plain = |mode| PayloadRules {
-        mode,
-        marker: None,
-        sequence: None,
-    };
+    let plain = PayloadRules::plain;
     match simple {
         "OverwriteWithLatestAvroPayload" => Some(plain(MergeMode::CommitTime)),
         "DefaultHoodieRecordPayload" | "EventTimeAvroPayload" => Some(plain(MergeMode::EventTime)),
@@ -188,21 +195,20 @@ impl MergeConfig {
             .or_else(|| get("hoodie.table.payload.class"))
             .or_else(|| get("hoodie.datasource.write.payload.class"));
         let payload_rules_of = |p: &str| {
-            payload_rules(p)
-                .map(|r| (r.mode, r.marker, r.sequence))
-                .ok_or_else(|| {
-                    MergeError::unsupported(format!(
-                        "payload class {p} is a custom payload: its merge cannot be reproduced"
-                    ))
-                })
+            payload_rules(p).ok_or_else(|| {
+                MergeError::unsupported(format!(
+                    "payload class {p} is a custom payload: its merge cannot be reproduced"
+                ))
+            })
         };
-        let (mode, payload_marker, sequence) = if table_version >= 8 {
+        let plain = PayloadRules::plain;
+        let rules = if table_version >= 8 {
             match (
                 get("hoodie.record.merge.mode"),
                 get("hoodie.record.merge.strategy.id"),
             ) {
-                (Some("COMMIT_TIME_ORDERING"), _) => (MergeMode::CommitTime, None, None),
-                (Some("EVENT_TIME_ORDERING"), _) => (MergeMode::EventTime, None, None),
+                (Some("COMMIT_TIME_ORDERING"), _) => plain(MergeMode::CommitTime),
+                (Some("EVENT_TIME_ORDERING"), _) => plain(MergeMode::EventTime),
                 // A version-8 table merged by its payload class.
                 (Some("CUSTOM") | None, Some(PAYLOAD_STRATEGY)) if payload.is_some() => {
                     payload_rules_of(payload.unwrap_or_default())?
@@ -214,8 +220,8 @@ impl MergeConfig {
                          merged"
                     )))
                 }
-                (None, Some(EVENT_TIME_STRATEGY)) => (MergeMode::EventTime, None, None),
-                (None, Some(COMMIT_TIME_STRATEGY)) => (MergeMode::CommitTime, None, None),
+                (None, Some(EVENT_TIME_STRATEGY)) => plain(MergeMode::EventTime),
+                (None, Some(COMMIT_TIME_STRATEGY)) => plain(MergeMode::CommitTime),
                 (None, Some(other)) => {
                     return Err(MergeError::unsupported(format!(
                         "hoodie.record.merge.strategy.id={other} is a custom merger"
@@ -223,13 +229,13 @@ impl MergeConfig {
                 }
                 (None, None) => match payload {
                     Some(p) => payload_rules_of(p)?,
-                    None if ordering_fields.is_empty() => (MergeMode::CommitTime, None, None),
-                    None => (MergeMode::EventTime, None, None),
+                    None if ordering_fields.is_empty() => plain(MergeMode::CommitTime),
+                    None => plain(MergeMode::EventTime),
                 },
             }
         } else {
             match payload {
-                None => (MergeMode::CommitTime, None, None),
+                None => plain(MergeMode::CommitTime),
                 Some(p) => payload_rules_of(p)?,
             }
         };
@@ -284,7 +290,7 @@ impl MergeConfig {
                 "{k}={v}: this merge property is not merged"
             )));
         }
-        let delete_marker = match (declared_marker, payload_marker) {
+        let delete_marker = match (declared_marker, rules.marker) {
             (Some(d), Some(p)) if d != p => {
                 return Err(MergeError::unsupported(format!(
                     "two delete markers: {}={} declared, and {}={} of the payload class",
@@ -348,9 +354,9 @@ impl MergeConfig {
         Ok(MergeConfig {
             bootstrapped,
             delete_marker,
-            sequence_field: sequence.map(str::to_string),
+            sequence_field: rules.sequence.map(str::to_string),
             table_version,
-            mode,
+            mode: rules.mode,
             ordering_fields,
             record_key_fields,
             key_gen,

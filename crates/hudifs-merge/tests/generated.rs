@@ -96,6 +96,16 @@ fn rec_extra(commit: &str, key: &str, v: i64, ts: i64, extra: &str) -> Vec<u8> {
     r
 }
 
+/// A Parquet file of one row group of `cols`.
+fn parquet_of(schema: Arc<Schema>, cols: Vec<ArrayRef>) -> Vec<u8> {
+    let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
+    let mut out = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    out
+}
+
 /// A base file of rows (commit, key, v, ts).
 fn base_parquet(rows: &[(&str, &str, Option<i64>, i64)]) -> Vec<u8> {
     let schema = Arc::new(Schema::new(vec![
@@ -112,12 +122,7 @@ fn base_parquet(rows: &[(&str, &str, Option<i64>, i64)]) -> Vec<u8> {
         Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.2))),
         Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.3))),
     ];
-    let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
-    let mut out = Vec::new();
-    let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, schema, None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-    out
+    parquet_of(schema, cols)
 }
 
 /// Rows of a merged file: key → (v, ts, commit time).
@@ -1517,12 +1522,7 @@ fn dbz_base(rows: &[(&str, i64, Option<&str>)]) -> Vec<u8> {
         Arc::new(StringArray::from_iter(rows.iter().map(|r| r.2))),
         Arc::new(StringArray::from_iter(rows.iter().map(|_| Some("c")))),
     ];
-    let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
-    let mut out = Vec::new();
-    let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, schema, None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-    out
+    parquet_of(schema, cols)
 }
 
 /// MySQL Debezium tables (`MySqlDebeziumAvroPayload`): the record with the greater `_event_seq`
