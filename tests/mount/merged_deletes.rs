@@ -345,3 +345,71 @@ fn payload_tables_merge_as_their_payload_classes() {
         expected(&w, &[1000], &BTreeMap::new()),
     );
 }
+
+/// A version-9 table in the partial-update mode Hudi 1.1's upgrade gives Postgres Debezium
+/// tables (`FILL_UNAVAILABLE`, Debezium's TOAST placeholder as the unavailable value;
+/// `PartialUpdateHandler.reconcileMarkerValues`): a string holding the placeholder takes the
+/// value of the record it merged with, whichever of the two wins; a record that merged with
+/// nothing keeps it as it is.
+#[test]
+fn unavailable_values_keep_the_older_records_value() {
+    if !support::fuse_available() {
+        return;
+    }
+    const TOAST: &str = "__debezium_unavailable_value";
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("table");
+    let spec = TableSpec::new("gen_toast", TableType::MergeOnRead, 9)
+        .partitioned_by(&["city"], true)
+        .with_property("hoodie.record.merge.mode", "EVENT_TIME_ORDERING")
+        .with_property("hoodie.table.ordering.fields", "ts")
+        .with_property("hoodie.table.partial.update.mode", "FILL_UNAVAILABLE")
+        .with_property(
+            "hoodie.record.merge.property.hoodie.write.partial.update.unavailable.value",
+            TOAST,
+        );
+    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    let base = rows(1, 20);
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let f = t.insert("city=a", &base).unwrap();
+    t.complete().unwrap();
+    // A change of `id` at `ts` relative to the base row's, with `name`.
+    let change = |seed: u64, i: usize, dts: i64, name: &str| Row {
+        ts: base[i].ts + dts,
+        name: name.to_string(),
+        ..rows_with_ids(seed, &[base[i].id]).remove(0)
+    };
+    let newer_toasted = change(40, 0, 1, TOAST);
+    let late = change(41, 1, -1, "late-1");
+    let fresh = change(42, 3, 1, "fresh-1");
+    let mut inserted = rows_with_ids(43, &[5000]).remove(0);
+    inserted.name = TOAST.into();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.update("city=a", &f, &[newer_toasted.clone(), late, fresh.clone()])
+        .unwrap();
+    t.insert("city=a", std::slice::from_ref(&inserted)).unwrap();
+    t.complete().unwrap();
+    let fresh_toasted = change(44, 3, 2, TOAST);
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.update("city=a", &f, std::slice::from_ref(&fresh_toasted))
+        .unwrap();
+    t.complete().unwrap();
+    let shown: BTreeMap<i64, Row> = [
+        // The newer record wins, its placeholder filled from the base.
+        Row {
+            name: base[0].name.clone(),
+            ..newer_toasted
+        },
+        // The base wins against the late record.
+        base[1].clone(),
+        // The placeholder filled from the older log record.
+        Row {
+            name: fresh.name.clone(),
+            ..fresh_toasted
+        },
+    ]
+    .into_iter()
+    .map(|r| (r.id, r))
+    .collect();
+    check_latest("v9 FILL_UNAVAILABLE", &root, expected(&w, &[], &shown));
+}

@@ -55,10 +55,45 @@ pub struct MergeConfig {
     /// `.marker`, Java's `DeleteContext`), or the one a payload class carries
     /// (`AWSDmsAvroPayload`: `Op = 'D'`).
     pub delete_marker: Option<DeleteMarker>,
-    /// Records are ordered by this `<file>.<position>` string field, its two parts compared as
-    /// numbers (`MySqlDebeziumAvroPayload.isCurrentSeqLatest` on `_event_seq`) instead of by the
-    /// ordering fields.
-    pub sequence_field: Option<String>,
+    /// Records are ordered by a Debezium sequence instead of by the ordering fields.
+    pub sequence: Option<Sequence>,
+    /// String and bytes values that stand for "unavailable, keep the older record's value"
+    /// (Postgres' TOAST placeholder `__debezium_unavailable_value`).
+    pub unavailable: Option<Unavailable>,
+}
+
+/// A Debezium sequence records are ordered by (`AbstractDebeziumAvroPayload`'s
+/// `shouldPickCurrentRecord`): the incoming record wins unless its sequence is lower than the
+/// stored one's; a stored record without one loses, a log record without one is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sequence {
+    /// A `<file>.<position>` string, its two parts compared as numbers
+    /// (`MySqlDebeziumAvroPayload.isCurrentSeqLatest` on `_event_seq`).
+    FilePosition(String),
+    /// A long (`PostgresDebeziumAvroPayload.extractLSN` on `_event_lsn`).
+    Long(String),
+}
+
+impl Sequence {
+    pub fn field(&self) -> &str {
+        match self {
+            Sequence::FilePosition(f) | Sequence::Long(f) => f,
+        }
+    }
+}
+
+/// The "unavailable value" of a table: a top-level string or bytes value equal to `value`
+/// takes the older record's value of that column where two records merge, and stays as it is
+/// where the record merges with nothing (`PostgresDebeziumAvroPayload.mergeToastedValuesIfPresent`,
+/// `PartialUpdateHandler.reconcileMarkerValues`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable {
+    pub value: String,
+    /// Which record's marked values are filled. The payload fills the incoming record's only,
+    /// and only when it wins (`combineAndGetUpdateValue` returns the stored record untouched
+    /// otherwise); the version-9 partial-update mode fills whichever record wins from the one
+    /// that loses (`PartialUpdateHandler.partialMerge`).
+    pub winner_of_either: bool,
 }
 
 /// A delete marker: records whose `field`, printed as Java prints it, equals `marker` are
@@ -103,6 +138,17 @@ const COMMIT_TIME_STRATEGY: &str = "ce9acb64-bde0-424c-9b91-f6ebba25356d";
 /// `HoodieRecordMerger.PAYLOAD_BASED_MERGE_STRATEGY_UUID`: a version-8 table merged by its
 /// payload class (merge mode `CUSTOM`).
 const PAYLOAD_STRATEGY: &str = "00000000-0000-0000-0000-000000000000";
+/// Debezium's placeholder for an unchanged TOAST column (`DEBEZIUM_TOASTED_VALUE`).
+const DEBEZIUM_UNAVAILABLE: &str = "__debezium_unavailable_value";
+/// The merge properties that name the unavailable value of the version-9 partial-update mode
+/// `FILL_UNAVAILABLE` (`IGNORE_MARKERS` before Hudi 1.1 named it so): the spellings Hudi's
+/// releases gave `HoodieTableConfig.PARTIAL_UPDATE_UNAVAILABLE_VALUE` and
+/// `PARTIAL_UPDATE_CUSTOM_MARKER`, under the merge-property prefix.
+const UNAVAILABLE_VALUE_PROPERTIES: [&str; 3] = [
+    "hoodie.record.merge.property.hoodie.write.partial.update.unavailable.value",
+    "hoodie.record.merge.property.partial.update.unavailable.value",
+    "hoodie.record.merge.property.hoodie.write.partial.update.custom.marker",
+];
 
 /// How a payload class Hudi ships merges: its ordering, the delete marker it carries (besides
 /// `_hoodie_is_deleted`, which every one honours), and the sequence field it orders by. The
@@ -111,7 +157,8 @@ const PAYLOAD_STRATEGY: &str = "00000000-0000-0000-0000-000000000000";
 struct PayloadRules {
     mode: MergeMode,
     marker: Option<DeleteMarker>,
-    sequence: Option<&'static str>,
+    sequence: Option<Sequence>,
+    unavailable: Option<&'static str>,
 }
 
 impl PayloadRules {
@@ -121,6 +168,7 @@ impl PayloadRules {
             mode,
             marker: None,
             sequence: None,
+            unavailable: None,
         }
     }
 }
@@ -147,7 +195,17 @@ fn payload_rules(class: &str) -> Option<PayloadRules> {
         "MySqlDebeziumAvroPayload" => Some(PayloadRules {
             mode: MergeMode::EventTime,
             marker: Some(ignoring_case("_change_operation_type", "d")),
-            sequence: Some("_event_seq"),
+            sequence: Some(Sequence::FilePosition("_event_seq".into())),
+            unavailable: None,
+        }),
+        // The same, ordered by the long `_event_lsn` (`shouldPickCurrentRecord`), and a winning
+        // incoming record's TOAST placeholders take the stored record's values
+        // (`mergeToastedValuesIfPresent`).
+        "PostgresDebeziumAvroPayload" => Some(PayloadRules {
+            mode: MergeMode::EventTime,
+            marker: Some(ignoring_case("_change_operation_type", "d")),
+            sequence: Some(Sequence::Long("_event_lsn".into())),
+            unavailable: Some(DEBEZIUM_UNAVAILABLE),
         }),
         _ => None,
     }
@@ -162,8 +220,18 @@ impl MergeConfig {
             let case = if m.ignore_case { "~" } else { "" };
             r.push_str(&format!(",{}={case}{}", m.field, m.marker));
         }
-        if let Some(f) = &self.sequence_field {
-            r.push_str(&format!(";order:{f}(file.pos)"));
+        match &self.sequence {
+            Some(Sequence::FilePosition(f)) => r.push_str(&format!(";order:{f}(file.pos)")),
+            Some(Sequence::Long(f)) => r.push_str(&format!(";order:{f}(long)")),
+            None => {}
+        }
+        if let Some(u) = &self.unavailable {
+            let scope = if u.winner_of_either {
+                "winner"
+            } else {
+                "incoming"
+            };
+            r.push_str(&format!(";unavailable:{scope}={}", u.value));
         }
         r
     }
@@ -284,7 +352,9 @@ impl MergeConfig {
             k.starts_with(MERGE_PROPERTY)
                 && !v.trim().is_empty()
                 && (table_version < 8
-                    || (k.as_str() != DELETE_FIELD && k.as_str() != DELETE_MARKER))
+                    || (k.as_str() != DELETE_FIELD
+                        && k.as_str() != DELETE_MARKER
+                        && !UNAVAILABLE_VALUE_PROPERTIES.contains(&k.as_str())))
         }) {
             return Err(MergeError::unsupported(format!(
                 "{k}={v}: this merge property is not merged"
@@ -299,13 +369,54 @@ impl MergeConfig {
             }
             (d, p) => d.or(p),
         };
-        if let Some(v) = get("hoodie.table.partial.update.mode") {
-            if v != "KEEP_VALUES" {
+        // The version-9 partial-update mode: KEEP_VALUES (partial blocks keep the older values
+        // of the columns they lack, merged everywhere) or FILL_UNAVAILABLE with its value; a
+        // declared unavailable value is read only under that mode, as Java reads it.
+        let unavailable = match get("hoodie.table.partial.update.mode") {
+            None | Some("KEEP_VALUES") | Some("NONE") => None,
+            Some(m @ ("FILL_UNAVAILABLE" | "IGNORE_MARKERS")) if table_version >= 8 => {
+                let declared: Vec<&str> = UNAVAILABLE_VALUE_PROPERTIES
+                    .iter()
+                    .filter_map(|k| get(k))
+                    .collect();
+                match declared.as_slice() {
+                    [v] => Some(Unavailable {
+                        value: v.to_string(),
+                        winner_of_either: true,
+                    }),
+                    [] => {
+                        return Err(MergeError::unsupported(format!(
+                            "hoodie.table.partial.update.mode={m} without its unavailable value                              ({})",
+                            UNAVAILABLE_VALUE_PROPERTIES[0]
+                        )))
+                    }
+                    _ => {
+                        return Err(MergeError::unsupported(format!(
+                            "hoodie.table.partial.update.mode={m} with {} unavailable values                              declared",
+                            declared.len()
+                        )))
+                    }
+                }
+            }
+            Some(v) => {
                 return Err(MergeError::unsupported(format!(
                     "hoodie.table.partial.update.mode={v} is not merged"
                 )));
             }
-        }
+        };
+        let unavailable = match (unavailable, rules.unavailable) {
+            (Some(d), Some(p)) if d.value != p => {
+                return Err(MergeError::unsupported(format!(
+                    "two unavailable values: {} declared, and {p} of the payload class",
+                    d.value
+                )))
+            }
+            (Some(d), _) => Some(d),
+            (None, p) => p.map(|v| Unavailable {
+                value: v.to_string(),
+                winner_of_either: false,
+            }),
+        };
         let populate_meta_fields = get("hoodie.populate.meta.fields") != Some("false");
         let record_key_fields = list(get("hoodie.table.recordkey.fields"));
         let class = get("hoodie.table.keygenerator.class")
@@ -354,7 +465,8 @@ impl MergeConfig {
         Ok(MergeConfig {
             bootstrapped,
             delete_marker,
-            sequence_field: rules.sequence.map(str::to_string),
+            sequence: rules.sequence,
+            unavailable,
             table_version,
             mode: rules.mode,
             ordering_fields,
@@ -456,5 +568,63 @@ mod tests {
         // Declared empty: nothing to merge differently.
         let c = with("9", &[(DELETE_MARKER, " ")]).unwrap();
         assert_eq!(c.delete_marker, None);
+    }
+
+    #[test]
+    fn partial_update_modes() {
+        let with = |kv: &[(&str, &str)]| {
+            let mut p = props(kv);
+            p.insert("hoodie.table.version".into(), "9".into());
+            MergeConfig::from_properties(&p)
+        };
+        let mode = "hoodie.table.partial.update.mode";
+        let c = with(&[
+            (mode, "FILL_UNAVAILABLE"),
+            (UNAVAILABLE_VALUE_PROPERTIES[1], "__x"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.unavailable,
+            Some(Unavailable {
+                value: "__x".into(),
+                winner_of_either: true
+            })
+        );
+        // Under KEEP_VALUES Java does not read the value: neither does hudifs.
+        let c = with(&[(UNAVAILABLE_VALUE_PROPERTIES[0], "__x")]).unwrap();
+        assert_eq!(c.unavailable, None);
+        for (kv, named) in [
+            (
+                vec![(mode, "FILL_UNAVAILABLE")],
+                "without its unavailable value",
+            ),
+            (
+                vec![
+                    (mode, "IGNORE_MARKERS"),
+                    (UNAVAILABLE_VALUE_PROPERTIES[0], "a"),
+                    (UNAVAILABLE_VALUE_PROPERTIES[2], "b"),
+                ],
+                "2 unavailable values",
+            ),
+            (vec![(mode, "IGNORE_DEFAULTS")], "IGNORE_DEFAULTS"),
+            (vec![(mode, "FILL_DEFAULTS")], "FILL_DEFAULTS"),
+        ] {
+            let e = with(&kv).unwrap_err();
+            assert_eq!(e.errno(), libc::EOPNOTSUPP);
+            assert!(e.to_string().contains(named), "{e}");
+        }
+        let pg = MergeConfig::from_properties(&props(&[
+            ("hoodie.table.version", "6"),
+            (
+                "hoodie.compaction.payload.class",
+                "org.apache.hudi.common.model.debezium.PostgresDebeziumAvroPayload",
+            ),
+        ]))
+        .unwrap();
+        assert_eq!(pg.sequence, Some(Sequence::Long("_event_lsn".into())));
+        assert_eq!(
+            pg.unavailable.map(|u| (u.value, u.winner_of_either)),
+            Some((DEBEZIUM_UNAVAILABLE.to_string(), false))
+        );
     }
 }

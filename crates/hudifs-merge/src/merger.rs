@@ -9,10 +9,34 @@ use arrow_array::cast::AsArray;
 use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, SchemaRef};
 
-use crate::config::{KeyGen, MergeConfig, MergeMode};
+use crate::config::{KeyGen, MergeConfig, MergeMode, Sequence, Unavailable};
 use crate::error::{MergeError, Result};
 use crate::order::{all_default, column_by_path, compare_all, ord_at, OrdVal};
 use crate::schema::conform_array;
+
+/// Where one column of a merged log record comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cell {
+    /// This row of this log batch.
+    Set(u32, u32),
+    /// The older record's value (a partial-update block lacks the column), or null.
+    Older,
+    /// The table's unavailable value, at this row of this log batch: the older record's value
+    /// where there is one, else this value as it is (`MergeConfig::unavailable`).
+    Unavailable(u32, u32),
+}
+
+impl Cell {
+    /// The cell where `self` leaves the value to the older record `under`.
+    fn over(self, under: Cell) -> Cell {
+        match (self, under) {
+            (Cell::Set(..), _) => self,
+            (Cell::Older, _) => under,
+            (Cell::Unavailable(..), Cell::Older) => self,
+            (Cell::Unavailable(..), _) => under,
+        }
+    }
+}
 
 /// Where the values of a merged log record come from.
 #[derive(Debug, Clone)]
@@ -21,23 +45,35 @@ enum Src {
     None,
     /// Every column from one row of one log batch.
     Row(u32, u32),
-    /// Per output column, a row of a log batch, or none (the older record's value, or null).
-    Cols(Vec<Option<(u32, u32)>>),
+    /// Per output column.
+    Cols(Vec<Cell>),
 }
 
 impl Src {
-    fn col(&self, c: usize) -> Option<(u32, u32)> {
+    fn col(&self, c: usize) -> Option<Cell> {
         match self {
             Src::None => None,
-            Src::Row(b, r) => Some((*b, *r)),
-            Src::Cols(v) => v.get(c).copied().flatten(),
+            Src::Row(b, r) => Some(Cell::Set(*b, *r)),
+            Src::Cols(v) => v.get(c).copied(),
         }
     }
-    /// `self`'s columns where set, `under`'s elsewhere.
-    fn over(&self, under: &Src, ncols: usize) -> Src {
+    /// `self`'s columns where set, `under`'s where `self` leaves them to the older record;
+    /// `fill`: also `self`'s unavailable values (else they stay for a later, older record).
+    fn over(&self, under: &Src, ncols: usize, fill: bool) -> Src {
         match self {
-            Src::Row(..) => self.clone(),
-            _ => Src::Cols((0..ncols).map(|c| self.col(c).or(under.col(c))).collect()),
+            Src::Row(..) | Src::None => self.clone(),
+            Src::Cols(v) => Src::Cols(
+                (0..ncols)
+                    .map(|c| {
+                        let mine = v.get(c).copied().unwrap_or(Cell::Older);
+                        match (mine, under.col(c)) {
+                            (Cell::Unavailable(..), _) if !fill => mine,
+                            (_, None) => mine,
+                            (_, Some(u)) => mine.over(u),
+                        }
+                    })
+                    .collect(),
+            ),
         }
     }
 }
@@ -63,8 +99,11 @@ pub(crate) struct Merger {
     key_gen: Option<KeyGen>,
     key_fields: Vec<String>,
     ordering: Vec<String>,
-    /// Order by this `<file>.<position>` field instead (`MergeConfig::sequence_field`).
-    sequence: Option<String>,
+    /// Order by a Debezium sequence instead (`MergeConfig::sequence`).
+    sequence: Option<Sequence>,
+    /// Ordering fields as the table declares them (what delete blocks carry values of).
+    declared_ordering: Vec<String>,
+    unavailable: Option<Unavailable>,
     ncols: usize,
     batches: Vec<RecordBatch>,
     /// Record key → entry (keys come from the data: seeded hashing, see `foldhash`).
@@ -80,7 +119,9 @@ impl Merger {
             key_gen: cfg.key_gen,
             key_fields: cfg.record_key_fields.clone(),
             ordering: cfg.ordering_fields.clone(),
-            sequence: cfg.sequence_field.clone(),
+            sequence: cfg.sequence.clone(),
+            declared_ordering: cfg.ordering_fields.clone(),
+            unavailable: cfg.unavailable.clone(),
             ncols: schema.fields().len(),
             batches: Vec::new(),
             map: HashMap::default(),
@@ -112,9 +153,9 @@ impl Merger {
             return Ok(Vec::new());
         }
         let schema = batch.schema();
-        if let Some(f) = &self.sequence {
-            let col = column_by_path(schema.fields(), batch.columns(), f);
-            return sequence_columns(col.as_ref(), f, batch.num_rows(), log);
+        if let Some(seq) = &self.sequence {
+            let col = column_by_path(schema.fields(), batch.columns(), seq.field());
+            return sequence_columns(col.as_ref(), seq, batch.num_rows(), log);
         }
         Ok(self
             .ordering
@@ -158,15 +199,42 @@ impl Merger {
                     "log record {r} has a null record key"
                 )));
             };
-            let src = match &present {
-                None => Src::Row(b, r as u32),
-                Some(p) => Src::Cols(p.iter().map(|&has| has.then_some((b, r as u32))).collect()),
+            let delete = deleted
+                .as_ref()
+                .is_some_and(|d| d.is_valid(r) && d.value(r));
+            let (b, row) = (b, r as u32);
+            let marked = match &self.unavailable {
+                Some(u) if !delete => {
+                    let batch = &self.batches[b as usize];
+                    let m: Vec<bool> = (0..self.ncols)
+                        .map(|c| is_unavailable(batch.column(c), r, &u.value))
+                        .collect();
+                    m.contains(&true).then_some(m)
+                }
+                _ => None,
+            };
+            let src = match (&present, marked) {
+                (None, None) => Src::Row(b, row),
+                (p, m) => Src::Cols(
+                    (0..self.ncols)
+                        .map(|c| {
+                            if !p
+                                .as_ref()
+                                .is_none_or(|p| p.get(c).copied().unwrap_or(false))
+                            {
+                                Cell::Older
+                            } else if m.as_ref().is_some_and(|m| m[c]) {
+                                Cell::Unavailable(b, row)
+                            } else {
+                                Cell::Set(b, row)
+                            }
+                        })
+                        .collect(),
+                ),
             };
             let new = Entry {
                 seq: 0,
-                delete: deleted
-                    .as_ref()
-                    .is_some_and(|d| d.is_valid(r) && d.value(r)),
+                delete,
                 ord: Self::ord_of(&ords, r),
                 src,
                 used: false,
@@ -189,7 +257,7 @@ impl Merger {
                     let src = if new.delete || old.delete {
                         new.src.clone()
                     } else {
-                        new.src.over(&old.src, self.ncols)
+                        new.src.over(&old.src, self.ncols, true)
                     };
                     Entry {
                         src,
@@ -200,7 +268,8 @@ impl Merger {
                     let src = if old.delete || new.delete {
                         old.src.clone()
                     } else {
-                        old.src.over(&new.src, self.ncols)
+                        old.src
+                            .over(&new.src, self.ncols, self.fills_winner_of_either())
                     };
                     Entry { src, ..old.clone() }
                 };
@@ -211,8 +280,14 @@ impl Merger {
 
     pub(crate) fn add_deletes(&mut self, keys: Vec<String>, ordering: Vec<OrdVal>) -> Result<()> {
         // Java compares a delete's ordering value with the stored record's precombine value,
-        // not with the Debezium sequence the records are ordered by: not reproduced.
-        if self.sequence.is_some() && ordering.iter().any(|o| !o.is_default()) {
+        // not with the Debezium sequence the records are ordered by: reproduced only where the
+        // two are one long field (a Postgres table ordered by `_event_lsn`).
+        let same = match &self.sequence {
+            None => true,
+            Some(Sequence::Long(f)) => self.declared_ordering == [f.clone()],
+            Some(Sequence::FilePosition(_)) => false,
+        };
+        if !same && ordering.iter().any(|o| !o.is_default()) {
             return Err(MergeError::unsupported(
                 "a delete block with ordering values in a table ordered by a Debezium sequence",
             ));
@@ -257,21 +332,21 @@ impl Merger {
         }
         let keys = self.keys(batch)?;
         let ords = self.ordering_columns(batch, false)?;
-        // Per row: None keeps it, Some(None) drops it, Some(Some(i)) takes entry i over it.
-        let mut plan: Vec<Option<Option<usize>>> = Vec::new();
+        let base = conform_base(batch, schema)?;
+        let mut plan: Vec<Plan> = Vec::new();
         let mut changed = false;
         for r in 0..batch.num_rows() {
             let Some(key) = keys.get(r) else {
-                plan.push(None);
+                plan.push(Plan::Base);
                 continue;
             };
             let Some(&i) = self.map.get(key) else {
-                plan.push(None);
+                plan.push(Plan::Base);
                 continue;
             };
             if self.entries[i].used {
                 // A duplicate key in the base file: the log record was used by the first row.
-                plan.push(None);
+                plan.push(Plan::Base);
                 continue;
             }
             self.entries[i].used = true;
@@ -279,37 +354,72 @@ impl Merger {
             let e = &self.entries[i];
             if self.keep_newer(false, &base_ord, e) {
                 changed = true;
-                plan.push(Some(if e.delete { None } else { Some(i) }));
+                plan.push(if e.delete { Plan::Drop } else { Plan::Log(i) });
+            } else if !e.delete && self.fills_winner_of_either() && self.base_marked(&base, r) {
+                // The base record wins with unavailable values: they take the log record's.
+                changed = true;
+                plan.push(Plan::BaseFilled(i));
             } else {
-                plan.push(None);
+                plan.push(Plan::Base);
             }
         }
-        let base = conform_base(batch, schema)?;
         if !changed {
             return Ok(Some(base));
         }
-        let kept = plan.iter().filter(|p| !matches!(p, Some(None))).count();
+        let kept = plan.iter().filter(|p| !matches!(p, Plan::Drop)).count();
         if kept == 0 {
             return Ok(None);
         }
+        let marker = self.unavailable.as_ref().map(|u| u.value.as_str());
         let mut columns = Vec::with_capacity(self.ncols);
         for c in 0..self.ncols {
             let mut sources: Vec<&dyn Array> = vec![base.column(c).as_ref()];
             sources.extend(self.batches.iter().map(|b| b.column(c).as_ref()));
             let mut idx = Vec::with_capacity(kept);
             for (r, p) in plan.iter().enumerate() {
+                let log_cell = |i: usize| self.entries[i].src.col(c);
                 match p {
-                    None => idx.push((0, r)),
-                    Some(None) => {}
-                    Some(Some(i)) => idx.push(match self.entries[*i].src.col(c) {
-                        Some((b, row)) => (1 + b as usize, row as usize),
-                        None => (0, r),
+                    Plan::Base => idx.push((0, r)),
+                    Plan::Drop => {}
+                    Plan::Log(i) => idx.push(match log_cell(*i) {
+                        Some(Cell::Set(b, row)) => (1 + b as usize, row as usize),
+                        _ => (0, r),
                     }),
+                    Plan::BaseFilled(i) => idx.push(
+                        match (
+                            marker.is_some_and(|m| is_unavailable(base.column(c), r, m)),
+                            log_cell(*i),
+                        ) {
+                            (true, Some(Cell::Set(b, row) | Cell::Unavailable(b, row))) => {
+                                (1 + b as usize, row as usize)
+                            }
+                            _ => (0, r),
+                        },
+                    ),
                 }
             }
             columns.push(interleave(&sources, &idx)?);
         }
         assemble(schema, columns, kept).map(Some)
+    }
+
+    /// Whether the winner of a merge takes the loser's values for its unavailable values even
+    /// when the winner is the older record (version 9's `FILL_UNAVAILABLE`; the Postgres
+    /// payload fills only a winning incoming record).
+    fn fills_winner_of_either(&self) -> bool {
+        self.unavailable
+            .as_ref()
+            .is_some_and(|u| u.winner_of_either)
+    }
+
+    /// Whether a base row holds the unavailable value in a column.
+    fn base_marked(&self, base: &RecordBatch, row: usize) -> bool {
+        let Some(u) = &self.unavailable else {
+            return false;
+        };
+        base.columns()
+            .iter()
+            .any(|c| is_unavailable(c, row, &u.value))
     }
 
     /// The log records no base row used, in the order their keys first appeared.
@@ -332,8 +442,10 @@ impl Merger {
                 let idx: Vec<(usize, usize)> = chunk
                     .iter()
                     .map(|&i| match self.entries[i].src.col(c) {
-                        Some((b, r)) => (1 + b as usize, r as usize),
-                        None => (0, 0),
+                        Some(Cell::Set(b, r) | Cell::Unavailable(b, r)) => {
+                            (1 + b as usize, r as usize)
+                        }
+                        _ => (0, 0),
                     })
                     .collect();
                 columns.push(interleave(&sources, &idx)?);
@@ -358,6 +470,36 @@ impl Keys {
             }
             Keys::Built(v) => v.get(i).map(String::as_str),
         }
+    }
+}
+
+/// What becomes of one base row.
+enum Plan {
+    /// Kept as it is.
+    Base,
+    /// Dropped: a delete won.
+    Drop,
+    /// Replaced by a log record (entry), its missing columns from the base row.
+    Log(usize),
+    /// Kept, its unavailable values taken from the log record (entry) it won against.
+    BaseFilled(usize),
+}
+
+/// Whether a value is the table's unavailable value: a string or bytes column (top level, as
+/// Java checks the fields of the record's schema) holding exactly those bytes.
+fn is_unavailable(col: &ArrayRef, row: usize, value: &str) -> bool {
+    if col.is_null(row) {
+        return false;
+    }
+    let v = value.as_bytes();
+    match col.data_type() {
+        DataType::Utf8 => col.as_string::<i32>().value(row).as_bytes() == v,
+        DataType::LargeUtf8 => col.as_string::<i64>().value(row).as_bytes() == v,
+        DataType::Utf8View => col.as_string_view().value(row).as_bytes() == v,
+        DataType::Binary => col.as_binary::<i32>().value(row) == v,
+        DataType::LargeBinary => col.as_binary::<i64>().value(row) == v,
+        DataType::BinaryView => col.as_binary_view().value(row) == v,
+        _ => false,
     }
 }
 
@@ -470,24 +612,39 @@ pub(crate) fn built_keys(
     Ok(out)
 }
 
-/// A `<file>.<position>` sequence column (Debezium's `_event_seq`) as two long columns, file
-/// then position, compared as `MySqlDebeziumAvroPayload.isCurrentSeqLatest` compares them (each
-/// part parsed as a long: `"10.1"` is after `"9.5"`). A stored record without a sequence is
-/// older than any (Java's bootstrap case); a value that does not parse, or a log record
-/// without one, is refused (Java's read fails on it).
+/// A Debezium sequence column as long columns, compared as `shouldPickCurrentRecord` compares
+/// them: `_event_lsn` as one long; a `<file>.<position>` `_event_seq` as two, file then position
+/// (`MySqlDebeziumAvroPayload.isCurrentSeqLatest` parses each part as a long: `"10.1"` is after
+/// `"9.5"`). A stored record without a sequence is older than any (Java's bootstrap case); a
+/// value that does not parse, or a log record without one, is refused (Java's read fails on it).
 fn sequence_columns(
     col: Option<&ArrayRef>,
-    field: &str,
+    seq: &Sequence,
     rows: usize,
     log: bool,
 ) -> Result<Vec<Option<ArrayRef>>> {
+    let field = seq.field();
+    let width = match seq {
+        Sequence::Long(_) => 1,
+        Sequence::FilePosition(_) => 2,
+    };
     let refuse = |why: String| MergeError::unsupported(format!("{field}: {why}"));
     let Some(col) = col else {
         if log && rows > 0 {
             return Err(refuse("log records without it cannot be ordered".into()));
         }
-        return Ok(vec![None, None]);
+        return Ok(vec![None; width]);
     };
+    if let Sequence::Long(_) = seq {
+        // Java casts the value to a Long: an int or a string fails there.
+        if col.data_type() != &DataType::Int64 {
+            return Err(refuse(format!("{} values are not longs", col.data_type())));
+        }
+        if log && col.null_count() > 0 {
+            return Err(refuse("a log record without it cannot be ordered".into()));
+        }
+        return Ok(vec![Some(col.clone())]);
+    }
     let s = arrow_cast::cast(col, &DataType::Utf8).map_err(|e| refuse(e.to_string()))?;
     let s = s.as_string::<i32>();
     let (mut file, mut pos) = (Vec::with_capacity(rows), Vec::with_capacity(rows));

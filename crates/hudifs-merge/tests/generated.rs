@@ -1612,3 +1612,257 @@ fn mysql_debezium_sequence_ordering_and_deletes() {
     );
     assert!(why.contains("_event_seq"), "{why}");
 }
+
+const SCHEMA_PG: &str = r#"{"type":"record","name":"r","namespace":"hoodie.t","fields":[
+ {"name":"_hoodie_commit_time","type":["null","string"],"default":null},
+ {"name":"_hoodie_record_key","type":["null","string"],"default":null},
+ {"name":"id","type":"string"},
+ {"name":"v","type":["null","long"],"default":null},
+ {"name":"ts","type":"long"},
+ {"name":"_event_lsn","type":["null","long"],"default":null},
+ {"name":"note","type":["null","string"],"default":null},
+ {"name":"_change_operation_type","type":["null","string"],"default":null}]}"#;
+
+const TOAST: &str = "__debezium_unavailable_value";
+
+fn rec_pg(commit: &str, key: &str, v: i64, lsn: Option<i64>, note: &str, op: &str) -> Vec<u8> {
+    let mut r = rec(commit, key, Some(v), v);
+    match lsn {
+        None => zz(&mut r, 0),
+        Some(l) => {
+            zz(&mut r, 1);
+            zz(&mut r, l);
+        }
+    }
+    zz(&mut r, 1);
+    s(&mut r, note);
+    zz(&mut r, 1);
+    s(&mut r, op);
+    r
+}
+
+/// A base file of Postgres Debezium rows (key, `_event_lsn`, note), all with v = 1.
+fn pg_base(rows: &[(&str, Option<i64>, &str)]) -> Vec<u8> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("_hoodie_commit_time", DataType::Utf8, true),
+        Field::new("_hoodie_record_key", DataType::Utf8, true),
+        Field::new("id", DataType::Utf8, false),
+        Field::new("v", DataType::Int64, true),
+        Field::new("ts", DataType::Int64, false),
+        Field::new("_event_lsn", DataType::Int64, true),
+        Field::new("note", DataType::Utf8, true),
+        Field::new("_change_operation_type", DataType::Utf8, true),
+    ]));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|_| "001"))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+        Arc::new(Int64Array::from_iter(rows.iter().map(|_| Some(1)))),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|_| 1))),
+        Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.1))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))),
+        Arc::new(StringArray::from_iter(rows.iter().map(|_| Some("r")))),
+    ];
+    parquet_of(schema, cols)
+}
+
+/// Key → (v, note) of a merged file.
+fn notes(bytes: &[u8]) -> BTreeMap<String, (i64, String)> {
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        bytes::Bytes::copy_from_slice(bytes),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let mut out = BTreeMap::new();
+    for b in reader {
+        let b = b.unwrap();
+        let key = b.column_by_name("_hoodie_record_key").unwrap();
+        let v = b.column_by_name("v").unwrap();
+        let note = b.column_by_name("note").unwrap();
+        for i in 0..b.num_rows() {
+            out.insert(
+                key.as_string::<i32>().value(i).to_string(),
+                (
+                    v.as_primitive::<Int64Type>().value(i),
+                    note.as_string::<i32>().value(i).to_string(),
+                ),
+            );
+        }
+    }
+    out
+}
+
+/// Postgres Debezium tables (`PostgresDebeziumAvroPayload`) and the version-9 partial-update
+/// mode its upgrade gives them (`FILL_UNAVAILABLE` with Debezium's placeholder): records are
+/// ordered by `_event_lsn`; an unchanged TOAST column (`__debezium_unavailable_value`) keeps the
+/// older record's value where two records merge and stays as it is where nothing is older. The
+/// payload fills only a winning incoming record; version 9 fills whichever record wins.
+#[test]
+fn postgres_debezium_lsn_ordering_and_unavailable_values() {
+    let t = Table::new();
+    let base = t.put(
+        "p/f1_0-1-1_001.parquet",
+        &pg_base(&[
+            ("k1", Some(10), "a1"),
+            ("k2", Some(10), "b1"),
+            ("k3", Some(10), "c1"),
+            ("k4", Some(50), TOAST),
+            ("k5", None, "e1"),
+            ("k8", Some(10), "h1"),
+        ]),
+    );
+    let log1 = t.put(
+        "p/.f1_001.log.1_0-1-1",
+        &blocks::avro_data(
+            "002",
+            SCHEMA_PG,
+            &[
+                rec_pg("002", "k1", 2, Some(20), TOAST, "u"),
+                rec_pg("002", "k2", 2, Some(20), "b2", "u"),
+                rec_pg("002", "k3", 2, Some(5), TOAST, "u"),
+                rec_pg("002", "k4", 2, Some(40), "d2", "u"),
+                rec_pg("002", "k5", 2, Some(1), "e2", "u"),
+                rec_pg("002", "k6", 2, Some(20), TOAST, "c"),
+                rec_pg("002", "k7", 2, Some(20), TOAST, "u"),
+                rec_pg("002", "k8", 2, Some(20), "h2", "D"),
+            ],
+            &[],
+        ),
+    );
+    let log2 = t.put(
+        "p/.f1_001.log.2_0-1-1",
+        &blocks::avro_data(
+            "003",
+            SCHEMA_PG,
+            &[
+                rec_pg("003", "k2", 3, Some(30), TOAST, "u"),
+                rec_pg("003", "k7", 3, Some(15), "g2", "u"),
+            ],
+            &[],
+        ),
+    );
+    let pg = "org.apache.hudi.common.model.debezium.PostgresDebeziumAvroPayload";
+    let sl = slice(Some(base.clone()), vec![log1.clone(), log2]);
+    let run = |cfg: &MergeConfig| {
+        notes(
+            &merge(
+                &*t.store,
+                cfg,
+                &sl,
+                |_: &str| true,
+                &MergeOptions::default(),
+            )
+            .unwrap(),
+        )
+    };
+    let row = |v: i64, n: &str| (v, n.to_string());
+    for cfg in [
+        props(&[
+            ("hoodie.table.version", "6"),
+            ("hoodie.compaction.payload.class", pg),
+            ("hoodie.table.precombine.field", "_event_lsn"),
+        ]),
+        props(&[
+            ("hoodie.table.version", "8"),
+            ("hoodie.record.merge.mode", "CUSTOM"),
+            (
+                "hoodie.record.merge.strategy.id",
+                "00000000-0000-0000-0000-000000000000",
+            ),
+            ("hoodie.compaction.payload.class", pg),
+            ("hoodie.table.precombine.field", "_event_lsn"),
+        ]),
+    ] {
+        let rows = run(&cfg);
+        assert_eq!(rows["k1"], row(2, "a1"), "the placeholder keeps the base's");
+        assert_eq!(rows["k2"], row(3, "b2"), "... and the older log record's");
+        assert_eq!(rows["k3"], row(1, "c1"), "a lower LSN loses");
+        assert_eq!(
+            rows["k4"],
+            row(1, TOAST),
+            "a stored winner is returned as it is"
+        );
+        assert_eq!(
+            rows["k5"],
+            row(2, "e2"),
+            "a stored record without an LSN loses"
+        );
+        assert_eq!(
+            rows["k6"],
+            row(2, TOAST),
+            "nothing older: the placeholder stays"
+        );
+        assert_eq!(
+            rows["k7"],
+            row(2, TOAST),
+            "the older log record won untouched"
+        );
+        assert!(
+            !rows.contains_key("k8"),
+            "_change_operation_type d (any case) deletes"
+        );
+    }
+    let v9 = props(&[
+        ("hoodie.table.version", "9"),
+        ("hoodie.record.merge.mode", "EVENT_TIME_ORDERING"),
+        ("hoodie.table.ordering.fields", "_event_lsn"),
+        ("hoodie.legacy.payload.class", pg),
+        ("hoodie.table.partial.update.mode", "FILL_UNAVAILABLE"),
+        (
+            "hoodie.record.merge.property.hoodie.write.partial.update.unavailable.value",
+            TOAST,
+        ),
+        (
+            "hoodie.record.merge.property.hoodie.payload.delete.field",
+            "_change_operation_type",
+        ),
+        (
+            "hoodie.record.merge.property.hoodie.payload.delete.marker",
+            "D",
+        ),
+    ]);
+    let rows = run(&v9);
+    assert_eq!(rows["k1"], row(2, "a1"));
+    assert_eq!(rows["k2"], row(3, "b2"));
+    assert_eq!(rows["k3"], row(1, "c1"));
+    assert_eq!(
+        rows["k4"],
+        row(1, "d2"),
+        "the winning base takes the loser's value"
+    );
+    assert_eq!(rows["k6"], row(2, TOAST));
+    assert_eq!(
+        rows["k7"],
+        row(2, "g2"),
+        "the winning older record takes the loser's"
+    );
+    assert!(!rows.contains_key("k8"));
+    // A log record without an LSN cannot be ordered: Java's payload fails on it.
+    let bad = t.put(
+        "p/.f1_001.log.3_0-1-1",
+        &blocks::avro_data(
+            "004",
+            SCHEMA_PG,
+            &[rec_pg("004", "k1", 4, None, "x", "u")],
+            &[],
+        ),
+    );
+    let pg6 = props(&[
+        ("hoodie.table.version", "6"),
+        ("hoodie.compaction.payload.class", pg),
+    ]);
+    let (k, errno, why) = errno_of(merge(
+        &*t.store,
+        &pg6,
+        &slice(Some(base), vec![log1, bad]),
+        |_: &str| true,
+        &MergeOptions::default(),
+    ));
+    assert_eq!(
+        (k, errno),
+        (Refusal::Unsupported, libc::EOPNOTSUPP),
+        "{why}"
+    );
+    assert!(why.contains("_event_lsn"), "{why}");
+}
