@@ -200,8 +200,9 @@ fn eopnotsupp_for_custom_merge_modes_and_payloads() {
             mor(6).with_property("hoodie.compaction.payload.class", "com.acme.MyPayload"),
             "com.acme.MyPayload",
         ),
-        // Half a delete marker (Java refuses it too), and a merge property hudifs does not
-        // merge (a partial-update marker): merging without them would serve rows Hudi does not.
+        // Half a delete marker (Java refuses it too), and a partial-update mode hudifs does not
+        // merge (it needs the Avro defaults): merging without them would serve rows Hudi does
+        // not.
         (
             mor(9)
                 .with_property("hoodie.record.merge.mode", "EVENT_TIME_ORDERING")
@@ -212,11 +213,12 @@ fn eopnotsupp_for_custom_merge_modes_and_payloads() {
             "hoodie.record.merge.property.hoodie.payload.delete.marker",
         ),
         (
-            mor(9).with_property(
-                "hoodie.record.merge.property.hoodie.write.partial.update.custom.marker",
-                "__unavailable__",
-            ),
-            "hoodie.write.partial.update.custom.marker",
+            mor(9).with_property("hoodie.table.partial.update.mode", "IGNORE_DEFAULTS"),
+            "hoodie.table.partial.update.mode=IGNORE_DEFAULTS",
+        ),
+        (
+            mor(9).with_property("hoodie.table.partial.update.mode", "FILL_UNAVAILABLE"),
+            "without its unavailable value",
         ),
     ] {
         let tmp = tempfile::tempdir().unwrap();
