@@ -203,7 +203,8 @@ fn check_latest(name: &str, root: &Path, want: Vec<Value>) {
 /// merge (SEMANTICS §10.4): `AWSDmsAvroPayload` on table versions 6 and 8 (`Op = 'D'` in any
 /// case deletes, the later write wins), `MySqlDebeziumAvroPayload` on version 6 (the greater
 /// `_event_seq` wins, compared as numbers; `_change_operation_type = 'd'` deletes when it
-/// wins), and a Flink changelog table (`_hoodie_operation` `D` and `-U` delete).
+/// wins), `FirstValueAvroPayload` on versions 6 and 8 (ties keep the first record), and a
+/// Flink changelog table (`_hoodie_operation` `D` and `-U` delete).
 #[test]
 fn payload_tables_merge_as_their_payload_classes() {
     if !support::fuse_available() {
@@ -311,6 +312,59 @@ fn payload_tables_merge_as_their_payload_classes() {
         &root,
         expected(&w, &[1003], &older),
     );
+
+    // First value: the greater `ts` wins, a tie keeps the record written first (v6, and v8
+    // merged by the payload as the upgrade leaves it).
+    let first = "org.apache.hudi.common.model.FirstValueAvroPayload";
+    for (name, spec) in [
+        (
+            "v6 FirstValueAvroPayload",
+            mor(6).with_property("hoodie.compaction.payload.class", first),
+        ),
+        (
+            "v8 payload-based FirstValueAvroPayload",
+            mor(8)
+                .with_property("hoodie.record.merge.mode", "CUSTOM")
+                .with_property(
+                    "hoodie.record.merge.strategy.id",
+                    "00000000-0000-0000-0000-000000000000",
+                )
+                .with_property("hoodie.compaction.payload.class", first),
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("table");
+        let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+        let base = rows(1, 20);
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        let f = t.insert("city=a", &base).unwrap();
+        t.complete().unwrap();
+        // 1000: the same ts (the base stays); 1001: a greater ts (wins); 1002: a smaller one.
+        let changed: Vec<Row> = [(1000, 0), (1001, 1), (1002, -1)]
+            .iter()
+            .map(|&(id, dt)| {
+                let mut r = rows_with_ids(50 + id as u64, &[id]).remove(0);
+                r.ts = base[(id - 1000) as usize].ts + dt;
+                r
+            })
+            .collect();
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        t.update("city=a", &f, &changed).unwrap();
+        t.complete().unwrap();
+        // A second write ties with the first one's 1001: the first log record stays.
+        let mut again = rows_with_ids(90, &[1001]).remove(0);
+        again.ts = changed[1].ts;
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        t.update("city=a", &f, &[again]).unwrap();
+        t.complete().unwrap();
+        let mut older: BTreeMap<i64, Row> = base
+            .iter()
+            .filter(|r| r.id == 1000 || r.id == 1002)
+            .map(|r| (r.id, r.clone()))
+            .collect();
+        older.insert(1001, changed[1].clone());
+        check_latest(name, &root, expected(&w, &[], &older));
+    }
 
     // Flink changelog: `_hoodie_operation` of each record.
     let tmp = tempfile::tempdir().unwrap();

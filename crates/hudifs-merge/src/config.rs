@@ -60,6 +60,9 @@ pub struct MergeConfig {
     /// String and bytes values that stand for "unavailable, keep the older record's value"
     /// (Postgres' TOAST placeholder `__debezium_unavailable_value`).
     pub unavailable: Option<Unavailable>,
+    /// Under event-time ordering, records with equal ordering values keep the older one
+    /// (`FirstValueAvroPayload`); otherwise the later write wins the tie.
+    pub ties_to_older: bool,
 }
 
 /// A Debezium sequence records are ordered by (`AbstractDebeziumAvroPayload`'s
@@ -152,13 +155,14 @@ const UNAVAILABLE_VALUE_PROPERTIES: [&str; 3] = [
 
 /// How a payload class Hudi ships merges: its ordering, the delete marker it carries (besides
 /// `_hoodie_is_deleted`, which every one honours), and the sequence field it orders by. The
-/// classes whose merge is not reproduced (partial updates, Postgres' unavailable values,
-/// first-value) are `None`.
+/// classes whose merge is not reproduced (the partial updates of
+/// `OverwriteNonDefaultsWithLatestAvroPayload` and `PartialUpdateAvroPayload`) are `None`.
 struct PayloadRules {
     mode: MergeMode,
     marker: Option<DeleteMarker>,
     sequence: Option<Sequence>,
     unavailable: Option<&'static str>,
+    ties_to_older: bool,
 }
 
 impl PayloadRules {
@@ -169,6 +173,7 @@ impl PayloadRules {
             marker: None,
             sequence: None,
             unavailable: None,
+            ties_to_older: false,
         }
     }
 }
@@ -196,7 +201,7 @@ fn payload_rules(class: &str) -> Option<PayloadRules> {
             mode: MergeMode::EventTime,
             marker: Some(ignoring_case("_change_operation_type", "d")),
             sequence: Some(Sequence::FilePosition("_event_seq".into())),
-            unavailable: None,
+            ..plain(MergeMode::EventTime)
         }),
         // The same, ordered by the long `_event_lsn` (`shouldPickCurrentRecord`), and a winning
         // incoming record's TOAST placeholders take the stored record's values
@@ -206,6 +211,14 @@ fn payload_rules(class: &str) -> Option<PayloadRules> {
             marker: Some(ignoring_case("_change_operation_type", "d")),
             sequence: Some(Sequence::Long("_event_lsn".into())),
             unavailable: Some(DEBEZIUM_UNAVAILABLE),
+            ties_to_older: false,
+        }),
+        // DefaultHoodieRecordPayload with needUpdatingPersistedRecord's `<=` made `<`, and
+        // preCombine keeping the old value on `>=`: the greater ordering value wins, a tie
+        // keeps the record written first. Hudi 1.1's upgrade leaves it a payload-merged table.
+        "FirstValueAvroPayload" => Some(PayloadRules {
+            ties_to_older: true,
+            ..plain(MergeMode::EventTime)
         }),
         _ => None,
     }
@@ -224,6 +237,9 @@ impl MergeConfig {
             Some(Sequence::FilePosition(f)) => r.push_str(&format!(";order:{f}(file.pos)")),
             Some(Sequence::Long(f)) => r.push_str(&format!(";order:{f}(long)")),
             None => {}
+        }
+        if self.ties_to_older && self.mode == MergeMode::EventTime {
+            r.push_str(";ties:older");
         }
         if let Some(u) = &self.unavailable {
             let scope = if u.winner_of_either {
@@ -386,13 +402,15 @@ impl MergeConfig {
                     }),
                     [] => {
                         return Err(MergeError::unsupported(format!(
-                            "hoodie.table.partial.update.mode={m} without its unavailable value                              ({})",
+                            "hoodie.table.partial.update.mode={m} without its unavailable value \
+                             ({})",
                             UNAVAILABLE_VALUE_PROPERTIES[0]
                         )))
                     }
                     _ => {
                         return Err(MergeError::unsupported(format!(
-                            "hoodie.table.partial.update.mode={m} with {} unavailable values                              declared",
+                            "hoodie.table.partial.update.mode={m} with {} unavailable values \
+                             declared",
                             declared.len()
                         )))
                     }
@@ -467,6 +485,7 @@ impl MergeConfig {
             delete_marker,
             sequence: rules.sequence,
             unavailable,
+            ties_to_older: rules.ties_to_older,
             table_version,
             mode: rules.mode,
             ordering_fields,

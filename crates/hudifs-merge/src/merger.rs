@@ -104,6 +104,10 @@ pub(crate) struct Merger {
     /// Ordering fields as the table declares them (what delete blocks carry values of).
     declared_ordering: Vec<String>,
     unavailable: Option<Unavailable>,
+    /// Equal ordering values keep the older record (`MergeConfig::ties_to_older`); only where
+    /// there is something to order by (Java's first-value payload takes the newer record of a
+    /// table without an ordering field).
+    ties_to_older: bool,
     ncols: usize,
     batches: Vec<RecordBatch>,
     /// Record key → entry (keys come from the data: seeded hashing, see `foldhash`).
@@ -122,6 +126,8 @@ impl Merger {
             sequence: cfg.sequence.clone(),
             declared_ordering: cfg.ordering_fields.clone(),
             unavailable: cfg.unavailable.clone(),
+            ties_to_older: cfg.ties_to_older
+                && (cfg.sequence.is_some() || !cfg.ordering_fields.is_empty()),
             ncols: schema.fields().len(),
             batches: Vec::new(),
             map: HashMap::default(),
@@ -179,7 +185,11 @@ impl Merger {
         self.mode == MergeMode::CommitTime
             || newer.commit_time_delete()
             || older_delete_ct
-            || compare_all(&newer.ord, older) != std::cmp::Ordering::Less
+            || match compare_all(&newer.ord, older) {
+                std::cmp::Ordering::Greater => true,
+                std::cmp::Ordering::Equal => !self.ties_to_older,
+                std::cmp::Ordering::Less => false,
+            }
     }
 
     pub(crate) fn add_batch(
