@@ -467,3 +467,86 @@ fn unavailable_values_keep_the_older_records_value() {
     .collect();
     check_latest("v9 FILL_UNAVAILABLE", &root, expected(&w, &[], &shown));
 }
+
+/// Null values keep the older record's where the table ignores defaults (every default of the
+/// test kit's nullable columns is null): version 9's `IGNORE_DEFAULTS` under event time, and a
+/// version-6 `OverwriteNonDefaultsWithLatestAvroPayload` table (the incoming record always
+/// wins, its nulls filled from the stored record).
+#[test]
+fn nulls_keep_the_older_value_where_defaults_are_ignored() {
+    if !support::fuse_available() {
+        return;
+    }
+    let mor = |v| {
+        TableSpec::new("gen_defaults", TableType::MergeOnRead, v)
+            .partitioned_by(&["city"], true)
+            .with_string_columns(&["note"])
+    };
+    for (name, spec, event_time) in [
+        (
+            "v9 IGNORE_DEFAULTS",
+            mor(9)
+                .with_property("hoodie.record.merge.mode", "EVENT_TIME_ORDERING")
+                .with_property("hoodie.table.ordering.fields", "ts")
+                .with_property("hoodie.table.partial.update.mode", "IGNORE_DEFAULTS"),
+            true,
+        ),
+        (
+            "v6 OverwriteNonDefaultsWithLatestAvroPayload",
+            mor(6).with_property(
+                "hoodie.compaction.payload.class",
+                "org.apache.hudi.common.model.OverwriteNonDefaultsWithLatestAvroPayload",
+            ),
+            false,
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("table");
+        let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+        let base: Vec<Row> = rows(1, 20)
+            .into_iter()
+            .map(|r| {
+                let note = format!("n{}", r.id);
+                r.with_extra(&[Some(&note)])
+            })
+            .collect();
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        let f = t.insert("city=a", &base).unwrap();
+        t.complete().unwrap();
+        // 1000: newer, note null; 1001: older, note null; 1002: newer with a note.
+        let change = |seed: u64, i: usize, dts: i64, note: Option<&str>| {
+            let mut r = rows_with_ids(seed, &[base[i].id]).remove(0);
+            r.ts = base[i].ts + dts;
+            r.with_extra(&[note])
+        };
+        let changed = [
+            change(60, 0, 1, None),
+            change(61, 1, -1, None),
+            change(62, 2, 1, Some("new")),
+        ];
+        let mut t = w.begin(Action::DeltaCommit).unwrap();
+        t.update("city=a", &f, &changed).unwrap();
+        t.insert(
+            "city=a",
+            &[rows_with_ids(63, &[5000]).remove(0).with_extra(&[None])],
+        )
+        .unwrap();
+        t.complete().unwrap();
+        let shown = |r: &Row, note: Option<&str>| json!({"id": r.id, "name": r.name, "value": r.value, "ts": r.ts, "note": note});
+        let mut want = Vec::new();
+        let all = w.file_groups().into_iter();
+        for r in all.flat_map(|(p, g)| w.group_rows(&p, &g).unwrap_or_default()) {
+            let i = (r.id - 1000) as usize;
+            want.push(match r.id {
+                1000 => shown(&r, Some("n1000")),
+                1001 if event_time => shown(&base[1], Some("n1001")),
+                1001 => shown(&r, Some("n1001")),
+                1002 => shown(&r, Some("new")),
+                5000 => shown(&r, None),
+                _ => shown(&r, Some(&format!("n{}", base[i].id))),
+            });
+        }
+        let bad = differing(&root, &[("latest".into(), None, want)]);
+        assert!(bad.is_empty(), "{name}: {}", bad.join("\n"));
+    }
+}

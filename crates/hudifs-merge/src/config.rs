@@ -85,18 +85,55 @@ impl Sequence {
     }
 }
 
-/// The "unavailable value" of a table: a top-level string or bytes value equal to `value`
-/// takes the older record's value of that column where two records merge, and stays as it is
-/// where the record merges with nothing (`PostgresDebeziumAvroPayload.mergeToastedValuesIfPresent`,
-/// `PartialUpdateHandler.reconcileMarkerValues`).
+/// The "unavailable value" of a table: a top-level value that `value` marks takes the other
+/// record's value of that column where two records merge, and stays as it is where the record
+/// merges with nothing (`PostgresDebeziumAvroPayload.mergeToastedValuesIfPresent`,
+/// `PartialUpdateHandler.reconcileMarkerValues` and `reconcileDefaultValues`,
+/// `OverwriteNonDefaultsWithLatestAvroPayload.combineAndGetUpdateValue`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unavailable {
-    pub value: String,
+    pub value: Placeholder,
     /// Which record's marked values are filled. The payload fills the incoming record's only,
     /// and only when it wins (`combineAndGetUpdateValue` returns the stored record untouched
     /// otherwise); the version-9 partial-update mode fills whichever record wins from the one
     /// that loses (`PartialUpdateHandler.partialMerge`).
     pub winner_of_either: bool,
+}
+
+/// What marks a value as unavailable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placeholder {
+    /// A string or bytes value equal to this text (`FILL_UNAVAILABLE`, Postgres' TOAST value).
+    Text(String),
+    /// A null: the value of a top-level field left at its Avro default, where every such
+    /// default is null (`IGNORE_DEFAULTS`, `OverwriteNonDefaultsWithLatestAvroPayload`). A
+    /// field with another default is refused where records merge
+    /// (`non_null_default`): Java compares those with Avro's `equals` (payloads) or with `==`
+    /// on the engine's objects (`reconcileDefaultValues`), which depends on the engine.
+    Null,
+}
+
+impl std::fmt::Display for Placeholder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Placeholder::Text(t) => write!(f, "{t}"),
+            Placeholder::Null => write!(f, "(null)"),
+        }
+    }
+}
+
+/// The first top-level field of an Avro record schema (as JSON text) whose default is not
+/// null, with that default: where defaults mark values as unavailable, such a table's records
+/// are not merged (see `Placeholder::Null`).
+pub fn non_null_default(schema_json: &str) -> Option<(String, String)> {
+    let v: serde_json::Value = serde_json::from_str(schema_json).ok()?;
+    v.get("fields")?.as_array()?.iter().find_map(|f| {
+        let d = f.get("default")?;
+        (!d.is_null()).then(|| {
+            let name = f.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+            (name.to_string(), d.to_string())
+        })
+    })
 }
 
 /// A delete marker: records whose `field`, printed as Java prints it, equals `marker` are
@@ -155,13 +192,13 @@ const UNAVAILABLE_VALUE_PROPERTIES: [&str; 3] = [
 
 /// How a payload class Hudi ships merges: its ordering, the delete marker it carries (besides
 /// `_hoodie_is_deleted`, which every one honours), and the sequence field it orders by. The
-/// classes whose merge is not reproduced (the partial updates of
-/// `OverwriteNonDefaultsWithLatestAvroPayload` and `PartialUpdateAvroPayload`) are `None`.
+/// classes whose merge is not reproduced (`PartialUpdateAvroPayload`, custom classes) are
+/// `None`.
 struct PayloadRules {
     mode: MergeMode,
     marker: Option<DeleteMarker>,
     sequence: Option<Sequence>,
-    unavailable: Option<&'static str>,
+    unavailable: Option<Unavailable>,
     ties_to_older: bool,
 }
 
@@ -210,8 +247,22 @@ fn payload_rules(class: &str) -> Option<PayloadRules> {
             mode: MergeMode::EventTime,
             marker: Some(ignoring_case("_change_operation_type", "d")),
             sequence: Some(Sequence::Long("_event_lsn".into())),
-            unavailable: Some(DEBEZIUM_UNAVAILABLE),
+            unavailable: Some(Unavailable {
+                value: Placeholder::Text(DEBEZIUM_UNAVAILABLE.into()),
+                winner_of_either: false,
+            }),
             ties_to_older: false,
+        }),
+        // combineAndGetUpdateValue takes the incoming record (no ordering), a delete when it
+        // is one, its fields equal to their default (`overwriteField`: null) filled from the
+        // stored record. Hudi 1.1's upgrade maps it to commit-time ordering with the
+        // partial-update mode IGNORE_DEFAULTS, merged alike.
+        "OverwriteNonDefaultsWithLatestAvroPayload" => Some(PayloadRules {
+            unavailable: Some(Unavailable {
+                value: Placeholder::Null,
+                winner_of_either: true,
+            }),
+            ..plain(MergeMode::CommitTime)
         }),
         // DefaultHoodieRecordPayload with needUpdatingPersistedRecord's `<=` made `<`, and
         // preCombine keeping the old value on `>=`: the greater ordering value wins, a tie
@@ -280,9 +331,14 @@ impl MergeConfig {
             .or_else(|| get("hoodie.datasource.write.payload.class"));
         let payload_rules_of = |p: &str| {
             payload_rules(p).ok_or_else(|| {
-                MergeError::unsupported(format!(
-                    "payload class {p} is a custom payload: its merge cannot be reproduced"
-                ))
+                MergeError::unsupported(if p.ends_with(".PartialUpdateAvroPayload") {
+                    format!(
+                        "payload class {p} is not merged: where the stored record is newer it \
+                         keeps the incoming record's meta columns (mergeDisorderRecordsWithMetadata)"
+                    )
+                } else {
+                    format!("payload class {p} is a custom payload: its merge cannot be reproduced")
+                })
             })
         };
         let plain = PayloadRules::plain;
@@ -386,10 +442,15 @@ impl MergeConfig {
             (d, p) => d.or(p),
         };
         // The version-9 partial-update mode: KEEP_VALUES (partial blocks keep the older values
-        // of the columns they lack, merged everywhere) or FILL_UNAVAILABLE with its value; a
-        // declared unavailable value is read only under that mode, as Java reads it.
+        // of the columns they lack, merged everywhere), IGNORE_DEFAULTS, or FILL_UNAVAILABLE
+        // with its value; a declared unavailable value is read only under that mode, as Java
+        // reads it.
         let unavailable = match get("hoodie.table.partial.update.mode") {
             None | Some("KEEP_VALUES") | Some("NONE") => None,
+            Some("IGNORE_DEFAULTS") if table_version >= 8 => Some(Unavailable {
+                value: Placeholder::Null,
+                winner_of_either: true,
+            }),
             Some(m @ ("FILL_UNAVAILABLE" | "IGNORE_MARKERS")) if table_version >= 8 => {
                 let declared: Vec<&str> = UNAVAILABLE_VALUE_PROPERTIES
                     .iter()
@@ -397,7 +458,7 @@ impl MergeConfig {
                     .collect();
                 match declared.as_slice() {
                     [v] => Some(Unavailable {
-                        value: v.to_string(),
+                        value: Placeholder::Text(v.to_string()),
                         winner_of_either: true,
                     }),
                     [] => {
@@ -423,17 +484,14 @@ impl MergeConfig {
             }
         };
         let unavailable = match (unavailable, rules.unavailable) {
-            (Some(d), Some(p)) if d.value != p => {
+            (Some(d), Some(p)) if d.value != p.value => {
                 return Err(MergeError::unsupported(format!(
-                    "two unavailable values: {} declared, and {p} of the payload class",
-                    d.value
+                    "two unavailable values: {} declared, and {} of the payload class",
+                    d.value, p.value
                 )))
             }
             (Some(d), _) => Some(d),
-            (None, p) => p.map(|v| Unavailable {
-                value: v.to_string(),
-                winner_of_either: false,
-            }),
+            (None, p) => p,
         };
         let populate_meta_fields = get("hoodie.populate.meta.fields") != Some("false");
         let record_key_fields = list(get("hoodie.table.recordkey.fields"));
@@ -605,9 +663,22 @@ mod tests {
         assert_eq!(
             c.unavailable,
             Some(Unavailable {
-                value: "__x".into(),
+                value: Placeholder::Text("__x".into()),
                 winner_of_either: true
             })
+        );
+        let c = with(&[(mode, "IGNORE_DEFAULTS")]).unwrap();
+        assert_eq!(
+            c.unavailable,
+            Some(Unavailable {
+                value: Placeholder::Null,
+                winner_of_either: true
+            })
+        );
+        assert!(
+            c.rules().contains("unavailable:winner=(null)"),
+            "{}",
+            c.rules()
         );
         // Under KEEP_VALUES Java does not read the value: neither does hudifs.
         let c = with(&[(UNAVAILABLE_VALUE_PROPERTIES[0], "__x")]).unwrap();
@@ -625,7 +696,6 @@ mod tests {
                 ],
                 "2 unavailable values",
             ),
-            (vec![(mode, "IGNORE_DEFAULTS")], "IGNORE_DEFAULTS"),
             (vec![(mode, "FILL_DEFAULTS")], "FILL_DEFAULTS"),
         ] {
             let e = with(&kv).unwrap_err();
@@ -643,7 +713,20 @@ mod tests {
         assert_eq!(pg.sequence, Some(Sequence::Long("_event_lsn".into())));
         assert_eq!(
             pg.unavailable.map(|u| (u.value, u.winner_of_either)),
-            Some((DEBEZIUM_UNAVAILABLE.to_string(), false))
+            Some((Placeholder::Text(DEBEZIUM_UNAVAILABLE.to_string()), false))
+        );
+        assert_eq!(
+            non_null_default(
+                r#"{"type":"record","name":"r","fields":[{"name":"a","type":["null","int"],
+                "default":null},{"name":"b","type":"int"},{"name":"c","type":"int","default":0}]}"#
+            ),
+            Some(("c".into(), "0".into()))
+        );
+        assert_eq!(
+            non_null_default(
+                r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int"}]}"#
+            ),
+            None
         );
     }
 }

@@ -9,7 +9,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, SchemaRef};
 
-use crate::config::{KeyGen, MergeConfig, MergeMode, Sequence, Unavailable};
+use crate::config::{KeyGen, MergeConfig, MergeMode, Placeholder, Sequence, Unavailable};
 use crate::error::{MergeError, Result};
 use crate::order::{all_default, column_by_path, compare_all, ord_at, OrdVal};
 use crate::schema::conform_array;
@@ -380,7 +380,7 @@ impl Merger {
         if kept == 0 {
             return Ok(None);
         }
-        let marker = self.unavailable.as_ref().map(|u| u.value.as_str());
+        let marker = self.unavailable.as_ref().map(|u| &u.value);
         let mut columns = Vec::with_capacity(self.ncols);
         for c in 0..self.ncols {
             let mut sources: Vec<&dyn Array> = vec![base.column(c).as_ref()];
@@ -497,10 +497,12 @@ enum Plan {
 
 /// Whether a value is the table's unavailable value: a string or bytes column (top level, as
 /// Java checks the fields of the record's schema) holding exactly those bytes.
-fn is_unavailable(col: &ArrayRef, row: usize, value: &str) -> bool {
-    if col.is_null(row) {
-        return false;
-    }
+fn is_unavailable(col: &ArrayRef, row: usize, value: &Placeholder) -> bool {
+    let value = match value {
+        Placeholder::Null => return col.is_null(row),
+        Placeholder::Text(_) if col.is_null(row) => return false,
+        Placeholder::Text(t) => t,
+    };
     let v = value.as_bytes();
     match col.data_type() {
         DataType::Utf8 => col.as_string::<i32>().value(row).as_bytes() == v,

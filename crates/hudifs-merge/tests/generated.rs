@@ -497,6 +497,160 @@ fn first_value_payload_ties_keep_the_first_record() {
     assert_eq!(rows["k7"].0, Some(3));
 }
 
+/// Null values stand for "keep the other record's" under version 9's `IGNORE_DEFAULTS` and
+/// `OverwriteNonDefaultsWithLatestAvroPayload` (every default here is null): the winner of each
+/// merge takes the loser's values for its nulls, also a base record that wins; a record that
+/// merges with nothing keeps its nulls. A non-null default in a block's schema is refused.
+#[test]
+fn null_values_keep_the_other_records_where_defaults_are_ignored() {
+    let t = Table::new();
+    let base = t.put(
+        "p/f1_0-1-1_001.parquet",
+        &base_parquet(&[
+            ("001", "k1", Some(1), 10),
+            ("001", "k2", Some(1), 10),
+            ("001", "k3", Some(1), 10),
+            ("001", "k4", None, 50),
+        ]),
+    );
+    let l1 = t.put(
+        "p/.f1_002.log.1_0-1-1",
+        &blocks::avro_data(
+            "002",
+            SCHEMA,
+            &[
+                rec("002", "k1", None, 20),
+                rec("002", "k2", Some(2), 5),
+                rec("002", "k4", Some(4), 40),
+                rec("002", "k7", None, 9),
+                rec("002", "k8", Some(8), 1),
+                rec("002", "k9", None, 1),
+            ],
+            &[],
+        ),
+    );
+    let l2 = t.put(
+        "p/.f1_003.log.1_0-1-1",
+        &blocks::avro_data(
+            "003",
+            SCHEMA,
+            &[
+                rec("003", "k7", Some(7), 8),
+                rec("003", "k3", None, 30),
+                rec("003", "k8", None, 2),
+            ],
+            &[],
+        ),
+    );
+    let sl = slice(Some(base), vec![l1, l2]);
+    let run = |cfg: &MergeConfig| {
+        read_rows(
+            &merge(
+                &*t.store,
+                cfg,
+                &sl,
+                |_: &str| true,
+                &MergeOptions::default(),
+            )
+            .unwrap(),
+        )
+    };
+    let mode = "hoodie.table.partial.update.mode";
+    let rows = run(&props(&[
+        ("hoodie.record.merge.mode", "EVENT_TIME_ORDERING"),
+        ("hoodie.table.ordering.fields", "ts"),
+        (mode, "IGNORE_DEFAULTS"),
+    ]));
+    assert_eq!(
+        rows["k1"],
+        (Some(1), 20, "002".into()),
+        "a newer null keeps the base's"
+    );
+    assert_eq!(rows["k2"], (Some(1), 10, "001".into()), "the base wins");
+    assert_eq!(rows["k3"], (Some(1), 30, "003".into()));
+    assert_eq!(
+        rows["k4"],
+        (Some(4), 50, "001".into()),
+        "a winning base's null is filled"
+    );
+    assert_eq!(
+        rows["k7"],
+        (Some(7), 9, "002".into()),
+        "a winning older log's null"
+    );
+    assert_eq!(rows["k8"], (Some(8), 2, "003".into()));
+    assert_eq!(rows["k9"], (None, 1, "002".into()), "merged with nothing");
+    for (what, cfg) in [
+        (
+            "v9 commit time",
+            props(&[
+                ("hoodie.record.merge.mode", "COMMIT_TIME_ORDERING"),
+                (mode, "IGNORE_DEFAULTS"),
+            ]),
+        ),
+        (
+            "v6 OverwriteNonDefaultsWithLatestAvroPayload",
+            props(&[
+                ("hoodie.table.version", "6"),
+                (
+                    "hoodie.compaction.payload.class",
+                    "org.apache.hudi.common.model.OverwriteNonDefaultsWithLatestAvroPayload",
+                ),
+                ("hoodie.table.precombine.field", "ts"),
+            ]),
+        ),
+    ] {
+        let rows = run(&cfg);
+        assert_eq!(rows["k1"], (Some(1), 20, "002".into()), "{what}");
+        assert_eq!(rows["k2"], (Some(2), 5, "002".into()), "{what}");
+        assert_eq!(rows["k3"], (Some(1), 30, "003".into()), "{what}");
+        assert_eq!(rows["k4"], (Some(4), 40, "002".into()), "{what}");
+        assert_eq!(rows["k7"], (Some(7), 8, "003".into()), "{what}");
+        assert_eq!(
+            rows["k8"],
+            (Some(8), 2, "003".into()),
+            "{what}: a null between logs"
+        );
+        assert_eq!(rows["k9"], (None, 1, "002".into()), "{what}");
+    }
+    // Without the mode, nulls are values.
+    assert_eq!(run(&commit_time())["k1"].0, None);
+
+    // A schema that gives a field a non-null default: refused, not guessed.
+    let with_default = SCHEMA.replace(
+        r#"{"name":"ts","type":"long"}"#,
+        r#"{"name":"ts","type":"long","default":0}"#,
+    );
+    assert_ne!(with_default, SCHEMA);
+    let l3 = t.put(
+        "p/.f1_004.log.1_0-1-1",
+        &blocks::avro_data("004", &with_default, &[rec("004", "k1", None, 60)], &[]),
+    );
+    let sl = slice(sl.base.clone(), vec![sl.logs[0].clone(), l3]);
+    let cfg = props(&[
+        ("hoodie.record.merge.mode", "COMMIT_TIME_ORDERING"),
+        (mode, "IGNORE_DEFAULTS"),
+    ]);
+    let e = merge(
+        &*t.store,
+        &cfg,
+        &sl,
+        |_: &str| true,
+        &MergeOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.errno(), libc::EOPNOTSUPP, "{e}");
+    assert!(e.to_string().contains("field ts the default 0"), "{e}");
+    assert!(merge(
+        &*t.store,
+        &commit_time(),
+        &sl,
+        |_: &str| true,
+        &MergeOptions::default()
+    )
+    .is_ok());
+}
+
 #[test]
 fn deletes_of_keys_only_in_logs_and_default_ordering_deletes() {
     let t = Table::new();

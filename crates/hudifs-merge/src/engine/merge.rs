@@ -17,7 +17,7 @@ use parquet::file::metadata::KeyValue;
 use super::plan::{logs_in_order, Plan, Slice};
 use super::sinks::{dictionary_columns, MemorySink, ParquetSink, Sink, WRITER_FLUSH};
 use crate::chunks::StorageChunks;
-use crate::config::MergeConfig;
+use crate::config::{non_null_default, MergeConfig, Placeholder};
 use crate::error::{MergeError, Result};
 use crate::logread::{choose_blocks, decode_block, BlockRecords, Chosen};
 use crate::materialise::{
@@ -26,6 +26,7 @@ use crate::materialise::{
 use crate::memory::MergeMemory;
 use crate::merger::Merger;
 use crate::schema::{conform_batch, output_schema, parquet_schema};
+use hudifs_core::logblock::header::SCHEMA;
 
 /// What a merge counts for the batches it has in hand (read, merged, being written).
 const BATCH_ALLOWANCE: u64 = 8 << 20;
@@ -222,6 +223,25 @@ impl Prepared {
         MergeError::guarded(&id, || self.merge_into(sink))
     }
 
+    /// Where null values stand for "keep the other record's" (`Placeholder::Null`), a block
+    /// whose schema gives a top-level field another default is refused: Java compares values
+    /// with those defaults in ways hudifs does not reproduce.
+    fn check_defaults(&self, schema: Option<&str>, place: impl FnOnce() -> String) -> Result<()> {
+        let null_marks = self
+            .cfg
+            .unavailable
+            .as_ref()
+            .is_some_and(|u| u.value == Placeholder::Null);
+        match schema.filter(|_| null_marks).and_then(non_null_default) {
+            None => Ok(()),
+            Some((field, default)) => Err(MergeError::unsupported(format!(
+                "{}: its schema gives field {field} the default {default}: values equal to a \
+                 non-null default are not merged (only null defaults are)",
+                place()
+            ))),
+        }
+    }
+
     fn merge_into<S: Sink>(self, sink: &mut S) -> Result<MergeStats> {
         let mut stats = MergeStats {
             blocks: self.blocks.len(),
@@ -232,6 +252,9 @@ impl Prepared {
         let mut items = Vec::with_capacity(self.blocks.len());
         let mut held = self.logs.iter().map(|b| b.len() as u64).sum::<u64>();
         for b in &self.blocks {
+            self.check_defaults(b.header.get(&SCHEMA).map(String::as_str), || {
+                format!("{}: block at byte {}", self.log_names[b.file], b.offset)
+            })?;
             let r = decode_block(b, &self.logs[b.file], &self.log_names[b.file], &mut schemas)?;
             held += match &r {
                 BlockRecords::Data { batch, .. } => batch.get_array_memory_size() as u64,
@@ -296,6 +319,14 @@ impl Prepared {
             .as_ref()
             .and_then(|b| b.metadata().file_metadata().key_value_metadata().cloned())
             .unwrap_or_default();
+        // Only where log records merge with the base records.
+        let base_avro = base_kv
+            .iter()
+            .find(|k| k.key == "parquet.avro.schema")
+            .filter(|_| !items.is_empty());
+        self.check_defaults(base_avro.and_then(|k| k.value.as_deref()), || {
+            "the base file".to_string()
+        })?;
         let newest_log = items.iter().rev().find_map(|i| match i {
             BlockRecords::Data { batch, .. } => Some(batch.schema()),
             _ => None,
