@@ -302,6 +302,14 @@ impl Merger {
                 "a delete block with ordering values in a table ordered by a Debezium sequence",
             ));
         }
+        // Hudi 0.x's log scanner orders such a delete against the record; 1.x merges it through
+        // the first-value payload, which deletes whatever the ordering: the versions disagree.
+        if self.ties_to_older && ordering.iter().any(|o| !o.is_default()) {
+            return Err(MergeError::unsupported(
+                "a delete block with ordering values in a FirstValueAvroPayload table (Hudi 0.x \
+                 orders it against the record, 1.x deletes)",
+            ));
+        }
         for (key, ord) in keys.into_iter().zip(ordering) {
             let new = Entry {
                 seq: 0,

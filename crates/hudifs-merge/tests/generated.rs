@@ -495,6 +495,36 @@ fn first_value_payload_ties_keep_the_first_record() {
     );
     assert_eq!(rows["k3"].0, Some(2));
     assert_eq!(rows["k7"].0, Some(3));
+    // A delete block with the default ordering value deletes; one with ordering values is
+    // refused (Hudi 0.x and 1.x disagree on it).
+    let deletes = |name: &str, ord: DeleteOrdering| {
+        t.put(name, &blocks::delete("004", SCHEMA, &[("k1", "p", ord)]))
+    };
+    let cfg = props(&[
+        ("hoodie.table.version", "6"),
+        ("hoodie.compaction.payload.class", payload),
+        ("hoodie.table.precombine.field", "ts"),
+    ]);
+    let with = |l: InputFile| slice(sl.base.clone(), vec![sl.logs[0].clone(), l]);
+    let plain = with(deletes("p/.f1_004.log.1_0-1-1", DeleteOrdering::None));
+    let merged = merge(
+        &*t.store,
+        &cfg,
+        &plain,
+        |_: &str| true,
+        &MergeOptions::default(),
+    );
+    assert!(!read_rows(&merged.unwrap()).contains_key("k1"));
+    let ordered = with(deletes("p/.f1_005.log.1_0-1-1", DeleteOrdering::Long(1)));
+    let e = merge(
+        &*t.store,
+        &cfg,
+        &ordered,
+        |_: &str| true,
+        &MergeOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.errno(), libc::EOPNOTSUPP, "{e}");
 }
 
 /// Null values stand for "keep the other record's" under version 9's `IGNORE_DEFAULTS` and
