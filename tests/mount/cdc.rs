@@ -564,6 +564,82 @@ fn change_feeds_of_a_table_with_a_delete_marker_match_merged_snapshots() {
     );
 }
 
+/// Tables whose merges fill values from the other record, and a first-value table (SEMANTICS
+/// §10.4): each change feed's images hold the values the merged snapshots on either side of
+/// each write hold, filled values included.
+#[test]
+fn change_feeds_of_tables_that_fill_values_match_merged_snapshots() {
+    if !support::fuse_available() {
+        return;
+    }
+    let py = support::python();
+    let mut totals = BTreeMap::new();
+    let mut notes = Vec::new();
+    let mor =
+        |v| TableSpec::new("gen_fills", TableType::MergeOnRead, v).partitioned_by(&["city"], true);
+    let toast = "__debezium_unavailable_value";
+    for (name, spec, mark) in [
+        (
+            "v9 IGNORE_DEFAULTS",
+            mor(9)
+                .with_property("hoodie.record.merge.mode", "EVENT_TIME_ORDERING")
+                .with_property("hoodie.table.ordering.fields", "ts")
+                .with_property("hoodie.table.partial.update.mode", "IGNORE_DEFAULTS"),
+            None,
+        ),
+        (
+            "v6 OverwriteNonDefaultsWithLatestAvroPayload",
+            mor(6).with_property(
+                "hoodie.compaction.payload.class",
+                "org.apache.hudi.common.model.OverwriteNonDefaultsWithLatestAvroPayload",
+            ),
+            None,
+        ),
+        (
+            "v9 FILL_UNAVAILABLE",
+            mor(9)
+                .with_property("hoodie.record.merge.mode", "COMMIT_TIME_ORDERING")
+                .with_property("hoodie.table.partial.update.mode", "FILL_UNAVAILABLE")
+                .with_property(
+                    "hoodie.record.merge.property.hoodie.write.partial.update.unavailable.value",
+                    toast,
+                ),
+            Some(toast),
+        ),
+        (
+            "v6 FirstValueAvroPayload",
+            mor(6).with_property(
+                "hoodie.compaction.payload.class",
+                "org.apache.hudi.common.model.FirstValueAvroPayload",
+            ),
+            None,
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("table");
+        let (w, _) = crate::merged_deletes::build_fills(&root, spec, mark);
+        let writes: Vec<&String> = w.completed_writes().keys().collect();
+        let all = format!("{}..{}", writes[0], writes[writes.len() - 1]);
+        check_windows(
+            &py,
+            name,
+            &root,
+            tmp.path(),
+            &[all],
+            &BTreeSet::new(),
+            &mut totals,
+            &mut notes,
+        );
+    }
+    eprintln!("cdc/ of tables that fill values: {totals:#?}");
+    assert!(notes.is_empty(), "change feeds differ: {notes:#?}");
+    assert!(!totals.contains_key("windows with a refused slice"));
+    assert!(
+        totals.get("updates").copied().unwrap_or(0) >= 12,
+        "{totals:?}"
+    );
+}
+
 /// `table_duplicate_keys` (one file group holding `k1` twice and `k2` three times; an upsert of
 /// `k1` and a delete of `k2`): one change record per record in every window, as the merged
 /// snapshots on either side say. The insert gives six records (one per row, not one per key),

@@ -478,9 +478,7 @@ fn nulls_keep_the_older_value_where_defaults_are_ignored() {
         return;
     }
     let mor = |v| {
-        TableSpec::new("gen_defaults", TableType::MergeOnRead, v)
-            .partitioned_by(&["city"], true)
-            .with_string_columns(&["note"])
+        TableSpec::new("gen_defaults", TableType::MergeOnRead, v).partitioned_by(&["city"], true)
     };
     for (name, spec, event_time) in [
         (
@@ -502,36 +500,7 @@ fn nulls_keep_the_older_value_where_defaults_are_ignored() {
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("table");
-        let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
-        let base: Vec<Row> = rows(1, 20)
-            .into_iter()
-            .map(|r| {
-                let note = format!("n{}", r.id);
-                r.with_extra(&[Some(&note)])
-            })
-            .collect();
-        let mut t = w.begin(Action::DeltaCommit).unwrap();
-        let f = t.insert("city=a", &base).unwrap();
-        t.complete().unwrap();
-        // 1000: newer, note null; 1001: older, note null; 1002: newer with a note.
-        let change = |seed: u64, i: usize, dts: i64, note: Option<&str>| {
-            let mut r = rows_with_ids(seed, &[base[i].id]).remove(0);
-            r.ts = base[i].ts + dts;
-            r.with_extra(&[note])
-        };
-        let changed = [
-            change(60, 0, 1, None),
-            change(61, 1, -1, None),
-            change(62, 2, 1, Some("new")),
-        ];
-        let mut t = w.begin(Action::DeltaCommit).unwrap();
-        t.update("city=a", &f, &changed).unwrap();
-        t.insert(
-            "city=a",
-            &[rows_with_ids(63, &[5000]).remove(0).with_extra(&[None])],
-        )
-        .unwrap();
-        t.complete().unwrap();
+        let (w, base) = build_fills(&root, spec, None);
         let shown = |r: &Row, note: Option<&str>| json!({"id": r.id, "name": r.name, "value": r.value, "ts": r.ts, "note": note});
         let mut want = Vec::new();
         let all = w.file_groups().into_iter();
@@ -549,4 +518,47 @@ fn nulls_keep_the_older_value_where_defaults_are_ignored() {
         let bad = differing(&root, &[("latest".into(), None, want)]);
         assert!(bad.is_empty(), "{name}: {}", bad.join("\n"));
     }
+}
+
+/// A table with a nullable string column `note` whose changes leave values to the older
+/// record: `mark` (`None`: a null) in place of a note. Writes base rows (note `n<id>`); then
+/// 1000 newer and marked, 1001 older and marked, 1002 newer with note `new`, and a new key 5000
+/// marked (in a group of its own); then 1003 newer and marked. Returns the writer and the base
+/// rows.
+pub(crate) fn build_fills(
+    root: &Path,
+    spec: TableSpec,
+    mark: Option<&str>,
+) -> (TableWriter, Vec<Row>) {
+    let mut w =
+        TableWriter::create(root, spec.with_string_columns(&["note"]), 1_767_225_600_000).unwrap();
+    let base: Vec<Row> = rows(1, 20)
+        .into_iter()
+        .map(|r| {
+            let note = format!("n{}", r.id);
+            r.with_extra(&[Some(&note)])
+        })
+        .collect();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let f = t.insert("city=a", &base).unwrap();
+    t.complete().unwrap();
+    let change = |seed: u64, i: usize, dts: i64, note: Option<&str>| {
+        let mut r = rows_with_ids(seed, &[base[i].id]).remove(0);
+        r.ts = base[i].ts + dts;
+        r.with_extra(&[note])
+    };
+    let changed = [
+        change(60, 0, 1, mark),
+        change(61, 1, -1, mark),
+        change(62, 2, 1, Some("new")),
+    ];
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.update("city=a", &f, &changed).unwrap();
+    let new_key = rows_with_ids(63, &[5000]).remove(0).with_extra(&[mark]);
+    t.insert("city=a", &[new_key]).unwrap();
+    t.complete().unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.update("city=a", &f, &[change(64, 3, 1, mark)]).unwrap();
+    t.complete().unwrap();
+    (w, base)
 }
