@@ -125,10 +125,18 @@ pub struct TableSpec {
     pub cdc: Option<CdcMode>,
     /// The table has a metadata table (its `files` partition), kept up to date by every action.
     pub metadata_table: bool,
-    /// Nullable string columns after the fixed data columns (`Row::extra` holds their values):
-    /// what the payload classes read (`Op`, `_event_seq`, `_change_operation_type`,
-    /// `_hoodie_operation`).
-    pub extra_columns: Vec<String>,
+    /// Nullable columns after the fixed data columns (`Row::extra` holds their values): what
+    /// the payload classes read (`Op`, `_event_seq`, `_change_operation_type`,
+    /// `_hoodie_operation`, `_event_lsn`).
+    pub extra_columns: Vec<ExtraColumn>,
+}
+
+/// A nullable column after the fixed data columns: a string, or a long (its values in
+/// `Row::extra` are written as the numbers they spell).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraColumn {
+    pub name: String,
+    pub long: bool,
 }
 
 impl TableSpec {
@@ -168,9 +176,24 @@ impl TableSpec {
         self
     }
 
-    /// Add nullable string columns after the fixed ones (`Row::with_extra` gives their values).
-    pub fn with_string_columns(mut self, names: &[&str]) -> TableSpec {
-        self.extra_columns = names.iter().map(|n| n.to_string()).collect();
+    /// Add nullable string columns after the fixed ones and those added before
+    /// (`Row::with_extra` gives their values).
+    pub fn with_string_columns(self, names: &[&str]) -> TableSpec {
+        self.with_extra_columns(names, false)
+    }
+
+    /// Add nullable long columns after the fixed ones and those added before
+    /// (`Row::with_extra` gives their values, as decimal numbers).
+    pub fn with_long_columns(self, names: &[&str]) -> TableSpec {
+        self.with_extra_columns(names, true)
+    }
+
+    fn with_extra_columns(mut self, names: &[&str], long: bool) -> TableSpec {
+        let added = names.iter().map(|n| ExtraColumn {
+            name: n.to_string(),
+            long,
+        });
+        self.extra_columns.extend(added);
         self
     }
 

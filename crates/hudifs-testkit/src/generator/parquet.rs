@@ -23,6 +23,7 @@ use ::parquet::schema::parser::parse_message_type;
 use serde_json::{json, Value as Json};
 
 use super::avro::{self, Field, Record, Schema};
+use super::ExtraColumn;
 use super::SplitMix64;
 use super::TableWriter;
 use hudifs_core::error::{Error, Result};
@@ -115,7 +116,7 @@ fn avro_name(table: &str) -> String {
 pub(crate) fn data_schema(
     table: &str,
     with_meta: bool,
-    extra: &[String],
+    extra: &[ExtraColumn],
     partition_fields: &[String],
 ) -> Schema {
     let n = avro_name(table);
@@ -141,10 +142,11 @@ pub(crate) fn data_schema(
             default: None,
         });
     }
-    for name in extra {
+    for c in extra {
+        let t = if c.long { Schema::Long } else { Schema::String };
         fields.push(Field {
-            name: name.clone().into(),
-            schema: Schema::Union(vec![Schema::Null, Schema::String]),
+            name: c.name.clone().into(),
+            schema: Schema::Union(vec![Schema::Null, t]),
             default: Some(Json::Null),
         });
     }
@@ -164,13 +166,19 @@ pub(crate) fn data_schema(
 /// The values of a file's partition columns: `(field, value)` in partition-field order.
 pub(crate) type PartitionValues = [(String, String)];
 
+/// The value of a long extra column, from the decimal number `Row::extra` holds.
+fn long_value(column: &str, v: &str) -> i64 {
+    v.parse()
+        .unwrap_or_else(|_| panic!("column {column} is a long column: {v:?} is not a number"))
+}
+
 /// The JSON form of a stored row, for Avro encoding under [`data_schema`].
 pub(crate) fn row_json(
     r: &StoredRow,
     partition: &str,
     file_name: &str,
     with_meta: bool,
-    extra: &[String],
+    extra: &[ExtraColumn],
     partition_values: &PartitionValues,
 ) -> Json {
     let mut o = serde_json::Map::new();
@@ -185,8 +193,13 @@ pub(crate) fn row_json(
     o.insert("name".into(), json!(r.row.name));
     o.insert("value".into(), json!(r.row.value));
     o.insert("ts".into(), json!(r.row.ts));
-    for (i, field) in extra.iter().enumerate() {
-        o.insert(field.clone(), json!(r.row.extra_value(i)));
+    for (i, c) in extra.iter().enumerate() {
+        let v = r.row.extra_value(i);
+        let v = match v {
+            Some(v) if c.long => json!(long_value(&c.name, v)),
+            v => json!(v),
+        };
+        o.insert(c.name.clone(), v);
     }
     for (field, value) in partition_values {
         o.insert(field.clone(), json!(value));
@@ -201,7 +214,7 @@ pub(crate) fn encode_rows(
     partition: &str,
     file_name: &str,
     with_meta: bool,
-    extra: &[String],
+    extra: &[ExtraColumn],
     partition_values: &PartitionValues,
 ) -> Result<Vec<Vec<u8>>, String> {
     rows.iter()
@@ -219,8 +232,8 @@ pub(crate) struct BaseFile<'a> {
     pub partition: &'a str,
     pub table: &'a str,
     pub with_meta: bool,
-    /// The table's extra string columns.
-    pub extra: &'a [String],
+    /// The table's extra columns.
+    pub extra: &'a [ExtraColumn],
     pub partition_values: &'a PartitionValues,
 }
 
@@ -251,8 +264,11 @@ impl<'a> BaseWriter<'a> {
             "  required int64 id;\n  required binary name (UTF8);\n  required double value;\n  \
              required int64 ts;\n",
         );
-        for field in f.extra {
-            message.push_str(&format!("  optional binary {field} (UTF8);\n"));
+        for c in f.extra {
+            match c.long {
+                true => message.push_str(&format!("  optional int64 {};\n", c.name)),
+                false => message.push_str(&format!("  optional binary {} (UTF8);\n", c.name)),
+            }
         }
         for (field, _) in f.partition_values {
             message.push_str(&format!("  required binary {field} (UTF8);\n"));
@@ -306,19 +322,27 @@ impl<'a> BaseWriter<'a> {
         let names = strings(&|r| r.row.name.clone());
         let values: Vec<f64> = rows.iter().map(|r| r.row.value).collect();
         let ts: Vec<i64> = rows.iter().map(|r| r.row.ts).collect();
-        // Extra columns: their non-null values and definition levels.
-        let extra_columns: Vec<(Vec<ByteArray>, Vec<i16>)> = (0..f.extra.len())
-            .map(|i| {
-                let values = rows
-                    .iter()
-                    .filter_map(|r| r.row.extra_value(i))
-                    .map(|v| ByteArray::from(v.as_bytes().to_vec()))
-                    .collect();
+        // Extra columns: their non-null values (as strings or longs) and definition levels.
+        let extra_columns: Vec<(Vec<ByteArray>, Vec<i64>, Vec<i16>)> = f
+            .extra
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let set = || rows.iter().filter_map(|r| r.row.extra_value(i));
+                let (strings, longs) = match c.long {
+                    true => (Vec::new(), set().map(|v| long_value(&c.name, v)).collect()),
+                    false => (
+                        set()
+                            .map(|v| ByteArray::from(v.as_bytes().to_vec()))
+                            .collect(),
+                        Vec::new(),
+                    ),
+                };
                 let levels = rows
                     .iter()
                     .map(|r| i16::from(r.row.extra_value(i).is_some()))
                     .collect();
-                (values, levels)
+                (strings, longs, levels)
             })
             .collect();
         let partition_columns: Vec<Vec<ByteArray>> = f
@@ -343,9 +367,17 @@ impl<'a> BaseWriter<'a> {
                     2 => col.typed::<DoubleType>().write_batch(&values, None, None),
                     3 => col.typed::<Int64Type>().write_batch(&ts, None, None),
                     k if k - 4 < extra_columns.len() => {
-                        let (values, levels) = &extra_columns[k - 4];
-                        col.typed::<ByteArrayType>()
-                            .write_batch(values, Some(levels), None)
+                        let (strings, longs, levels) = &extra_columns[k - 4];
+                        match f.extra[k - 4].long {
+                            true => col
+                                .typed::<Int64Type>()
+                                .write_batch(longs, Some(levels), None),
+                            false => col.typed::<ByteArrayType>().write_batch(
+                                strings,
+                                Some(levels),
+                                None,
+                            ),
+                        }
                     }
                     k => col.typed::<ByteArrayType>().write_batch(
                         partition_columns
