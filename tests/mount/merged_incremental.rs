@@ -288,6 +288,120 @@ fn compare_windows(
     }
 }
 
+/// Tables whose merges follow a delete marker, a payload class or a partial-update mode
+/// (SEMANTICS §10.4): every window of `merged/incremental/` equals `merged/as_of/` filtered to
+/// the window's commits. hudi-rs 0.5 is no oracle here: it refuses the payload and marker
+/// tables ("a merger of its own"), and reads the partial-update ones without filling values
+/// (and, as elsewhere, filters base rows by commit time before it merges).
+#[test]
+fn windows_of_pipeline_tables_match_merged_as_of() {
+    if !support::fuse_available() {
+        return;
+    }
+    let py = support::python();
+    let mor =
+        |v| TableSpec::new("gen_rules", TableType::MergeOnRead, v).partitioned_by(&["city"], true);
+    let payload = |v, class: &str| {
+        mor(v).with_property(
+            "hoodie.compaction.payload.class",
+            &format!("org.apache.hudi.common.model.{class}"),
+        )
+    };
+    let toast = "__debezium_unavailable_value";
+    let fills = [
+        (
+            "v9 IGNORE_DEFAULTS",
+            mor(9)
+                .with_property("hoodie.record.merge.mode", "EVENT_TIME_ORDERING")
+                .with_property("hoodie.table.ordering.fields", "ts")
+                .with_property("hoodie.table.partial.update.mode", "IGNORE_DEFAULTS"),
+            None,
+        ),
+        (
+            "v6 OverwriteNonDefaultsWithLatestAvroPayload",
+            payload(6, "OverwriteNonDefaultsWithLatestAvroPayload"),
+            None,
+        ),
+        (
+            "v9 FILL_UNAVAILABLE",
+            mor(9)
+                .with_property("hoodie.record.merge.mode", "EVENT_TIME_ORDERING")
+                .with_property("hoodie.table.ordering.fields", "ts")
+                .with_property("hoodie.table.partial.update.mode", "FILL_UNAVAILABLE")
+                .with_property(
+                    "hoodie.record.merge.property.hoodie.write.partial.update.unavailable.value",
+                    toast,
+                ),
+            Some(toast),
+        ),
+        (
+            "v6 FirstValueAvroPayload",
+            payload(6, "FirstValueAvroPayload"),
+            None,
+        ),
+    ];
+    let mut totals = BTreeMap::new();
+    let mut notes = Vec::new();
+    let mut check = |name: &str, root: &Path, tmp: &Path, writes: Vec<&String>| {
+        let all = format!("{}..{}", writes[0], writes[writes.len() - 1]);
+        compare_windows(
+            &py,
+            name,
+            root,
+            tmp,
+            &[all],
+            &BTreeSet::new(),
+            Some("hudi-rs 0.5 does not fill values under partial-update modes"),
+            &mut totals,
+            &mut notes,
+        );
+    };
+    for (name, spec, mark) in fills {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("table");
+        let (w, _) = crate::merged_deletes::build_fills(&root, spec, mark);
+        check(
+            name,
+            &root,
+            tmp.path(),
+            w.completed_writes().keys().collect(),
+        );
+    }
+    for mode in ["EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("table");
+        let (w, _) = crate::merged_deletes::build(&root, crate::merged_deletes::marked(mode));
+        let name = format!("v9 delete marker, {mode}");
+        check(
+            &name,
+            &root,
+            tmp.path(),
+            w.completed_writes().keys().collect(),
+        );
+    }
+    eprintln!("merged/incremental on pipeline tables: {totals:#?}");
+    let differing: Vec<&String> = notes
+        .iter()
+        .filter(|n| n.contains("merged/as_of filtered") || n.contains("oracle:"))
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "merged/incremental/ differs: {differing:#?}"
+    );
+    assert!(
+        !totals.contains_key("windows with a refused slice"),
+        "{totals:?}"
+    );
+    assert!(
+        totals
+            .get("windows matching merged/as_of filtered")
+            .copied()
+            .unwrap_or(0)
+            >= 24,
+        "{totals:?}"
+    );
+}
+
 /// A merge-on-read table of the generator with what the fixtures lack for windows: the same
 /// keys updated by consecutive writes (several writes to one key inside one window), late
 /// records with older ordering values (event time), deletes that exist only in log delete
