@@ -607,6 +607,14 @@ fn change_feeds_of_tables_that_fill_values_match_merged_snapshots() {
             Some(toast),
         ),
         (
+            "v6 PartialUpdateAvroPayload",
+            mor(6).with_property(
+                "hoodie.compaction.payload.class",
+                "org.apache.hudi.common.model.PartialUpdateAvroPayload",
+            ),
+            None,
+        ),
+        (
             "v6 FirstValueAvroPayload",
             mor(6).with_property(
                 "hoodie.compaction.payload.class",

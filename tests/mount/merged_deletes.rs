@@ -497,6 +497,14 @@ fn nulls_keep_the_older_value_where_defaults_are_ignored() {
             ),
             false,
         ),
+        (
+            "v6 PartialUpdateAvroPayload",
+            mor(6).with_property(
+                "hoodie.compaction.payload.class",
+                "org.apache.hudi.common.model.PartialUpdateAvroPayload",
+            ),
+            true,
+        ),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("table");

@@ -339,6 +339,11 @@ fn windows_of_pipeline_tables_match_merged_as_of() {
             payload(6, "FirstValueAvroPayload"),
             None,
         ),
+        (
+            "v6 PartialUpdateAvroPayload",
+            payload(6, "PartialUpdateAvroPayload"),
+            None,
+        ),
     ];
     let mut totals = BTreeMap::new();
     let mut notes = Vec::new();

@@ -200,8 +200,8 @@ fn eopnotsupp_for_custom_merge_modes_and_payloads() {
             mor(6).with_property("hoodie.compaction.payload.class", "com.acme.MyPayload"),
             "com.acme.MyPayload",
         ),
-        // Half a delete marker (Java refuses it too), a partial-update mode and a payload
-        // hudifs does not merge: merging without them would serve rows Hudi does not.
+        // Half a delete marker (Java refuses it too), and a partial-update mode hudifs does not
+        // merge: merging without them would serve rows Hudi does not.
         (
             mor(9)
                 .with_property("hoodie.record.merge.mode", "EVENT_TIME_ORDERING")
@@ -214,13 +214,6 @@ fn eopnotsupp_for_custom_merge_modes_and_payloads() {
         (
             mor(9).with_property("hoodie.table.partial.update.mode", "FILL_DEFAULTS"),
             "hoodie.table.partial.update.mode=FILL_DEFAULTS",
-        ),
-        (
-            mor(6).with_property(
-                "hoodie.compaction.payload.class",
-                "org.apache.hudi.common.model.PartialUpdateAvroPayload",
-            ),
-            "PartialUpdateAvroPayload is not merged",
         ),
         (
             mor(9).with_property("hoodie.table.partial.update.mode", "FILL_UNAVAILABLE"),

@@ -63,6 +63,10 @@ pub struct MergeConfig {
     /// Under event-time ordering, records with equal ordering values keep the older one
     /// (`FirstValueAvroPayload`); otherwise the later write wins the tie.
     pub ties_to_older: bool,
+    /// `PartialUpdateAvroPayload`'s merge: an incoming delete wins whatever its ordering
+    /// value, and where the stored record wins it takes the incoming record's meta columns
+    /// (`mergeDisorderRecordsWithMetadata`); nulls are filled both ways (`unavailable`).
+    pub partial_update_payload: bool,
 }
 
 /// A Debezium sequence records are ordered by (`AbstractDebeziumAvroPayload`'s
@@ -111,6 +115,8 @@ pub enum Placeholder {
     /// (`non_null_default`): Java compares those with Avro's `equals` (payloads) or with `==`
     /// on the engine's objects (`reconcileDefaultValues`), which depends on the engine.
     Null,
+    /// A null, whatever the field's default (`PartialUpdateAvroPayload.overwriteField`).
+    AnyNull,
 }
 
 impl std::fmt::Display for Placeholder {
@@ -118,6 +124,7 @@ impl std::fmt::Display for Placeholder {
         match self {
             Placeholder::Text(t) => write!(f, "{t}"),
             Placeholder::Null => write!(f, "(null)"),
+            Placeholder::AnyNull => write!(f, "(any null)"),
         }
     }
 }
@@ -191,15 +198,15 @@ const UNAVAILABLE_VALUE_PROPERTIES: [&str; 3] = [
 ];
 
 /// How a payload class Hudi ships merges: its ordering, the delete marker it carries (besides
-/// `_hoodie_is_deleted`, which every one honours), and the sequence field it orders by. The
-/// classes whose merge is not reproduced (`PartialUpdateAvroPayload`, custom classes) are
-/// `None`.
+/// `_hoodie_is_deleted`, which every one honours), and the sequence field it orders by. Custom
+/// classes, whose merge is not reproduced, are `None`.
 struct PayloadRules {
     mode: MergeMode,
     marker: Option<DeleteMarker>,
     sequence: Option<Sequence>,
     unavailable: Option<Unavailable>,
     ties_to_older: bool,
+    partial_update_payload: bool,
 }
 
 impl PayloadRules {
@@ -211,6 +218,7 @@ impl PayloadRules {
             sequence: None,
             unavailable: None,
             ties_to_older: false,
+            partial_update_payload: false,
         }
     }
 }
@@ -252,6 +260,7 @@ fn payload_rules(class: &str) -> Option<PayloadRules> {
                 winner_of_either: false,
             }),
             ties_to_older: false,
+            partial_update_payload: false,
         }),
         // combineAndGetUpdateValue takes the incoming record (no ordering), a delete when it
         // is one, its fields equal to their default (`overwriteField`: null) filled from the
@@ -269,6 +278,21 @@ fn payload_rules(class: &str) -> Option<PayloadRules> {
         // keeps the record written first. Hudi 1.1's upgrade leaves it a payload-merged table.
         "FirstValueAvroPayload" => Some(PayloadRules {
             ties_to_older: true,
+            ..plain(MergeMode::EventTime)
+        }),
+        // combineAndGetUpdateValue with isRecordNewer: the record with the greater ordering
+        // value wins (the stored one only when strictly greater and of the same class), its
+        // nulls (whatever the default: overwriteField is `value == null`) filled from the
+        // other; an incoming delete wins whatever the order ("natural order for delete
+        // record"); where the stored record wins, the meta columns are the incoming record's
+        // (mergeDisorderRecordsWithMetadata). Hudi 1.1's upgrade maps it to event-time
+        // ordering with IGNORE_DEFAULTS.
+        "PartialUpdateAvroPayload" => Some(PayloadRules {
+            unavailable: Some(Unavailable {
+                value: Placeholder::AnyNull,
+                winner_of_either: true,
+            }),
+            partial_update_payload: true,
             ..plain(MergeMode::EventTime)
         }),
         _ => None,
@@ -291,6 +315,9 @@ impl MergeConfig {
         }
         if self.ties_to_older && self.mode == MergeMode::EventTime {
             r.push_str(";ties:older");
+        }
+        if self.partial_update_payload {
+            r.push_str(";payload:partial-update");
         }
         if let Some(u) = &self.unavailable {
             let scope = if u.winner_of_either {
@@ -331,14 +358,9 @@ impl MergeConfig {
             .or_else(|| get("hoodie.datasource.write.payload.class"));
         let payload_rules_of = |p: &str| {
             payload_rules(p).ok_or_else(|| {
-                MergeError::unsupported(if p.ends_with(".PartialUpdateAvroPayload") {
-                    format!(
-                        "payload class {p} is not merged: where the stored record is newer it \
-                         keeps the incoming record's meta columns (mergeDisorderRecordsWithMetadata)"
-                    )
-                } else {
-                    format!("payload class {p} is a custom payload: its merge cannot be reproduced")
-                })
+                MergeError::unsupported(format!(
+                    "payload class {p} is a custom payload: its merge cannot be reproduced"
+                ))
             })
         };
         let plain = PayloadRules::plain;
@@ -544,6 +566,7 @@ impl MergeConfig {
             sequence: rules.sequence,
             unavailable,
             ties_to_older: rules.ties_to_older,
+            partial_update_payload: rules.partial_update_payload,
             table_version,
             mode: rules.mode,
             ordering_fields,

@@ -108,6 +108,10 @@ pub(crate) struct Merger {
     /// there is something to order by (Java's first-value payload takes the newer record of a
     /// table without an ordering field).
     ties_to_older: bool,
+    /// `MergeConfig::partial_update_payload`, and which output columns are meta columns (what
+    /// a winning stored record takes from the incoming one).
+    partial_update_payload: bool,
+    meta: Vec<bool>,
     ncols: usize,
     batches: Vec<RecordBatch>,
     /// Record key → entry (keys come from the data: seeded hashing, see `foldhash`).
@@ -128,6 +132,12 @@ impl Merger {
             unavailable: cfg.unavailable.clone(),
             ties_to_older: cfg.ties_to_older
                 && (cfg.sequence.is_some() || !cfg.ordering_fields.is_empty()),
+            partial_update_payload: cfg.partial_update_payload,
+            meta: schema
+                .fields()
+                .iter()
+                .map(|f| META_COLUMNS.contains(&f.name().as_str()))
+                .collect(),
             ncols: schema.fields().len(),
             batches: Vec::new(),
             map: HashMap::default(),
@@ -180,10 +190,12 @@ impl Merger {
             .collect()
     }
 
-    /// Whether `newer` replaces `older` (Java's `shouldKeepNewerRecord`).
+    /// Whether `newer` replaces `older` (Java's `shouldKeepNewerRecord`; the partial-update
+    /// payload's incoming delete wins whatever its ordering value).
     fn keep_newer(&self, older_delete_ct: bool, older: &[OrdVal], newer: &Entry) -> bool {
         self.mode == MergeMode::CommitTime
             || newer.commit_time_delete()
+            || (self.partial_update_payload && newer.delete)
             || older_delete_ct
             || match compare_all(&newer.ord, older) {
                 std::cmp::Ordering::Greater => true,
@@ -249,12 +261,12 @@ impl Merger {
                 src,
                 used: false,
             };
-            self.delta_merge(key, new);
+            self.delta_merge(key, new)?;
         }
         Ok(())
     }
 
-    fn delta_merge(&mut self, key: &str, mut new: Entry) {
+    fn delta_merge(&mut self, key: &str, mut new: Entry) -> Result<()> {
         match self.map.get(key) {
             None => {
                 new.seq = self.entries.len() as u32;
@@ -263,6 +275,20 @@ impl Merger {
             }
             Some(&i) => {
                 let old = &self.entries[i];
+                let payload_merged = self.ties_to_older || self.partial_update_payload;
+                if payload_merged
+                    && old.delete
+                    && !old.commit_time_delete()
+                    && !self.keep_newer(false, &old.ord, &new)
+                {
+                    // Java's payload merge reads a deleted older record as absent and takes
+                    // the newer one in some releases, orders them in others.
+                    return Err(MergeError::unsupported(format!(
+                        "record {key}: a deleted record ordered after a later record, in a \
+                         table merged by FirstValueAvroPayload or PartialUpdateAvroPayload (Hudi \
+                         releases merge it differently)"
+                    )));
+                }
                 let merged = if self.keep_newer(old.commit_time_delete(), &old.ord, &new) {
                     let src = if new.delete || old.delete {
                         new.src.clone()
@@ -277,6 +303,19 @@ impl Merger {
                 } else {
                     let src = if old.delete || new.delete {
                         old.src.clone()
+                    } else if self.partial_update_payload {
+                        // The stored record wins: its values (nulls filled from the incoming
+                        // one), the incoming record's meta columns (filled from the stored).
+                        let data = old.src.over(&new.src, self.ncols, true);
+                        let meta = new.src.over(&old.src, self.ncols, true);
+                        Src::Cols(
+                            (0..self.ncols)
+                                .map(|c| {
+                                    let from = if self.meta[c] { &meta } else { &data };
+                                    from.col(c).unwrap_or(Cell::Older)
+                                })
+                                .collect(),
+                        )
                     } else {
                         old.src
                             .over(&new.src, self.ncols, self.fills_winner_of_either())
@@ -286,6 +325,7 @@ impl Merger {
                 self.entries[i] = merged;
             }
         }
+        Ok(())
     }
 
     pub(crate) fn add_deletes(&mut self, keys: Vec<String>, ordering: Vec<OrdVal>) -> Result<()> {
@@ -303,11 +343,15 @@ impl Merger {
             ));
         }
         // Hudi 0.x's log scanner orders such a delete against the record; 1.x merges it through
-        // the first-value payload, which deletes whatever the ordering: the versions disagree.
-        if self.ties_to_older && ordering.iter().any(|o| !o.is_default()) {
+        // the first-value or partial-update payload, which deletes whatever the ordering: the
+        // versions disagree.
+        if (self.ties_to_older || self.partial_update_payload)
+            && ordering.iter().any(|o| !o.is_default())
+        {
             return Err(MergeError::unsupported(
-                "a delete block with ordering values in a FirstValueAvroPayload table (Hudi 0.x \
-                 orders it against the record, 1.x deletes)",
+                "a delete block with ordering values in a FirstValueAvroPayload or \
+                 PartialUpdateAvroPayload table (Hudi 0.x orders it against the record, 1.x \
+                 deletes)",
             ));
         }
         for (key, ord) in keys.into_iter().zip(ordering) {
@@ -319,7 +363,7 @@ impl Merger {
                 used: false,
             };
             match self.map.get(key.as_str()) {
-                None => self.delta_merge(&key, new),
+                None => self.delta_merge(&key, new)?,
                 Some(&i) => {
                     let old = &self.entries[i];
                     let keep_old = self.mode == MergeMode::EventTime
@@ -373,7 +417,10 @@ impl Merger {
             if self.keep_newer(false, &base_ord, e) {
                 changed = true;
                 plan.push(if e.delete { Plan::Drop } else { Plan::Log(i) });
-            } else if !e.delete && self.fills_winner_of_either() && self.base_marked(&base, r) {
+            } else if !e.delete
+                && self.fills_winner_of_either()
+                && (self.partial_update_payload || self.base_marked(&base, r))
+            {
                 // The base record wins with unavailable values: they take the log record's.
                 changed = true;
                 plan.push(Plan::BaseFilled(i));
@@ -403,6 +450,14 @@ impl Merger {
                         Some(Cell::Set(b, row)) => (1 + b as usize, row as usize),
                         _ => (0, r),
                     }),
+                    // The partial-update payload's winning base row takes the log record's
+                    // meta columns where it has them.
+                    Plan::BaseFilled(i) if self.partial_update_payload && self.meta[c] => {
+                        idx.push(match log_cell(*i) {
+                            Some(Cell::Set(b, row)) => (1 + b as usize, row as usize),
+                            _ => (0, r),
+                        })
+                    }
                     Plan::BaseFilled(i) => idx.push(
                         match (
                             marker.is_some_and(|m| is_unavailable(base.column(c), r, m)),
@@ -503,11 +558,20 @@ enum Plan {
     BaseFilled(usize),
 }
 
+/// Hudi's meta columns (`HoodieRecord.HOODIE_META_COLUMNS_NAME_TO_POS`).
+const META_COLUMNS: [&str; 5] = [
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+];
+
 /// Whether a value is the table's unavailable value: a string or bytes column (top level, as
 /// Java checks the fields of the record's schema) holding exactly those bytes.
 fn is_unavailable(col: &ArrayRef, row: usize, value: &Placeholder) -> bool {
     let value = match value {
-        Placeholder::Null => return col.is_null(row),
+        Placeholder::Null | Placeholder::AnyNull => return col.is_null(row),
         Placeholder::Text(_) if col.is_null(row) => return false,
         Placeholder::Text(t) => t,
     };
