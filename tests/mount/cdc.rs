@@ -525,6 +525,22 @@ fn a_window_whose_before_state_was_cleaned_is_refused() {
     assert!(!ls.status.success() && err.contains("just before"), "{err}");
 }
 
+/// `check_windows` on every window of one write `w` made and the window of them all.
+fn check_every_window(
+    py: &Path,
+    name: &str,
+    root: &Path,
+    tmp: &Path,
+    w: &TableWriter,
+    totals: &mut BTreeMap<&'static str, u64>,
+    notes: &mut Vec<String>,
+) {
+    let writes: Vec<&String> = w.completed_writes().keys().collect();
+    let all = format!("{}..{}", writes[0], writes[writes.len() - 1]);
+    let none = BTreeSet::new();
+    check_windows(py, name, root, tmp, &[all], &none, totals, notes);
+}
+
 /// A table whose records a custom delete marker deletes (SEMANTICS §10.4): its change feed
 /// has a `d` with the before image wherever a marked record wins, as the merged snapshots on
 /// either side of each write say (`merged_deletes.rs` builds the table).
@@ -540,19 +556,7 @@ fn change_feeds_of_a_table_with_a_delete_marker_match_merged_snapshots() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("table");
         let (w, _) = crate::merged_deletes::build(&root, crate::merged_deletes::marked(mode));
-        // Every window of one write, and the window of them all.
-        let writes: Vec<&String> = w.completed_writes().keys().collect();
-        let all = format!("{}..{}", writes[0], writes[writes.len() - 1]);
-        check_windows(
-            &py,
-            mode,
-            &root,
-            tmp.path(),
-            &[all],
-            &BTreeSet::new(),
-            &mut totals,
-            &mut notes,
-        );
+        check_every_window(&py, mode, &root, tmp.path(), &w, &mut totals, &mut notes);
     }
     eprintln!("cdc/ with a delete marker: {totals:#?}");
     assert!(notes.is_empty(), "change feeds differ: {notes:#?}");
@@ -575,69 +579,11 @@ fn change_feeds_of_tables_that_fill_values_match_merged_snapshots() {
     let py = support::python();
     let mut totals = BTreeMap::new();
     let mut notes = Vec::new();
-    let mor =
-        |v| TableSpec::new("gen_fills", TableType::MergeOnRead, v).partitioned_by(&["city"], true);
-    let toast = "__debezium_unavailable_value";
-    for (name, spec, mark) in [
-        (
-            "v9 IGNORE_DEFAULTS",
-            mor(9)
-                .with_property("hoodie.record.merge.mode", "EVENT_TIME_ORDERING")
-                .with_property("hoodie.table.ordering.fields", "ts")
-                .with_property("hoodie.table.partial.update.mode", "IGNORE_DEFAULTS"),
-            None,
-        ),
-        (
-            "v6 OverwriteNonDefaultsWithLatestAvroPayload",
-            mor(6).with_property(
-                "hoodie.compaction.payload.class",
-                "org.apache.hudi.common.model.OverwriteNonDefaultsWithLatestAvroPayload",
-            ),
-            None,
-        ),
-        (
-            "v9 FILL_UNAVAILABLE",
-            mor(9)
-                .with_property("hoodie.record.merge.mode", "COMMIT_TIME_ORDERING")
-                .with_property("hoodie.table.partial.update.mode", "FILL_UNAVAILABLE")
-                .with_property(
-                    "hoodie.record.merge.property.hoodie.write.partial.update.unavailable.value",
-                    toast,
-                ),
-            Some(toast),
-        ),
-        (
-            "v6 PartialUpdateAvroPayload",
-            mor(6).with_property(
-                "hoodie.compaction.payload.class",
-                "org.apache.hudi.common.model.PartialUpdateAvroPayload",
-            ),
-            None,
-        ),
-        (
-            "v6 FirstValueAvroPayload",
-            mor(6).with_property(
-                "hoodie.compaction.payload.class",
-                "org.apache.hudi.common.model.FirstValueAvroPayload",
-            ),
-            None,
-        ),
-    ] {
+    for (name, spec, mark) in crate::merged_deletes::fill_tables() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("table");
         let (w, _) = crate::merged_deletes::build_fills(&root, spec, mark);
-        let writes: Vec<&String> = w.completed_writes().keys().collect();
-        let all = format!("{}..{}", writes[0], writes[writes.len() - 1]);
-        check_windows(
-            &py,
-            name,
-            &root,
-            tmp.path(),
-            &[all],
-            &BTreeSet::new(),
-            &mut totals,
-            &mut notes,
-        );
+        check_every_window(&py, name, &root, tmp.path(), &w, &mut totals, &mut notes);
     }
     eprintln!("cdc/ of tables that fill values: {totals:#?}");
     assert!(notes.is_empty(), "change feeds differ: {notes:#?}");

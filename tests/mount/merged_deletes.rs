@@ -643,3 +643,50 @@ fn postgres_debezium_orders_by_lsn_and_fills_toasted_values() {
     let bad = differing(&root, &[("latest".into(), None, want)]);
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// The tables whose merges fill values from the other record, with what marks a value to
+/// fill (`None`: a null), as `build_fills` takes them; and a first-value table, where nulls are
+/// plain values. What `cdc/` and `merged/incremental/` are checked on.
+pub(crate) fn fill_tables() -> Vec<(&'static str, TableSpec, Option<&'static str>)> {
+    const TOAST: &str = "__debezium_unavailable_value";
+    let mor =
+        |v| TableSpec::new("gen_fills", TableType::MergeOnRead, v).partitioned_by(&["city"], true);
+    let payload = |class: &str| {
+        mor(6).with_property(
+            "hoodie.compaction.payload.class",
+            &format!("org.apache.hudi.common.model.{class}"),
+        )
+    };
+    let event_time = |mode: &str| {
+        mor(9)
+            .with_property("hoodie.record.merge.mode", "EVENT_TIME_ORDERING")
+            .with_property("hoodie.table.ordering.fields", "ts")
+            .with_property("hoodie.table.partial.update.mode", mode)
+    };
+    vec![
+        ("v9 IGNORE_DEFAULTS", event_time("IGNORE_DEFAULTS"), None),
+        (
+            "v9 FILL_UNAVAILABLE",
+            event_time("FILL_UNAVAILABLE").with_property(
+                "hoodie.record.merge.property.hoodie.write.partial.update.unavailable.value",
+                TOAST,
+            ),
+            Some(TOAST),
+        ),
+        (
+            "v6 OverwriteNonDefaultsWithLatestAvroPayload",
+            payload("OverwriteNonDefaultsWithLatestAvroPayload"),
+            None,
+        ),
+        (
+            "v6 PartialUpdateAvroPayload",
+            payload("PartialUpdateAvroPayload"),
+            None,
+        ),
+        (
+            "v6 FirstValueAvroPayload",
+            payload("FirstValueAvroPayload"),
+            None,
+        ),
+    ]
+}

@@ -299,52 +299,6 @@ fn windows_of_pipeline_tables_match_merged_as_of() {
         return;
     }
     let py = support::python();
-    let mor =
-        |v| TableSpec::new("gen_rules", TableType::MergeOnRead, v).partitioned_by(&["city"], true);
-    let payload = |v, class: &str| {
-        mor(v).with_property(
-            "hoodie.compaction.payload.class",
-            &format!("org.apache.hudi.common.model.{class}"),
-        )
-    };
-    let toast = "__debezium_unavailable_value";
-    let fills = [
-        (
-            "v9 IGNORE_DEFAULTS",
-            mor(9)
-                .with_property("hoodie.record.merge.mode", "EVENT_TIME_ORDERING")
-                .with_property("hoodie.table.ordering.fields", "ts")
-                .with_property("hoodie.table.partial.update.mode", "IGNORE_DEFAULTS"),
-            None,
-        ),
-        (
-            "v6 OverwriteNonDefaultsWithLatestAvroPayload",
-            payload(6, "OverwriteNonDefaultsWithLatestAvroPayload"),
-            None,
-        ),
-        (
-            "v9 FILL_UNAVAILABLE",
-            mor(9)
-                .with_property("hoodie.record.merge.mode", "EVENT_TIME_ORDERING")
-                .with_property("hoodie.table.ordering.fields", "ts")
-                .with_property("hoodie.table.partial.update.mode", "FILL_UNAVAILABLE")
-                .with_property(
-                    "hoodie.record.merge.property.hoodie.write.partial.update.unavailable.value",
-                    toast,
-                ),
-            Some(toast),
-        ),
-        (
-            "v6 FirstValueAvroPayload",
-            payload(6, "FirstValueAvroPayload"),
-            None,
-        ),
-        (
-            "v6 PartialUpdateAvroPayload",
-            payload(6, "PartialUpdateAvroPayload"),
-            None,
-        ),
-    ];
     let mut totals = BTreeMap::new();
     let mut notes = Vec::new();
     let mut check = |name: &str, root: &Path, tmp: &Path, writes: Vec<&String>| {
@@ -361,7 +315,7 @@ fn windows_of_pipeline_tables_match_merged_as_of() {
             &mut notes,
         );
     };
-    for (name, spec, mark) in fills {
+    for (name, spec, mark) in crate::merged_deletes::fill_tables() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("table");
         let (w, _) = crate::merged_deletes::build_fills(&root, spec, mark);

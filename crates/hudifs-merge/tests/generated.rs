@@ -186,6 +186,44 @@ fn event_time() -> MergeConfig {
     ])
 }
 
+/// A table merged by the payload class `class`, ordered on `ts`: on version 6 by its payload
+/// class; on versions 8 and 9 with merge mode `CUSTOM` and the payload-based strategy, as
+/// Hudi 1.0 creates such tables and Hudi 1.1's upgrade leaves the payloads it does not map.
+fn payload_merged(version: u32, class: &str) -> MergeConfig {
+    let version = version.to_string();
+    let mut kv = vec![
+        ("hoodie.table.version", version.as_str()),
+        ("hoodie.compaction.payload.class", class),
+    ];
+    if version == "6" {
+        kv.push(("hoodie.table.precombine.field", "ts"));
+    } else {
+        kv.push(("hoodie.record.merge.mode", "CUSTOM"));
+        kv.push((
+            "hoodie.record.merge.strategy.id",
+            "00000000-0000-0000-0000-000000000000",
+        ));
+        kv.push(("hoodie.table.ordering.fields", "ts"));
+    }
+    props(&kv)
+}
+
+/// A log file of group f1 at `instant` holding one Avro data block of `records` (`SCHEMA`).
+fn avro_log(t: &Table, instant: &str, records: &[Vec<u8>]) -> InputFile {
+    let name = format!("p/.f1_{instant}.log.1_0-1-1");
+    t.put(&name, &blocks::avro_data(instant, SCHEMA, records, &[]))
+}
+
+/// The rows of `sl` merged under `cfg` with every instant visible.
+fn merged_rows(
+    t: &Table,
+    cfg: &MergeConfig,
+    sl: &Slice,
+) -> BTreeMap<String, (Option<i64>, i64, String)> {
+    let opts = MergeOptions::default();
+    read_rows(&merge(&*t.store, cfg, sl, |_: &str| true, &opts).unwrap())
+}
+
 struct Table {
     store: Arc<MemStore>,
 }
@@ -302,16 +340,7 @@ fn pending_compaction_slice_merges_both_logs_in_order() {
     );
     // Given in the wrong order: the engine orders logs as Java does.
     let sl = slice(Some(base), vec![l2, l1]);
-    let rows = read_rows(
-        &merge(
-            &*t.store,
-            &commit_time(),
-            &sl,
-            |_: &str| true,
-            &MergeOptions::default(),
-        )
-        .unwrap(),
-    );
+    let rows = merged_rows(&t, &commit_time(), &sl);
     assert_eq!(rows["k1"], (Some(4), 12, "004".into()));
     assert_eq!(rows["k4"].0, Some(4));
     assert_eq!(rows.len(), 4);
@@ -321,40 +350,23 @@ fn pending_compaction_slice_merges_both_logs_in_order() {
 fn event_time_ordering_with_late_older_records() {
     let t = Table::new();
     let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
-    let l1 = t.put(
-        "p/.f1_002.log.1_0-1-1",
-        &blocks::avro_data(
-            "002",
-            SCHEMA,
-            &[
-                rec("002", "k1", Some(2), 5),  // older than the base row: loses
-                rec("002", "k2", Some(2), 20), // newer: wins
-                rec("002", "k3", Some(2), 10), // a tie: the later write wins
-                rec("002", "k7", Some(2), 9),
-            ],
-            &[],
-        ),
+    let l1 = avro_log(
+        &t,
+        "002",
+        &[
+            rec("002", "k1", Some(2), 5),  // older than the base row: loses
+            rec("002", "k2", Some(2), 20), // newer: wins
+            rec("002", "k3", Some(2), 10), // a tie: the later write wins
+            rec("002", "k7", Some(2), 9),
+        ],
     );
-    let l2 = t.put(
-        "p/.f1_003.log.1_0-1-1",
-        &blocks::avro_data(
-            "003",
-            SCHEMA,
-            &[rec("003", "k7", Some(3), 8), rec("003", "k2", Some(3), 30)],
-            &[],
-        ),
+    let l2 = avro_log(
+        &t,
+        "003",
+        &[rec("003", "k7", Some(3), 8), rec("003", "k2", Some(3), 30)],
     );
     let sl = slice(Some(base), vec![l1, l2]);
-    let rows = read_rows(
-        &merge(
-            &*t.store,
-            &event_time(),
-            &sl,
-            |_: &str| true,
-            &MergeOptions::default(),
-        )
-        .unwrap(),
-    );
+    let rows = merged_rows(&t, &event_time(), &sl);
     assert_eq!(rows["k1"], (Some(1), 10, "001".into()));
     assert_eq!(rows["k2"], (Some(3), 30, "003".into()));
     assert_eq!(rows["k3"], (Some(2), 10, "002".into()));
@@ -364,16 +376,7 @@ fn event_time_ordering_with_late_older_records() {
         "a late older log record loses"
     );
     // Commit-time ordering takes the later write regardless.
-    let rows = read_rows(
-        &merge(
-            &*t.store,
-            &commit_time(),
-            &sl,
-            |_: &str| true,
-            &MergeOptions::default(),
-        )
-        .unwrap(),
-    );
+    let rows = merged_rows(&t, &commit_time(), &sl);
     assert_eq!(rows["k1"].0, Some(2));
     assert_eq!(rows["k7"].0, Some(3));
 }
@@ -393,29 +396,21 @@ fn partial_update_payload_fills_nulls_and_keeps_the_incoming_meta_columns() {
             ("001", "k4", Some(1), 10),
         ]),
     );
-    let l1 = t.put(
-        "p/.f1_002.log.1_0-1-1",
-        &blocks::avro_data(
-            "002",
-            SCHEMA,
-            &[
-                rec("002", "k1", None, 20),    // newer: its null takes the base's value
-                rec("002", "k2", Some(2), 5),  // older: the base's values, 002's meta columns
-                rec("002", "k3", Some(3), 40), // older: fills the base's null
-                rec("002", "k7", None, 9),
-                rec("002", "k8", Some(8), 1),
-            ],
-            &[],
-        ),
+    let l1 = avro_log(
+        &t,
+        "002",
+        &[
+            rec("002", "k1", None, 20),    // newer: its null takes the base's value
+            rec("002", "k2", Some(2), 5),  // older: the base's values, 002's meta columns
+            rec("002", "k3", Some(3), 40), // older: fills the base's null
+            rec("002", "k7", None, 9),
+            rec("002", "k8", Some(8), 1),
+        ],
     );
-    let l2 = t.put(
-        "p/.f1_003.log.1_0-1-1",
-        &blocks::avro_data(
-            "003",
-            SCHEMA,
-            &[rec("003", "k7", Some(7), 8), rec("003", "k8", None, 2)],
-            &[],
-        ),
+    let l2 = avro_log(
+        &t,
+        "003",
+        &[rec("003", "k7", Some(7), 8), rec("003", "k8", None, 2)],
     );
     let l3 = t.put(
         "p/.f1_004.log.1_0-1-1",
@@ -424,38 +419,10 @@ fn partial_update_payload_fills_nulls_and_keeps_the_incoming_meta_columns() {
     let sl = slice(Some(base), vec![l1, l2, l3]);
     let payload = "org.apache.hudi.common.model.PartialUpdateAvroPayload";
     for (what, cfg) in [
-        (
-            "v6",
-            props(&[
-                ("hoodie.table.version", "6"),
-                ("hoodie.compaction.payload.class", payload),
-                ("hoodie.table.precombine.field", "ts"),
-            ]),
-        ),
-        (
-            "v8 merged by its payload",
-            props(&[
-                ("hoodie.table.version", "8"),
-                ("hoodie.record.merge.mode", "CUSTOM"),
-                (
-                    "hoodie.record.merge.strategy.id",
-                    "00000000-0000-0000-0000-000000000000",
-                ),
-                ("hoodie.compaction.payload.class", payload),
-                ("hoodie.table.ordering.fields", "ts"),
-            ]),
-        ),
+        ("v6", payload_merged(6, payload)),
+        ("v8 merged by its payload", payload_merged(8, payload)),
     ] {
-        let rows = read_rows(
-            &merge(
-                &*t.store,
-                &cfg,
-                &sl,
-                |_: &str| true,
-                &MergeOptions::default(),
-            )
-            .unwrap(),
-        );
+        let rows = merged_rows(&t, &cfg, &sl);
         assert_eq!(rows["k1"], (Some(1), 20, "002".into()), "{what}");
         assert_eq!(
             rows["k2"],
@@ -471,11 +438,7 @@ fn partial_update_payload_fills_nulls_and_keeps_the_incoming_meta_columns() {
         );
         assert_eq!(rows["k8"], (Some(8), 2, "003".into()), "{what}");
     }
-    let cfg = props(&[
-        ("hoodie.table.version", "6"),
-        ("hoodie.compaction.payload.class", payload),
-        ("hoodie.table.precombine.field", "ts"),
-    ]);
+    let cfg = payload_merged(6, payload);
     // An older `_hoodie_is_deleted` record deletes all the same.
     let l4 = t.put(
         "p/.f1_005.log.1_0-1-1",
@@ -496,10 +459,7 @@ fn partial_update_payload_fills_nulls_and_keeps_the_incoming_meta_columns() {
     );
     assert!(!read_rows(&merged.unwrap()).contains_key("k2"));
     // A deleted record ordered after a later record: Hudi's releases disagree, refused.
-    let l5 = t.put(
-        "p/.f1_006.log.1_0-1-1",
-        &blocks::avro_data("006", SCHEMA, &[rec("006", "k2", Some(6), 1)], &[]),
-    );
+    let l5 = avro_log(&t, "006", &[rec("006", "k2", Some(6), 1)]);
     let sl = slice(sl.base.clone(), vec![l4, l5]);
     let e = merge(
         &*t.store,
@@ -523,51 +483,28 @@ fn partial_update_payload_fills_nulls_and_keeps_the_incoming_meta_columns() {
 fn first_value_payload_ties_keep_the_first_record() {
     let t = Table::new();
     let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
-    let l1 = t.put(
-        "p/.f1_002.log.1_0-1-1",
-        &blocks::avro_data(
-            "002",
-            SCHEMA,
-            &[
-                rec("002", "k1", Some(2), 5),  // older than the base row: loses
-                rec("002", "k2", Some(2), 20), // newer: wins
-                rec("002", "k3", Some(2), 10), // a tie with the base row: the base stays
-                rec("002", "k7", Some(2), 9),
-            ],
-            &[],
-        ),
+    let l1 = avro_log(
+        &t,
+        "002",
+        &[
+            rec("002", "k1", Some(2), 5),  // older than the base row: loses
+            rec("002", "k2", Some(2), 20), // newer: wins
+            rec("002", "k3", Some(2), 10), // a tie with the base row: the base stays
+            rec("002", "k7", Some(2), 9),
+        ],
     );
-    let l2 = t.put(
-        "p/.f1_003.log.1_0-1-1",
-        &blocks::avro_data(
-            "003",
-            SCHEMA,
-            &[rec("003", "k7", Some(3), 9), rec("003", "k2", Some(3), 20)],
-            &[],
-        ),
+    let l2 = avro_log(
+        &t,
+        "003",
+        &[rec("003", "k7", Some(3), 9), rec("003", "k2", Some(3), 20)],
     );
     let sl = slice(Some(base), vec![l1, l2]);
     let payload = "org.apache.hudi.common.model.FirstValueAvroPayload";
     for (what, cfg) in [
-        (
-            "v6",
-            props(&[
-                ("hoodie.table.version", "6"),
-                ("hoodie.compaction.payload.class", payload),
-                ("hoodie.table.precombine.field", "ts"),
-            ]),
-        ),
+        ("v6", payload_merged(6, payload)),
         (
             "v9 left merged by its payload by the upgrade",
-            props(&[
-                ("hoodie.record.merge.mode", "CUSTOM"),
-                (
-                    "hoodie.record.merge.strategy.id",
-                    "00000000-0000-0000-0000-000000000000",
-                ),
-                ("hoodie.table.payload.class", payload),
-                ("hoodie.table.ordering.fields", "ts"),
-            ]),
+            payload_merged(9, payload),
         ),
     ] {
         assert!(
@@ -575,16 +512,7 @@ fn first_value_payload_ties_keep_the_first_record() {
             "{what}: {}",
             cfg.rules()
         );
-        let rows = read_rows(
-            &merge(
-                &*t.store,
-                &cfg,
-                &sl,
-                |_: &str| true,
-                &MergeOptions::default(),
-            )
-            .unwrap(),
-        );
+        let rows = merged_rows(&t, &cfg, &sl);
         assert_eq!(rows["k1"], (Some(1), 10, "001".into()), "{what}");
         assert_eq!(
             rows["k2"],
@@ -607,30 +535,12 @@ fn first_value_payload_ties_keep_the_first_record() {
         ("hoodie.table.version", "6"),
         ("hoodie.compaction.payload.class", payload),
     ]);
-    let rows = read_rows(
-        &merge(
-            &*t.store,
-            &cfg,
-            &sl,
-            |_: &str| true,
-            &MergeOptions::default(),
-        )
-        .unwrap(),
-    );
+    let rows = merged_rows(&t, &cfg, &sl);
     assert_eq!(rows["k1"].0, Some(2));
     assert_eq!(rows["k2"].0, Some(3));
     assert_eq!(rows["k7"].0, Some(3));
     // The default payload breaks the same ties the other way: the test can tell them apart.
-    let rows = read_rows(
-        &merge(
-            &*t.store,
-            &event_time(),
-            &sl,
-            |_: &str| true,
-            &MergeOptions::default(),
-        )
-        .unwrap(),
-    );
+    let rows = merged_rows(&t, &event_time(), &sl);
     assert_eq!(rows["k3"].0, Some(2));
     assert_eq!(rows["k7"].0, Some(3));
     // A delete block with the default ordering value deletes; one with ordering values is
@@ -638,11 +548,7 @@ fn first_value_payload_ties_keep_the_first_record() {
     let deletes = |name: &str, ord: DeleteOrdering| {
         t.put(name, &blocks::delete("004", SCHEMA, &[("k1", "p", ord)]))
     };
-    let cfg = props(&[
-        ("hoodie.table.version", "6"),
-        ("hoodie.compaction.payload.class", payload),
-        ("hoodie.table.precombine.field", "ts"),
-    ]);
+    let cfg = payload_merged(6, payload);
     let with = |l: InputFile| slice(sl.base.clone(), vec![sl.logs[0].clone(), l]);
     let plain = with(deletes("p/.f1_004.log.1_0-1-1", DeleteOrdering::None));
     let merged = merge(
@@ -681,48 +587,29 @@ fn null_values_keep_the_other_records_where_defaults_are_ignored() {
             ("001", "k4", None, 50),
         ]),
     );
-    let l1 = t.put(
-        "p/.f1_002.log.1_0-1-1",
-        &blocks::avro_data(
-            "002",
-            SCHEMA,
-            &[
-                rec("002", "k1", None, 20),
-                rec("002", "k2", Some(2), 5),
-                rec("002", "k4", Some(4), 40),
-                rec("002", "k7", None, 9),
-                rec("002", "k8", Some(8), 1),
-                rec("002", "k9", None, 1),
-            ],
-            &[],
-        ),
+    let l1 = avro_log(
+        &t,
+        "002",
+        &[
+            rec("002", "k1", None, 20),
+            rec("002", "k2", Some(2), 5),
+            rec("002", "k4", Some(4), 40),
+            rec("002", "k7", None, 9),
+            rec("002", "k8", Some(8), 1),
+            rec("002", "k9", None, 1),
+        ],
     );
-    let l2 = t.put(
-        "p/.f1_003.log.1_0-1-1",
-        &blocks::avro_data(
-            "003",
-            SCHEMA,
-            &[
-                rec("003", "k7", Some(7), 8),
-                rec("003", "k3", None, 30),
-                rec("003", "k8", None, 2),
-            ],
-            &[],
-        ),
+    let l2 = avro_log(
+        &t,
+        "003",
+        &[
+            rec("003", "k7", Some(7), 8),
+            rec("003", "k3", None, 30),
+            rec("003", "k8", None, 2),
+        ],
     );
     let sl = slice(Some(base), vec![l1, l2]);
-    let run = |cfg: &MergeConfig| {
-        read_rows(
-            &merge(
-                &*t.store,
-                cfg,
-                &sl,
-                |_: &str| true,
-                &MergeOptions::default(),
-            )
-            .unwrap(),
-        )
-    };
+    let run = |cfg: &MergeConfig| merged_rows(&t, cfg, &sl);
     let mode = "hoodie.table.partial.update.mode";
     let rows = run(&props(&[
         ("hoodie.record.merge.mode", "EVENT_TIME_ORDERING"),
@@ -758,14 +645,10 @@ fn null_values_keep_the_other_records_where_defaults_are_ignored() {
         ),
         (
             "v6 OverwriteNonDefaultsWithLatestAvroPayload",
-            props(&[
-                ("hoodie.table.version", "6"),
-                (
-                    "hoodie.compaction.payload.class",
-                    "org.apache.hudi.common.model.OverwriteNonDefaultsWithLatestAvroPayload",
-                ),
-                ("hoodie.table.precombine.field", "ts"),
-            ]),
+            payload_merged(
+                6,
+                "org.apache.hudi.common.model.OverwriteNonDefaultsWithLatestAvroPayload",
+            ),
         ),
     ] {
         let rows = run(&cfg);
@@ -823,14 +706,10 @@ fn null_values_keep_the_other_records_where_defaults_are_ignored() {
 fn deletes_of_keys_only_in_logs_and_default_ordering_deletes() {
     let t = Table::new();
     let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
-    let l1 = t.put(
-        "p/.f1_002.log.1_0-1-1",
-        &blocks::avro_data(
-            "002",
-            SCHEMA,
-            &[rec("002", "k5", Some(2), 50), rec("002", "k6", Some(2), 50)],
-            &[],
-        ),
+    let l1 = avro_log(
+        &t,
+        "002",
+        &[rec("002", "k5", Some(2), 50), rec("002", "k6", Some(2), 50)],
     );
     let l2 = t.put(
         "p/.f1_003.log.1_0-1-1",
@@ -846,16 +725,7 @@ fn deletes_of_keys_only_in_logs_and_default_ordering_deletes() {
         ),
     );
     let sl = slice(Some(base), vec![l1, l2]);
-    let rows = read_rows(
-        &merge(
-            &*t.store,
-            &event_time(),
-            &sl,
-            |_: &str| true,
-            &MergeOptions::default(),
-        )
-        .unwrap(),
-    );
+    let rows = merged_rows(&t, &event_time(), &sl);
     assert!(!rows.contains_key("k5"));
     assert!(
         rows.contains_key("k1"),
@@ -866,16 +736,7 @@ fn deletes_of_keys_only_in_logs_and_default_ordering_deletes() {
         rows.contains_key("k6"),
         "a delete older than the log record loses"
     );
-    let rows = read_rows(
-        &merge(
-            &*t.store,
-            &commit_time(),
-            &sl,
-            |_: &str| true,
-            &MergeOptions::default(),
-        )
-        .unwrap(),
-    );
+    let rows = merged_rows(&t, &commit_time(), &sl);
     assert_eq!(rows.keys().collect::<Vec<_>>(), ["k3"]);
 }
 
@@ -893,14 +754,8 @@ fn partial_updates_log_compaction_and_added_columns() {
             &[(blocks::IS_PARTIAL, "true")],
         ),
     );
-    let l2 = t.put(
-        "p/.f1_003.log.1_0-1-1",
-        &blocks::avro_data("003", SCHEMA, &[rec("003", "k2", Some(3), 11)], &[]),
-    );
-    let l3 = t.put(
-        "p/.f1_004.log.1_0-1-1",
-        &blocks::avro_data("004", SCHEMA, &[rec("004", "k2", Some(4), 12)], &[]),
-    );
+    let l2 = avro_log(&t, "003", &[rec("003", "k2", Some(3), 11)]);
+    let l3 = avro_log(&t, "004", &[rec("004", "k2", Some(4), 12)]);
     // Log compaction 006 of 002 and 003, holding their merged records; 004 was written
     // meanwhile and still overrides it.
     let l4 = t.put(
@@ -916,30 +771,12 @@ fn partial_updates_log_compaction_and_added_columns() {
         Some(base.clone()),
         vec![l1.clone(), l2.clone(), l3.clone(), l4],
     );
-    let rows = read_rows(
-        &merge(
-            &*t.store,
-            &commit_time(),
-            &sl,
-            |_: &str| true,
-            &MergeOptions::default(),
-        )
-        .unwrap(),
-    );
+    let rows = merged_rows(&t, &commit_time(), &sl);
     assert_eq!(rows["k1"], (Some(1), 99, "002".into()));
     assert_eq!(rows["k2"], (Some(4), 12, "004".into()));
     // Without the compacted block: the partial update alone.
     let sl = slice(Some(base.clone()), vec![l1]);
-    let rows = read_rows(
-        &merge(
-            &*t.store,
-            &commit_time(),
-            &sl,
-            |_: &str| true,
-            &MergeOptions::default(),
-        )
-        .unwrap(),
-    );
+    let rows = merged_rows(&t, &commit_time(), &sl);
     assert_eq!(rows["k1"], (Some(1), 99, "002".into()));
     // A column added by a later schema is added to the output, null for older rows.
     let l5 = t.put(
@@ -978,30 +815,17 @@ fn partial_updates_log_compaction_and_added_columns() {
 #[test]
 fn log_only_slices_and_tables_without_meta_fields() {
     let t = Table::new();
-    let l1 = t.put(
-        "p/.f1_002.log.1_0-1-1",
-        &blocks::avro_data(
-            "002",
-            SCHEMA,
-            &[rec("002", "b", Some(2), 1), rec("002", "a", Some(2), 1)],
-            &[],
-        ),
+    let l1 = avro_log(
+        &t,
+        "002",
+        &[rec("002", "b", Some(2), 1), rec("002", "a", Some(2), 1)],
     );
     let l2 = t.put(
         "p/.f1_003.log.1_0-1-1",
         &blocks::delete("003", SCHEMA, &[("a", "p", DeleteOrdering::None)]),
     );
     let sl = slice(None, vec![l1.clone(), l2.clone()]);
-    let rows = read_rows(
-        &merge(
-            &*t.store,
-            &commit_time(),
-            &sl,
-            |_: &str| true,
-            &MergeOptions::default(),
-        )
-        .unwrap(),
-    );
+    let rows = merged_rows(&t, &commit_time(), &sl);
     assert_eq!(rows.keys().collect::<Vec<_>>(), ["b"]);
     // Without meta fields the keys are rebuilt from `id` (complex: `id:<value>`), and the
     // delete block's keys are in that form.
@@ -1315,14 +1139,10 @@ fn inputs_that_vanish_mid_merge() {
 fn same_inputs_same_bytes() {
     let t = Table::new();
     let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
-    let log = t.put(
-        "p/.f1_002.log.1_0-1-1",
-        &blocks::avro_data(
-            "002",
-            SCHEMA,
-            &[rec("002", "k9", Some(2), 1), rec("002", "k1", Some(2), 1)],
-            &[],
-        ),
+    let log = avro_log(
+        &t,
+        "002",
+        &[rec("002", "k9", Some(2), 1), rec("002", "k1", Some(2), 1)],
     );
     let sl = slice(Some(base), vec![log]);
     let a = merge(
@@ -1356,10 +1176,7 @@ fn same_inputs_same_bytes() {
 fn the_cache_merges_once_checks_claims_and_evicts() {
     let t = Table::new();
     let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
-    let log = t.put(
-        "p/.f1_002.log.1_0-1-1",
-        &blocks::avro_data("002", SCHEMA, &[rec("002", "k1", Some(2), 1)], &[]),
-    );
+    let log = avro_log(&t, "002", &[rec("002", "k1", Some(2), 1)]);
     let sl = slice(Some(base.clone()), vec![log.clone()]);
     let dir = tempfile::tempdir().unwrap();
     let cdir = dir.path().join("cache");
@@ -1477,10 +1294,7 @@ fn the_cache_merges_once_checks_claims_and_evicts() {
         .unwrap();
     assert_eq!(cache4.merges(), 1);
     // Changed inputs (the log rewritten) are another entry.
-    let log2 = t.put(
-        "p/.f1_002.log.1_0-1-1",
-        &blocks::avro_data("002", SCHEMA, &[rec("002", "k1", Some(3), 1)], &[]),
-    );
+    let log2 = avro_log(&t, "002", &[rec("002", "k1", Some(3), 1)]);
     let sl2 = slice(Some(base.clone()), vec![log2]);
     cache4
         .ensure(&*t.store, "gen", &cfg, &sl2, &|_: &str| true, &opts)
@@ -1497,10 +1311,7 @@ fn the_cache_merges_once_checks_claims_and_evicts() {
         .unwrap();
     let other = slice(
         Some(base),
-        vec![t.put(
-            "p/.f1_003.log.1_0-1-1",
-            &blocks::avro_data("003", SCHEMA, &[rec("003", "k2", Some(3), 1)], &[]),
-        )],
+        vec![avro_log(&t, "003", &[rec("003", "k2", Some(3), 1)])],
     );
     small
         .ensure(&*t.store, "gen", &cfg, &other, &|_: &str| true, &opts)
@@ -1583,16 +1394,7 @@ fn is_deleted_records_and_parquet_data_blocks() {
         &blocks::parquet_data("003", SCHEMA, &base_parquet(&[("003", "k8", Some(8), 80)])),
     );
     let sl = slice(Some(base.clone()), vec![l1, l2]);
-    let rows = read_rows(
-        &merge(
-            &*t.store,
-            &event_time(),
-            &sl,
-            |_: &str| true,
-            &MergeOptions::default(),
-        )
-        .unwrap(),
-    );
+    let rows = merged_rows(&t, &event_time(), &sl);
     assert!(!rows.contains_key("k1"));
     assert_eq!(
         rows["k2"].2, "001",
@@ -1701,10 +1503,7 @@ fn mutated_log_files_never_panic_or_hang() {
 fn a_cached_change_feed_is_found_without_reading_a_log_whole() {
     let t = Table::new();
     let base = t.put("p/f1_0-1-1_001.parquet", &base_parquet(BASE));
-    let log = t.put(
-        "p/.f1_002.log.1_0-1-1",
-        &blocks::avro_data("002", SCHEMA, &[rec("002", "k1", Some(2), 1)], &[]),
-    );
+    let log = avro_log(&t, "002", &[rec("002", "k1", Some(2), 1)]);
     let state = |logs: Vec<InputFile>, at: &str| GroupState {
         slice: slice(Some(base.clone()), logs),
         t: at.into(),
@@ -1897,16 +1696,7 @@ fn flink_changelog_operations() {
         ]),
     );
     let sl = slice(Some(base.clone()), vec![l1]);
-    let rows = read_rows(
-        &merge(
-            &*t.store,
-            &commit_time(),
-            &sl,
-            |_: &str| true,
-            &MergeOptions::default(),
-        )
-        .unwrap(),
-    );
+    let rows = merged_rows(&t, &commit_time(), &sl);
     assert_eq!(rows.keys().cloned().collect::<Vec<_>>(), ["k1", "k3", "k9"]);
     assert_eq!(rows["k1"].0, Some(2));
     // An operation Hudi does not know fails the read there: refused here.
@@ -1943,27 +1733,50 @@ fn rec_dbz(commit: &str, key: &str, v: i64, seq: &str, op: &str) -> Vec<u8> {
     r
 }
 
-/// A base file of Debezium rows (key, v, `_event_seq`).
-fn dbz_base(rows: &[(&str, i64, Option<&str>)]) -> Vec<u8> {
-    let schema = Arc::new(Schema::new(vec![
+/// A base file of rows (key, v, ts) of commit 001 with the meta columns and `extra`
+/// columns after them (name, type, values).
+fn base_with(
+    keys: &[&str],
+    v: Vec<Option<i64>>,
+    ts: Vec<i64>,
+    extra: Vec<(&str, ArrayRef)>,
+) -> Vec<u8> {
+    let mut fields = vec![
         Field::new("_hoodie_commit_time", DataType::Utf8, true),
         Field::new("_hoodie_record_key", DataType::Utf8, true),
         Field::new("id", DataType::Utf8, false),
         Field::new("v", DataType::Int64, true),
         Field::new("ts", DataType::Int64, false),
-        Field::new("_event_seq", DataType::Utf8, true),
-        Field::new("_change_operation_type", DataType::Utf8, true),
-    ]));
-    let cols: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|_| "001"))),
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
-        Arc::new(Int64Array::from_iter(rows.iter().map(|r| Some(r.1)))),
-        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
-        Arc::new(StringArray::from_iter(rows.iter().map(|r| r.2))),
-        Arc::new(StringArray::from_iter(rows.iter().map(|_| Some("c")))),
     ];
-    parquet_of(schema, cols)
+    let mut cols: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(keys.iter().map(|_| "001"))),
+        Arc::new(StringArray::from_iter_values(keys.iter().copied())),
+        Arc::new(StringArray::from_iter_values(keys.iter().copied())),
+        Arc::new(Int64Array::from(v)),
+        Arc::new(Int64Array::from(ts)),
+    ];
+    for (name, col) in extra {
+        fields.push(Field::new(name, col.data_type().clone(), true));
+        cols.push(col);
+    }
+    parquet_of(Arc::new(Schema::new(fields)), cols)
+}
+
+/// A base file of Debezium rows (key, v, `_event_seq`).
+fn dbz_base(rows: &[(&str, i64, Option<&str>)]) -> Vec<u8> {
+    let keys: Vec<&str> = rows.iter().map(|r| r.0).collect();
+    let extra: Vec<(&str, ArrayRef)> = vec![
+        (
+            "_event_seq",
+            Arc::new(StringArray::from_iter(rows.iter().map(|r| r.2))),
+        ),
+        (
+            "_change_operation_type",
+            Arc::new(StringArray::from_iter(rows.iter().map(|_| Some("c")))),
+        ),
+    ];
+    let v = rows.iter().map(|r| Some(r.1)).collect();
+    base_with(&keys, v, rows.iter().map(|r| r.1).collect(), extra)
 }
 
 /// MySQL Debezium tables (`MySqlDebeziumAvroPayload`): the record with the greater `_event_seq`
@@ -2009,16 +1822,7 @@ fn mysql_debezium_sequence_ordering_and_deletes() {
         ("hoodie.table.precombine.field", "_event_seq"),
     ]);
     let sl = slice(Some(base.clone()), vec![log]);
-    let rows = read_rows(
-        &merge(
-            &*t.store,
-            &cfg,
-            &sl,
-            |_: &str| true,
-            &MergeOptions::default(),
-        )
-        .unwrap(),
-    );
+    let rows = merged_rows(&t, &cfg, &sl);
     let v = |k: &str| rows.get(k).map(|r| r.0.unwrap());
     assert_eq!(v("k1"), Some(2), "10.1 is after 9.5");
     assert_eq!(v("k2"), Some(2), "02.12 is after 002.3");
@@ -2084,27 +1888,22 @@ fn rec_pg(commit: &str, key: &str, v: i64, lsn: Option<i64>, note: &str, op: &st
 
 /// A base file of Postgres Debezium rows (key, `_event_lsn`, note), all with v = 1.
 fn pg_base(rows: &[(&str, Option<i64>, &str)]) -> Vec<u8> {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("_hoodie_commit_time", DataType::Utf8, true),
-        Field::new("_hoodie_record_key", DataType::Utf8, true),
-        Field::new("id", DataType::Utf8, false),
-        Field::new("v", DataType::Int64, true),
-        Field::new("ts", DataType::Int64, false),
-        Field::new("_event_lsn", DataType::Int64, true),
-        Field::new("note", DataType::Utf8, true),
-        Field::new("_change_operation_type", DataType::Utf8, true),
-    ]));
-    let cols: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|_| "001"))),
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
-        Arc::new(Int64Array::from_iter(rows.iter().map(|_| Some(1)))),
-        Arc::new(Int64Array::from_iter_values(rows.iter().map(|_| 1))),
-        Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.1))),
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))),
-        Arc::new(StringArray::from_iter(rows.iter().map(|_| Some("r")))),
+    let keys: Vec<&str> = rows.iter().map(|r| r.0).collect();
+    let extra: Vec<(&str, ArrayRef)> = vec![
+        (
+            "_event_lsn",
+            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.1))),
+        ),
+        (
+            "note",
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))),
+        ),
+        (
+            "_change_operation_type",
+            Arc::new(StringArray::from_iter(rows.iter().map(|_| Some("r")))),
+        ),
     ];
-    parquet_of(schema, cols)
+    base_with(&keys, vec![Some(1); keys.len()], vec![1; keys.len()], extra)
 }
 
 /// Key → (v, note) of a merged file.
