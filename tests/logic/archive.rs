@@ -588,3 +588,53 @@ fn absent_archives_are_empty() {
         assert_eq!(load(w.root()), Archive::default());
     }
 }
+
+/// A table upgraded from 0.x (`hoodie.table.initial.version=SIX`, as `SixToEightUpgradeHandler`
+/// records it) keeps the archive its 0.x archiver wrote in `.hoodie/archived` beside the LSM
+/// history: the upgrade copies it best effort and leaves it. Both are read (an instant in both
+/// is taken as the LSM history has it: `sort_and_dedup` keeps the first read). A table that was
+/// not upgraded reads the LSM history alone.
+#[test]
+fn an_upgraded_table_reads_its_0x_archive_beside_the_lsm_history() {
+    let (_d6, w6, old) = v6_archive(6, &[3]);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TableSpec::new("t", TableType::CopyOnWrite, 8).partitioned_by(&["p"], true);
+    let mut w8 = TableWriter::create(&dir.path().join("t"), spec, START + 86_400_000).unwrap();
+    let new = commits(&mut w8, 4);
+    w8.archive(&new[1]).unwrap();
+    let lsm_only = load(w8.root());
+    assert_eq!(lsm_only.instants.len(), 2, "{lsm_only:?}");
+    // The 0.x archive where the upgrade left it.
+    let legacy = w8.root().join(".hoodie/archived");
+    std::fs::create_dir_all(&legacy).unwrap();
+    for e in std::fs::read_dir(w6.local_path(&w6.archive_dir())).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), legacy.join(e.file_name())).unwrap();
+    }
+    assert_eq!(
+        load(w8.root()),
+        lsm_only,
+        "not upgraded: the LSM history alone"
+    );
+    let props = w8.root().join(".hoodie/hoodie.properties");
+    let mut text = std::fs::read_to_string(&props).unwrap();
+    text.push_str("hoodie.table.initial.version=SIX\n");
+    std::fs::write(&props, text).unwrap();
+    let both = load(w8.root());
+    assert!(both.is_complete(), "{:?}", both.problems);
+    let requested: Vec<&str> = both.instants.iter().map(|i| i.requested.as_str()).collect();
+    let want: Vec<&str> = old[..4]
+        .iter()
+        .chain(&new[..2])
+        .map(String::as_str)
+        .collect();
+    assert_eq!(requested, want);
+    for i in &both.instants[..4] {
+        assert_eq!(
+            i.completion, i.requested,
+            "layout 1: completion = requested"
+        );
+        assert!(i.file.contains(".commits_.archive."), "{}", i.file);
+    }
+    assert_eq!(both.instants[4..], lsm_only.instants[..]);
+}

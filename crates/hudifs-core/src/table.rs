@@ -84,6 +84,36 @@ impl TableConfig {
             .filter(|v| !v.is_empty())
     }
 
+    /// Where a table upgraded from Hudi 0.x keeps the archived timeline its 0.x archiver wrote
+    /// (`.hoodie/archived`, or `hoodie.archivelog.folder`): a layout-2 table whose
+    /// `hoodie.table.initial.version` is below 8 (`SixToEightUpgradeHandler` records `SIX`).
+    /// The upgrade copies that archive into the LSM history (`upgradeToLSMTimeline`), where a
+    /// failure is only a warning, and leaves it in place.
+    pub fn legacy_archive_dir(&self) -> Option<TablePath> {
+        if self.layout != Layout::V2 {
+            return None;
+        }
+        let initial = self.properties.get("hoodie.table.initial.version")?.trim();
+        const NAMES: [&str; 10] = [
+            "ZERO", "ONE", "TWO", "THREE", "FOUR", "FIVE", "SIX", "SEVEN", "EIGHT", "NINE",
+        ];
+        let version = initial
+            .parse::<usize>()
+            .ok()
+            .or_else(|| NAMES.iter().position(|n| n.eq_ignore_ascii_case(initial)))?;
+        let folder = self
+            .properties
+            .get("hoodie.archivelog.folder")
+            .map(|f| f.trim())
+            .filter(|f| !f.is_empty())
+            .unwrap_or("archived");
+        (version < 8).then(|| {
+            TablePath::new(HOODIE)
+                .unwrap_or_default()
+                .join_path(&relative(folder))
+        })
+    }
+
     /// Whether a base file of instant `instant` is a metadata-only bootstrap skeleton.
     pub fn is_bootstrap_skeleton(&self, instant: &str) -> bool {
         instant == METADATA_BOOTSTRAP_INSTANT && self.bootstrap_base_path().is_some()

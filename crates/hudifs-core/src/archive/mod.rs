@@ -142,9 +142,31 @@ impl Archive {
 /// read.
 pub fn load_archive(store: &dyn Storage, cfg: &TableConfig) -> Result<Archive, ArchiveError> {
     match cfg.layout {
-        Layout::V2 => load_lsm_timeline(store, &cfg.archive_dir),
+        Layout::V2 => {
+            let lsm = load_lsm_timeline(store, &cfg.archive_dir)?;
+            match cfg.legacy_archive_dir() {
+                Some(dir) => Ok(with_legacy(lsm, load_log_archive(store, &dir))),
+                None => Ok(lsm),
+            }
+        }
         Layout::V1 => load_log_archive(store, &cfg.archive_dir),
     }
+}
+
+/// The LSM history of a table upgraded from 0.x together with the archive its 0.x writer left
+/// (`TableConfig::legacy_archive_dir`): the instants the upgrade's copy holds as the LSM
+/// history has them (with their completion times), the others as the old archive has them
+/// (completion time = requested time, as on layout 1).
+fn with_legacy(mut lsm: Archive, legacy: Result<Archive, ArchiveError>) -> Archive {
+    match legacy {
+        Ok(legacy) => {
+            lsm.instants.extend(legacy.instants);
+            lsm.instants = sort_and_dedup(std::mem::take(&mut lsm.instants));
+            lsm.problems.extend(legacy.problems);
+        }
+        Err(e) => lsm.problems.push(e),
+    }
+    lsm
 }
 
 /// File names in `dir`, sorted, or `None` when it does not exist.
