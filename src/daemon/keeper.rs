@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::fuse::Kept;
 use crate::journal::{Record, RestartJournal};
 use crate::mount_config::MountConfig;
+use crate::sys::signals::{self, Blocked};
 
 use super::launch::{daemon_argv, log_name, log_path, report_ready, READY_FD_ENV};
 use super::mountpoint::{is_mount_point, match_read_ahead, set_store_read_ahead, unmount_busy};
@@ -35,18 +36,10 @@ pub(super) fn wanted() -> bool {
 /// The longest pause between restarts in a crash loop.
 const MAX_PAUSE: Duration = Duration::from_secs(30);
 
-/// The signals the keeper waits for.
-fn keeper_signals() -> libc::sigset_t {
-    // SAFETY: plain libc signal-set manipulation on a local set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD] {
-            libc::sigaddset(&mut set, s);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
+/// The signals the keeper waits for: stop, and a serving daemon exited.
+fn keeper_signals() -> Blocked {
+    let [int, term, hup] = signals::STOP;
+    Blocked::block(&[int, term, hup, signals::CHILD])
 }
 
 /// Mount the table of `cfg` and keep the mount until it is unmounted or the keeper is told to
@@ -117,10 +110,8 @@ pub(super) fn run(cfg: &MountConfig, table: Table) -> Result<()> {
     // Daemons in a row that died before they served.
     let mut crash_loop = 0u32;
     loop {
-        let mut sig: libc::c_int = 0;
-        // SAFETY: `sigset` holds the signals blocked above; `sig` is a valid out-pointer.
-        unsafe { libc::sigwait(&sigset, &mut sig) };
-        if sig != libc::SIGCHLD {
+        let sig = sigset.wait();
+        if sig != signals::CHILD {
             unmount_on(sig, &mut kept, &mp);
             stop(&mut child);
             return Ok(());
@@ -165,13 +156,8 @@ pub(super) fn run(cfg: &MountConfig, table: Table) -> Result<()> {
             let deadline = Instant::now() + pause;
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
-                let ts = libc::timespec {
-                    tv_sec: left.as_secs() as libc::time_t,
-                    tv_nsec: left.subsec_nanos() as libc::c_long,
-                };
-                // SAFETY: `sigset` holds blocked signals; a null info pointer is allowed.
-                let sig = unsafe { libc::sigtimedwait(&sigset, std::ptr::null_mut(), &ts) };
-                if sig > 0 && sig != libc::SIGCHLD {
+                let sig = sigset.wait_for(left);
+                if let Some(sig) = sig.filter(|s| *s != signals::CHILD) {
                     unmount_on(sig, &mut kept, &mp);
                     return Ok(());
                 }
@@ -266,9 +252,7 @@ impl Keeper<'_> {
                 }
                 // The keeper's blocked signals are not the daemon's; a terminal's Ctrl-C is the
                 // keeper's to handle (it unmounts), not the daemon's.
-                let mut all: libc::sigset_t = std::mem::zeroed();
-                libc::sigfillset(&mut all);
-                libc::pthread_sigmask(libc::SIG_UNBLOCK, &all, std::ptr::null_mut());
+                signals::unblock_all();
                 libc::setpgid(0, 0);
                 Ok(())
             });
