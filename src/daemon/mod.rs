@@ -17,8 +17,9 @@ use hudifs_storage::{Storage, TablePath};
 use crate::error::{Error, Result};
 use crate::mount_config::MountConfig;
 
-pub use launch::log_path;
-pub use mountpoint::{is_mount_point, umount};
+pub use crate::status::log_path;
+pub use crate::sys::mountinfo::is_mount_point;
+pub use mountpoint::umount;
 
 /// `hudifs mount` of the configuration `cfg` (`MountConfig::from_args` of its command line).
 pub fn mount(cfg: &MountConfig) -> Result<()> {

@@ -21,9 +21,10 @@ use crate::lake::LakeFs;
 use crate::mount_config::MountConfig;
 use crate::sys::signals::{self, Blocked};
 
-use super::launch::{log_name, log_path, report_ready, DAEMON_ENV};
+use super::launch::{log_name, report_ready, DAEMON_ENV};
 use super::mountpoint::{match_read_ahead, set_store_read_ahead, unmount_busy, STOP_GRACE};
 use super::{bind_metrics, mount_failure, Table};
+use crate::status::log_path;
 
 /// What a daemon serves: one table, or a lake of them.
 pub(super) enum Serving {

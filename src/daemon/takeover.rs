@@ -139,8 +139,7 @@ fn adopt(h: Handoff) -> Result<KeptConnection> {
         .into_iter()
         .flatten()
     {
-        // SAFETY: fcntl on a descriptor this process owns: not inherited by what it starts.
-        unsafe { libc::fcntl(raw, libc::F_SETFD, libc::FD_CLOEXEC) };
+        crate::sys::fds::close_on_exec(raw, true);
     }
     let records = journal
         .records()
