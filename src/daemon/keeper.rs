@@ -23,8 +23,9 @@ use crate::mount_config::MountConfig;
 use crate::sys::signals::{self, Blocked};
 use crate::sys::spawn::{describe_status, exit_code, keep_fds, kill, try_wait, wait, Detach};
 
-use super::launch::{daemon_argv, log_name, report_ready, READY_FD_ENV};
+use super::launch::{daemon_argv, log_name, READY_FD_ENV};
 use super::mountpoint::{match_read_ahead, set_store_read_ahead, unmount_busy};
+use super::serving::announce_live;
 use super::takeover::Handoff;
 use super::{bind_metrics, mount_failure, Table};
 use crate::status::log_path;
@@ -101,11 +102,7 @@ pub(super) fn run(cfg: &MountConfig, table: Table) -> Result<()> {
         first.id(),
         std::process::id()
     );
-    report_ready();
-    crate::notify::ready(
-        std::process::id(),
-        &format!("mounted {described} at {}", cfg.mountpoint.display()),
-    );
+    announce_live(cfg, &described);
 
     let mut child = first;
     let mut started = Instant::now();

@@ -184,11 +184,7 @@ pub(super) fn serve(
             .write(&crate::status::state_path(&log))
             .map_err(|e| log::warn!("no state file for hudifs status: {e}"))
             .ok();
-            report_ready();
-            crate::notify::ready(
-                std::process::id(),
-                &format!("mounted {table} at {}", cfg.mountpoint.display()),
-            );
+            announce_live(cfg, &table);
             let unmounter = mounted.unmounter();
             let state_file = crate::status::state_path(&log);
             let (stop_sig, ended_sig) = (stop.clone(), ended.clone());
@@ -335,6 +331,16 @@ fn stop_on_signal(
             std::process::exit(0);
         }
     }
+}
+
+/// Tell whoever waits for the mount of `cfg` (of `table`) that it is live: a background
+/// launcher, and systemd (`READY=1`).
+pub(super) fn announce_live(cfg: &MountConfig, table: &str) {
+    report_ready();
+    crate::notify::ready(
+        std::process::id(),
+        &format!("mounted {table} at {}", cfg.mountpoint.display()),
+    );
 }
 
 /// A background daemon's log that stayed empty is not worth keeping.

@@ -1,4 +1,5 @@
-//! File descriptors: pipes, close-on-exec, the standard streams of a detached daemon.
+//! File descriptors: pipes, close-on-exec, the standard streams of a detached daemon, memory
+//! files.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -38,4 +39,42 @@ pub fn stdin_stdout_to_null() {
             libc::close(null);
         }
     }
+}
+
+/// The device and inode of what standard error is open on.
+pub fn stderr_dev_ino() -> Option<(u64, u64)> {
+    // SAFETY: fstat of fd 2 into a zeroed stat buffer.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        (libc::fstat(2, &mut st) == 0).then_some((st.st_dev, st.st_ino))
+    }
+}
+
+/// A new anonymous memory file named `name` (`memfd_create`), not closed on exec.
+pub fn memfd(name: &std::ffi::CStr) -> std::io::Result<std::fs::File> {
+    // SAFETY: a valid C string and flags; the result is checked.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: memfd_create returned a fresh descriptor we own.
+    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Free the memory or disk behind `len` bytes of `file` from `offset` on, keeping its size
+/// (they read as zeros).
+pub fn punch_hole(file: &std::fs::File, offset: u64, len: u64) -> std::io::Result<()> {
+    // SAFETY: fallocate on a descriptor the caller holds open.
+    let rc = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            offset as libc::off_t,
+            len as libc::off_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }

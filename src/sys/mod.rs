@@ -1,10 +1,11 @@
 //! The raw OS calls of the daemon and its commands, in one place, each behind a safe function:
 //! signals.rs (blocking the stop signals and waiting for them on one thread), spawn.rs (children
-//! that keep descriptors, their exit statuses), fds.rs (pipes, close-on-exec, standard streams),
-//! mount.rs (bind mounts, unmounting), mountinfo.rs (the mount table), xattr.rs (reading an
-//! extended attribute), ids.rs (the process's user and group), alloc.rs (the allocator's
-//! tuning). What needs `fuser`'s types (the FUSE connection's ioctls and notifications) stays in
-//! `fuse/`; the restart journal's memory file in `journal/memlog.rs`.
+//! that keep descriptors, their exit statuses), fds.rs (pipes, close-on-exec, standard streams,
+//! memory files), mount.rs (bind mounts, unmounting), mountinfo.rs (the mount table), xattr.rs
+//! (reading an extended attribute), ids.rs (the process's user and group, ids by name),
+//! alloc.rs (the allocator's tuning). What needs `fuser`'s types or the FUSE connection (its
+//! ioctls, the resend notification) stays in `fuse/`; taking ownership of an inherited
+//! descriptor stays `unsafe` where it is inherited (`daemon/`, `journal/`).
 
 pub mod alloc;
 pub mod fds;
