@@ -66,36 +66,10 @@ pub fn parse_gid(s: &str) -> Result<u32, String> {
 
 /// The id of user (or group) `name`, through the C library (NSS: files, LDAP, ...).
 fn lookup(name: &str, user: bool) -> Option<u32> {
-    let c = std::ffi::CString::new(name).ok()?;
-    let mut buf = vec![0u8; 16 * 1024];
     if user {
-        // SAFETY: all pointers are valid for the call; `pw` is plain data the call fills.
-        unsafe {
-            let mut pw: libc::passwd = std::mem::zeroed();
-            let mut out: *mut libc::passwd = std::ptr::null_mut();
-            let rc = libc::getpwnam_r(
-                c.as_ptr(),
-                &mut pw,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                &mut out,
-            );
-            (rc == 0 && !out.is_null()).then_some(pw.pw_uid)
-        }
+        crate::sys::ids::user_named(name)
     } else {
-        // SAFETY: as above, for the group database.
-        unsafe {
-            let mut gr: libc::group = std::mem::zeroed();
-            let mut out: *mut libc::group = std::ptr::null_mut();
-            let rc = libc::getgrnam_r(
-                c.as_ptr(),
-                &mut gr,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                &mut out,
-            );
-            (rc == 0 && !out.is_null()).then_some(gr.gr_gid)
-        }
+        crate::sys::ids::group_named(name)
     }
 }
 

@@ -41,3 +41,4 @@ pub mod notify;
 pub mod options;
 pub mod status;
 pub mod store;
+pub mod sys;

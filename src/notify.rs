@@ -76,11 +76,7 @@ pub fn stderr_is_journal() -> bool {
     let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
         return false;
     };
-    // SAFETY: fstat of fd 2 into a zeroed stat buffer.
-    unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        libc::fstat(2, &mut st) == 0 && st.st_dev == dev && st.st_ino == ino
-    }
+    crate::sys::fds::stderr_dev_ino() == Some((dev, ino))
 }
 
 #[cfg(test)]
@@ -128,16 +124,11 @@ mod tests {
         std::env::remove_var(NOTIFY_SOCKET);
 
         // JOURNAL_STREAM must name fd 2 itself.
-        // SAFETY: fstat of fd 2 into a zeroed buffer.
-        let st = unsafe {
-            let mut st: libc::stat = std::mem::zeroed();
-            assert_eq!(libc::fstat(2, &mut st), 0);
-            st
-        };
+        let (dev, ino) = crate::sys::fds::stderr_dev_ino().expect("fstat of fd 2");
         let saved = std::env::var_os("JOURNAL_STREAM");
-        std::env::set_var("JOURNAL_STREAM", format!("{}:{}", st.st_dev, st.st_ino));
+        std::env::set_var("JOURNAL_STREAM", format!("{dev}:{ino}"));
         assert!(stderr_is_journal());
-        std::env::set_var("JOURNAL_STREAM", format!("{}:{}", st.st_dev, st.st_ino + 1));
+        std::env::set_var("JOURNAL_STREAM", format!("{dev}:{}", ino + 1));
         assert!(!stderr_is_journal());
         std::env::set_var("JOURNAL_STREAM", "junk");
         assert!(!stderr_is_journal());

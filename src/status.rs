@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use crate::cli::StatusArgs;
 use crate::error::{Error, Result};
+use crate::store::redact;
 
 /// How long status waits for a mount to answer.
 const ANSWER_WITHIN: Duration = Duration::from_secs(2);
@@ -106,27 +107,32 @@ impl Drop for StateFile {
     }
 }
 
+/// Where a background daemon logs: one file per mount point, under the temp directory, so that
+/// remounting the same place reuses (truncates) the same file.
+pub fn log_path(mountpoint: &Path) -> std::path::PathBuf {
+    let abs = std::path::absolute(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    let name: String = abs
+        .to_string_lossy()
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let uid = crate::sys::ids::uid();
+    std::env::temp_dir()
+        .join(format!("hudifs-{uid}"))
+        .join(format!("{name}.log"))
+}
+
 /// The state file of a daemon whose log is `log` (also for a foreground daemon, which logs to
 /// standard error: the file is where its log would be).
 pub fn state_path(log: &Path) -> PathBuf {
     log.with_extension("state")
-}
-
-/// A table location without user information or query (where credentials could be).
-pub fn redact(table: &str) -> String {
-    let Some((scheme, rest)) = table.split_once("://") else {
-        return table.to_string();
-    };
-    let rest = rest.split(['?', '#']).next().unwrap_or("");
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    let host = authority
-        .rsplit_once('@')
-        .map(|(_, h)| h)
-        .unwrap_or(authority);
-    format!("{scheme}://{host}{path}")
 }
 
 /// A hudifs mount as the mount table shows it.
@@ -197,8 +203,7 @@ pub fn hudifs_mounts(mountinfo: &str) -> Vec<MountEntry> {
 /// The live daemon's state for `m`: a state file in one of the places a daemon of its owner
 /// writes one, that names this mount point and a live process.
 fn find_state(m: &MountEntry) -> Option<State> {
-    // SAFETY: no preconditions.
-    let uid = m.user_id.unwrap_or_else(|| unsafe { libc::getuid() });
+    let uid = m.user_id.unwrap_or_else(crate::sys::ids::uid);
     let mut dirs = vec![std::env::temp_dir().join(format!("hudifs-{uid}"))];
     let tmp = PathBuf::from("/tmp").join(format!("hudifs-{uid}"));
     if !dirs.contains(&tmp) {
@@ -217,7 +222,7 @@ fn find_state(m: &MountEntry) -> Option<State> {
                 continue;
             };
             if state.mountpoint == m.mountpoint
-                && process_alive(state.keeper_pid.unwrap_or(state.pid))
+                && crate::sys::spawn::alive(state.keeper_pid.unwrap_or(state.pid))
             {
                 return Some(state);
             }
@@ -226,19 +231,13 @@ fn find_state(m: &MountEntry) -> Option<State> {
     None
 }
 
-/// Whether process `pid` runs (and is not a zombie).
-pub fn process_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| !s.is_empty() && !s.contains(") Z "))
-}
-
 /// The instant `latest/` of the mount at `mp` shows, or why it could not be read.
 fn latest_instant(mp: &Path) -> std::result::Result<String, String> {
     let path = mp.join("latest");
     let (tx, rx) = std::sync::mpsc::channel();
     // A hung daemon would block this thread for good: it is left behind (the process exits).
     std::thread::spawn(move || {
-        let _ = tx.send(read_xattr(&path, "user.hudi.instant"));
+        let _ = tx.send(crate::sys::xattr::get(&path, "user.hudi.instant"));
     });
     match rx.recv_timeout(ANSWER_WITHIN) {
         Ok(Ok(v)) => Ok(v),
@@ -255,35 +254,12 @@ fn latest_instant(mp: &Path) -> std::result::Result<String, String> {
     }
 }
 
-/// Extended attribute `name` of `path`, read whole (the buffer grows on ERANGE).
-pub fn read_xattr(path: &Path, name: &str) -> std::io::Result<String> {
-    let p = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    let n = std::ffi::CString::new(name).expect("attribute name");
-    let mut buf = vec![0u8; 256];
-    loop {
-        // SAFETY: valid C strings and a buffer of the length given.
-        let len =
-            unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-        if len >= 0 {
-            buf.truncate(len as usize);
-            return Ok(String::from_utf8_lossy(&buf).to_string());
-        }
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::ERANGE) || buf.len() >= 1 << 16 {
-            return Err(err);
-        }
-        // Larger than asked for (the metrics): the kernel allows up to 64 KiB.
-        buf.resize(1 << 16, 0);
-    }
-}
-
 /// The daemon's counters (the mount root's `user.hudifs.metrics`), within the time limit.
 fn counters(mp: &Path) -> Option<Value> {
     let path = mp.to_path_buf();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(read_xattr(&path, "user.hudifs.metrics"));
+        let _ = tx.send(crate::sys::xattr::get(&path, "user.hudifs.metrics"));
     });
     let text = rx.recv_timeout(ANSWER_WITHIN).ok()?.ok()?;
     serde_json::from_str(&text).ok()

@@ -128,3 +128,20 @@ pub fn open_store_checked(
         Err(e) => Err(Error::io(local.display().to_string(), e)),
     }
 }
+
+/// A table location without user information or query (where credentials could be).
+pub fn redact(table: &str) -> String {
+    let Some((scheme, rest)) = table.split_once("://") else {
+        return table.to_string();
+    };
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let host = authority
+        .rsplit_once('@')
+        .map(|(_, h)| h)
+        .unwrap_or(authority);
+    format!("{scheme}://{host}{path}")
+}

@@ -289,10 +289,10 @@ impl Publisher {
                     req.target.display()
                 )));
             }
-            if crate::daemon::is_mount_point(req.target) {
+            if crate::sys::mountinfo::is_mount_point(req.target) {
                 return Ok(e.clone());
             }
-        } else if crate::daemon::is_mount_point(req.target) {
+        } else if crate::sys::mountinfo::is_mount_point(req.target) {
             return Err(Refusal::AlreadyExists(format!(
                 "{} is already a mount point, not of volume {}",
                 req.target.display(),
@@ -363,7 +363,7 @@ impl Publisher {
                     mnt.join("latest")
                 };
                 let instant =
-                    crate::status::read_xattr(&latest_of, "user.hudi.instant").map_err(|_| {
+                    crate::sys::xattr::get(&latest_of, "user.hudi.instant").map_err(|_| {
                         Refusal::FailedPrecondition(format!(
                             "pin: mount-time: table {} has no completed write to pin",
                             spec.table
@@ -406,7 +406,7 @@ impl Publisher {
         log::info!(
             "published volume {} ({} {}) at {}",
             p.volume_id,
-            crate::status::redact(&spec.table),
+            crate::store::redact(&spec.table),
             p.view,
             p.target.display()
         );
@@ -423,7 +423,7 @@ impl Publisher {
     ) -> Result<PathBuf, Refusal> {
         let dir = self.daemon_dir(key);
         let mnt = dir.join("mnt");
-        if crate::daemon::is_mount_point(&mnt) {
+        if crate::sys::mountinfo::is_mount_point(&mnt) {
             if std::fs::metadata(&mnt).is_ok() {
                 return Ok(mnt);
             }
@@ -446,7 +446,7 @@ impl Publisher {
         write_json(
             &dir.join("daemon.json"),
             &json!({
-                "table": crate::status::redact(&table),
+                "table": crate::store::redact(&table),
                 "options": options,
                 "secrets": secrets.0.iter().map(|(k, _)| k).collect::<Vec<_>>(),
                 "metrics": metrics,
@@ -457,7 +457,7 @@ impl Publisher {
             Ok(_) => Ok(mnt),
             Err((code, message)) => {
                 let _ = std::fs::remove_dir_all(&dir);
-                let message = format!("mounting {}: {message}", crate::status::redact(&table));
+                let message = format!("mounting {}: {message}", crate::store::redact(&table));
                 // `hudifs mount` exits 2 on a usage error (EX_USAGE-like), as clap does.
                 Err(if code == Some(2) {
                     Refusal::InvalidArgument(message)
@@ -507,7 +507,7 @@ impl Publisher {
             .ok()
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
             .and_then(|v| Publication::from_json(&v));
-        if crate::daemon::is_mount_point(target) {
+        if crate::sys::mountinfo::is_mount_point(target) {
             bind::unmount(target).map_err(internal)?;
         }
         match std::fs::remove_dir(target) {
@@ -535,8 +535,8 @@ impl Publisher {
         let dir = self.daemon_dir(key);
         let mnt = dir.join("mnt");
         let state =
-            crate::status::read_state(&crate::status::state_path(&crate::daemon::log_path(&mnt)));
-        if crate::daemon::is_mount_point(&mnt) {
+            crate::status::read_state(&crate::status::state_path(&crate::status::log_path(&mnt)));
+        if crate::sys::mountinfo::is_mount_point(&mnt) {
             if let Err((_, e)) = self.run(&["umount".into(), mnt.clone().into()]) {
                 log::warn!("stopping the daemon of {}: {e}", mnt.display());
                 return;
@@ -547,7 +547,7 @@ impl Publisher {
         if let Some(s) = state {
             let pids: Vec<u32> = [Some(s.pid), s.keeper_pid].into_iter().flatten().collect();
             let until = Instant::now() + Duration::from_secs(10);
-            while pids.iter().any(|p| crate::status::process_alive(*p)) && Instant::now() < until {
+            while pids.iter().any(|p| crate::sys::spawn::alive(*p)) && Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }

@@ -12,8 +12,7 @@
 //! `HUDIFS_KEEPER=0` serves the mount without a keeper, in one process, as a lake's always is.
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,11 +20,16 @@ use crate::error::{Error, Result};
 use crate::fuse::Kept;
 use crate::journal::{Record, RestartJournal};
 use crate::mount_config::MountConfig;
+use crate::sys::signals::{self, Blocked};
+use crate::sys::spawn::{describe_status, exit_code, keep_fds, kill, try_wait, wait, Detach};
 
-use super::launch::{daemon_argv, log_name, log_path, report_ready, READY_FD_ENV};
-use super::mountpoint::{is_mount_point, match_read_ahead, set_store_read_ahead, unmount_busy};
+use super::launch::{daemon_argv, log_name, READY_FD_ENV};
+use super::mountpoint::{match_read_ahead, set_store_read_ahead, unmount_busy};
+use super::serving::announce_live;
 use super::takeover::Handoff;
 use super::{bind_metrics, mount_failure, Table};
+use crate::status::log_path;
+use crate::sys::mountinfo::is_mount_point;
 
 /// Whether table mounts are kept (`HUDIFS_KEEPER=0` turns it off).
 pub(super) fn wanted() -> bool {
@@ -35,18 +39,10 @@ pub(super) fn wanted() -> bool {
 /// The longest pause between restarts in a crash loop.
 const MAX_PAUSE: Duration = Duration::from_secs(30);
 
-/// The signals the keeper waits for.
-fn keeper_signals() -> libc::sigset_t {
-    // SAFETY: plain libc signal-set manipulation on a local set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD] {
-            libc::sigaddset(&mut set, s);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
+/// The signals the keeper waits for: stop, and a serving daemon exited.
+fn keeper_signals() -> Blocked {
+    let [int, term, hup] = signals::STOP;
+    Blocked::block(&[int, term, hup, signals::CHILD])
 }
 
 /// Mount the table of `cfg` and keep the mount until it is unmounted or the keeper is told to
@@ -106,21 +102,15 @@ pub(super) fn run(cfg: &MountConfig, table: Table) -> Result<()> {
         first.id(),
         std::process::id()
     );
-    report_ready();
-    crate::notify::ready(
-        std::process::id(),
-        &format!("mounted {described} at {}", cfg.mountpoint.display()),
-    );
+    announce_live(cfg, &described);
 
     let mut child = first;
     let mut started = Instant::now();
     // Daemons in a row that died before they served.
     let mut crash_loop = 0u32;
     loop {
-        let mut sig: libc::c_int = 0;
-        // SAFETY: `sigset` holds the signals blocked above; `sig` is a valid out-pointer.
-        unsafe { libc::sigwait(&sigset, &mut sig) };
-        if sig != libc::SIGCHLD {
+        let sig = sigset.wait();
+        if sig != signals::CHILD {
             unmount_on(sig, &mut kept, &mp);
             stop(&mut child);
             return Ok(());
@@ -165,13 +155,8 @@ pub(super) fn run(cfg: &MountConfig, table: Table) -> Result<()> {
             let deadline = Instant::now() + pause;
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
-                let ts = libc::timespec {
-                    tv_sec: left.as_secs() as libc::time_t,
-                    tv_nsec: left.subsec_nanos() as libc::c_long,
-                };
-                // SAFETY: `sigset` holds blocked signals; a null info pointer is allowed.
-                let sig = unsafe { libc::sigtimedwait(&sigset, std::ptr::null_mut(), &ts) };
-                if sig > 0 && sig != libc::SIGCHLD {
+                let sig = sigset.wait_for(left);
+                if let Some(sig) = sig.filter(|s| *s != signals::CHILD) {
                     unmount_on(sig, &mut kept, &mp);
                     return Ok(());
                 }
@@ -220,8 +205,7 @@ impl Child {
         let Some(f) = self.ready.as_mut() else {
             return true;
         };
-        // SAFETY: fcntl on a descriptor this process owns.
-        unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        crate::sys::fds::set_nonblocking(&*f);
         let mut buf = [0u8; 1];
         let served = matches!(f.read(&mut buf), Ok(1) if buf[0] == b'R');
         if served {
@@ -242,7 +226,8 @@ impl Keeper<'_> {
             .fd()
             .map_err(|e| Error::io("the mount's connection", e))?;
         let journal_fd = self.journal.raw_fd();
-        let (ready_read, ready_write) = pipe()?;
+        let (ready_read, ready_write) =
+            crate::sys::fds::pipe().map_err(|e| Error::io("pipe", e))?;
         let handoff = Handoff {
             fd: fd.as_raw_fd(),
             journal: journal_fd,
@@ -252,27 +237,15 @@ impl Keeper<'_> {
         };
         let mut cmd = std::process::Command::new(exe);
         let wfd = ready_write.as_raw_fd();
-        let keep = [fd.as_raw_fd(), journal_fd, wfd, self.metrics.unwrap_or(-1)];
+        let keep = vec![fd.as_raw_fd(), journal_fd, wfd, self.metrics.unwrap_or(-1)];
         cmd.args(daemon_argv(self.cfg))
             .envs(handoff.to_env())
             .env(READY_FD_ENV, wfd.to_string())
             .env_remove("NOTIFY_SOCKET")
             .stdin(std::process::Stdio::null());
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                for fd in keep.into_iter().filter(|fd| *fd >= 0) {
-                    libc::fcntl(fd, libc::F_SETFD, 0);
-                }
-                // The keeper's blocked signals are not the daemon's; a terminal's Ctrl-C is the
-                // keeper's to handle (it unmounts), not the daemon's.
-                let mut all: libc::sigset_t = std::mem::zeroed();
-                libc::sigfillset(&mut all);
-                libc::pthread_sigmask(libc::SIG_UNBLOCK, &all, std::ptr::null_mut());
-                libc::setpgid(0, 0);
-                Ok(())
-            });
-        }
+        // The keeper's blocked signals are not the daemon's; a terminal's Ctrl-C is the
+        // keeper's to handle (it unmounts), not the daemon's.
+        keep_fds(&mut cmd, keep, Detach::Group);
         let child = cmd.spawn().map_err(|e| Error::io("spawn daemon", e))?;
         drop(ready_write);
         drop(fd);
@@ -292,46 +265,6 @@ impl Keeper<'_> {
         let ready = matches!(reader.read(&mut buf), Ok(1) if buf[0] == b'R');
         child.ready = None;
         Ok((child, ready))
-    }
-}
-
-fn pipe() -> Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0i32; 2];
-    // SAFETY: `fds` is a valid two-element array for pipe2.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(Error::io("pipe", std::io::Error::last_os_error()));
-    }
-    // SAFETY: pipe2 returned two fresh descriptors we now own.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-/// The status of child `pid` once it exited (waits).
-fn wait(pid: u32) -> libc::c_int {
-    let mut status = 0;
-    // SAFETY: waitpid on our own child with a valid out-pointer.
-    while unsafe { libc::waitpid(pid as i32, &mut status, 0) } < 0
-        && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-    {}
-    status
-}
-
-/// The status of child `pid` if it exited (does not wait).
-fn try_wait(pid: u32) -> Option<libc::c_int> {
-    let mut status = 0;
-    // SAFETY: waitpid on our own child with a valid out-pointer.
-    let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
-    (r == pid as i32).then_some(status)
-}
-
-fn exit_code(status: libc::c_int) -> Option<i32> {
-    libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status))
-}
-
-fn describe_status(status: libc::c_int) -> String {
-    if libc::WIFSIGNALED(status) {
-        format!("signal {}", libc::WTERMSIG(status))
-    } else {
-        format!("exit status {}", libc::WEXITSTATUS(status))
     }
 }
 
@@ -355,7 +288,6 @@ fn stop(child: &mut Child) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    // SAFETY: a signal to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    kill(child.id());
     wait(child.id());
 }

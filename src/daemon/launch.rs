@@ -5,11 +5,12 @@
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::mount_config::MountConfig;
+use crate::status::log_path;
+use crate::sys::spawn::{keep_fds, Detach};
 
 /// Environment variable through which a background launch tells the daemon which fd to report
 /// readiness on.
@@ -20,29 +21,6 @@ pub(super) const DAEMON_ENV: &str = "HUDIFS_DAEMON";
 
 /// Where a background daemon's log goes, as the launcher decided: the log file, or `journal`.
 pub(super) const LOG_ENV: &str = "HUDIFS_LOG";
-
-/// Where a background daemon logs: one file per mount point, under the temp directory, so that
-/// remounting the same place reuses (truncates) the same file.
-pub fn log_path(mountpoint: &Path) -> std::path::PathBuf {
-    let abs = std::path::absolute(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
-    let name: String = abs
-        .to_string_lossy()
-        .trim_start_matches('/')
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
-    std::env::temp_dir()
-        .join(format!("hudifs-{uid}"))
-        .join(format!("{name}.log"))
-}
 
 /// What a daemon's state file records as its log (`hudifs status`): the file a background
 /// launch gave it (or `journal`), else `journal` or `stderr` for a foreground one. `log` is the
@@ -70,28 +48,14 @@ pub(super) fn report_ready() {
     let mut f = std::fs::File::from(owned);
     let _ = std::io::Write::write_all(&mut f, b"R");
     std::env::remove_var(READY_FD_ENV);
-    // SAFETY: redirect stdio of the detached daemon to /dev/null now that it is live.
-    unsafe {
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-        if null >= 0 {
-            libc::dup2(null, 0);
-            libc::dup2(null, 1);
-            libc::close(null);
-        }
-    }
+    // The detached daemon's standard input and output, now that it is live.
+    crate::sys::fds::stdin_stdout_to_null();
 }
 
 /// Start the daemon in the background and wait until the mount is live or the daemon failed.
 pub(super) fn launch_background(cfg: &MountConfig) -> Result<()> {
     let exe = std::env::current_exe().map_err(|e| Error::io("current executable", e))?;
-    let mut fds = [0i32; 2];
-    // SAFETY: `fds` is a valid two-element array for pipe2.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(Error::io("pipe", std::io::Error::last_os_error()));
-    }
-    // SAFETY: pipe2 returned two fresh descriptors we now own.
-    let (read_end, write_end) =
-        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (read_end, write_end) = crate::sys::fds::pipe().map_err(|e| Error::io("pipe", e))?;
     let log_path = log_path(&cfg.mountpoint);
     if let Some(dir) = log_path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
@@ -124,14 +88,7 @@ pub(super) fn launch_background(cfg: &MountConfig) -> Result<()> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::setsid();
-            libc::fcntl(wfd, libc::F_SETFD, 0);
-            Ok(())
-        });
-    }
+    keep_fds(&mut cmd, vec![wfd], Detach::Session);
     let mut child = cmd.spawn().map_err(|e| Error::io("spawn daemon", e))?;
     drop(write_end);
     let mut reader = std::fs::File::from(read_end);

@@ -1,13 +1,13 @@
 //! `hudifs mount` and `hudifs umount`. A table's mount is held by a keeper process
 //! (`keeper.rs`) and served by daemons it starts, each taking the mount over from the one before
-//! if it dies (`takeover.rs`); a lake's daemon serves its mount itself (`session.rs`). The
-//! background launch is in `launch.rs`, the mount point's checks and unmounting in
-//! `mountpoint.rs`.
+//! if it dies (`takeover.rs`); a lake's daemon serves its mount itself ([`run_foreground`]).
+//! Either daemon is assembled by `serving.rs`. The background launch is in `launch.rs`, the
+//! mount point's checks and unmounting in `mountpoint.rs`.
 
 mod keeper;
 mod launch;
 mod mountpoint;
-mod session;
+mod serving;
 mod takeover;
 
 use std::sync::Arc;
@@ -17,8 +17,9 @@ use hudifs_storage::{Storage, TablePath};
 use crate::error::{Error, Result};
 use crate::mount_config::MountConfig;
 
-pub use launch::log_path;
-pub use mountpoint::{is_mount_point, umount};
+pub use crate::status::log_path;
+pub use crate::sys::mountinfo::is_mount_point;
+pub use mountpoint::umount;
 
 /// `hudifs mount` of the configuration `cfg` (`MountConfig::from_args` of its command line).
 pub fn mount(cfg: &MountConfig) -> Result<()> {
@@ -32,7 +33,7 @@ pub fn mount(cfg: &MountConfig) -> Result<()> {
     if cfg.foreground {
         // Before the table's storage is opened (and reused by the mount): a store client's
         // runtime threads must inherit the mask too.
-        session::block_signals();
+        crate::sys::signals::Blocked::block(&crate::sys::signals::STOP);
     }
     let table = table_or_lake(cfg)?;
     mountpoint::check_mountpoint(&cfg.mountpoint)?;
@@ -41,8 +42,16 @@ pub fn mount(cfg: &MountConfig) -> Result<()> {
     }
     match table {
         Some(table) if keeper::wanted() => keeper::run(cfg, table),
-        table => session::run_foreground(cfg, table),
+        table => run_foreground(cfg, table),
     }
+}
+
+/// Mount the table or lake of `cfg` (`table`: the table `table_or_lake` read, `None` for a lake)
+/// and serve it in this process until unmounted or signalled.
+fn run_foreground(cfg: &MountConfig, table: Option<Table>) -> Result<()> {
+    serving::serve(cfg, serving::Session::Own, || {
+        serving::Serving::open(cfg, table)
+    })
 }
 
 /// Install the process's memory ceiling (`--max-memory`, docs/SEMANTICS.md §9.9, "Memory

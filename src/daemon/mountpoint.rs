@@ -6,32 +6,10 @@ use std::time::Duration;
 
 use hudifs_storage::LocalStore;
 
-use super::launch::log_path;
 use crate::error::{Error, Result};
-
-/// Whether `path` is a mount point (listed in /proc/self/mountinfo).
-pub fn is_mount_point(path: &Path) -> bool {
-    let Ok(canon) = path.canonicalize().or_else(|_| std::path::absolute(path)) else {
-        return false;
-    };
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let target = canon.to_string_lossy();
-    info.lines().any(|l| {
-        l.split(' ')
-            .nth(4)
-            .map(unescape_mountinfo)
-            .is_some_and(|p| p == target)
-    })
-}
-
-fn unescape_mountinfo(s: &str) -> String {
-    s.replace("\\040", " ")
-        .replace("\\011", "\t")
-        .replace("\\012", "\n")
-        .replace("\\134", "\\")
-}
+use crate::status::log_path;
+use crate::sys::mount::{unmount, Unmount};
+use crate::sys::mountinfo::is_mount_point;
 
 /// Refuse a mount point that is missing, not a directory, not empty or already mounted.
 pub(super) fn check_mountpoint(mp: &Path) -> Result<()> {
@@ -81,16 +59,14 @@ pub(super) fn unmount_busy(mp: &Path) -> bool {
     if !is_mount_point(mp) {
         return false;
     }
-    let Ok(c) = std::ffi::CString::new(mp.as_os_str().as_encoded_bytes()) else {
+    if mp.as_os_str().as_encoded_bytes().contains(&0) {
         return false;
-    };
+    }
     let deadline = std::time::Instant::now() + STOP_GRACE;
     loop {
-        // SAFETY: `c` is a valid C string.
-        if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        let Err(err) = unmount(mp, Unmount::Now) else {
             return false;
-        }
-        let err = std::io::Error::last_os_error();
+        };
         if err.raw_os_error() != Some(libc::EBUSY) {
             log::warn!("unmount of {} failed: {err}", mp.display());
             break;
@@ -106,13 +82,8 @@ pub(super) fn unmount_busy(mp: &Path) -> bool {
         mp.display(),
         mp.display()
     );
-    // SAFETY: `c` is a valid C string.
-    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-        log::warn!(
-            "detaching {} failed: {}",
-            mp.display(),
-            std::io::Error::last_os_error()
-        );
+    if let Err(e) = unmount(mp, Unmount::Detach) {
+        log::warn!("detaching {} failed: {e}", mp.display());
     }
     true
 }
@@ -156,15 +127,7 @@ fn read_kb(p: String) -> Option<u64> {
 fn raise_read_ahead(mountpoint: &Path, want: u64, why: &str) {
     // The mount's device from the mount table, not from a stat of the mount point, which would
     // wait for this daemon (it does not serve requests yet).
-    let target = mountpoint.to_string_lossy();
-    let Some(mount_dev) = std::fs::read_to_string("/proc/self/mountinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .rfind(|l| l.split(' ').nth(4).map(unescape_mountinfo).as_deref() == Some(&target))
-                .and_then(|l| l.split(' ').nth(2).map(str::to_string))
-        })
-    else {
+    let Some(mount_dev) = crate::sys::mountinfo::device_of(mountpoint) else {
         return;
     };
     let knob = format!("/sys/class/bdi/{mount_dev}/read_ahead_kb");
@@ -191,17 +154,14 @@ pub fn umount(mountpoint: &Path) -> Result<()> {
     if !is_mount_point(&abs) {
         return Err(Error::Mount(format!("{} is not mounted", abs.display())));
     }
-    let c = std::ffi::CString::new(abs.as_os_str().as_encoded_bytes())
-        .map_err(|_| Error::Usage("mount point contains a NUL byte".into()))?;
+    if abs.as_os_str().as_encoded_bytes().contains(&0) {
+        return Err(Error::Usage("mount point contains a NUL byte".into()));
+    }
     // A mount is busy for the moment of any request through it (a `hudifs status` reading its
     // attributes, a file manager's stat): tried again for a while before it counts as in use.
     let started = std::time::Instant::now();
     let outcome = loop {
-        // SAFETY: `c` is a valid C string.
-        let outcome = match unsafe { libc::umount2(c.as_ptr(), 0) } {
-            0 => Ok(()),
-            _ => Err(std::io::Error::last_os_error()),
-        };
+        let outcome = unmount(&abs, Unmount::Now);
         let busy = matches!(&outcome, Err(e) if e.raw_os_error() == Some(libc::EBUSY));
         if !busy || started.elapsed() >= UMOUNT_BUSY_FOR {
             break outcome;
@@ -227,8 +187,7 @@ pub fn umount(mountpoint: &Path) -> Result<()> {
         Some(libc::EPERM) => fusermount_unmount(&abs),
         _ => {
             // A dead daemon's mount: detach it.
-            // SAFETY: `c` is a valid C string.
-            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+            if unmount(&abs, Unmount::Detach).is_ok() {
                 forget();
                 Ok(())
             } else {

@@ -5,20 +5,17 @@
 //! daemon, and the keeper starts another.
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::follow::Follower;
-use crate::fs::{HudiFs, Served};
+use crate::fs::HudiFs;
 use crate::journal::{Record, RestartJournal};
 use crate::mount_config::MountConfig;
 use hudifs_core::table::TableConfig;
 use hudifs_storage::TablePath;
 
-use super::launch::report_ready;
 use super::open_store_checked;
-use super::session::return_large_buffers_at_free;
+use super::serving::{self, KeptConnection, Serving, Session};
 
 const FD_ENV: &str = "HUDIFS_KEPT_FD";
 const JOURNAL_ENV: &str = "HUDIFS_KEPT_JOURNAL";
@@ -96,6 +93,37 @@ impl Handoff {
 
 /// Serve the kept mount of `cfg` on the connection `h` names, until the mount goes away.
 pub(super) fn serve(cfg: &MountConfig, h: Handoff) -> Result<()> {
+    let kept = adopt(h)?;
+    // The first daemon takes the table's configuration as its keeper read it (the keeper
+    // checked the store too); one that takes over reads it again (the table may have been
+    // upgraded since).
+    let given = if h.resumed {
+        None
+    } else {
+        kept.records.iter().find_map(|r| match r {
+            Record::TableConfig(props) => Some(props.clone()),
+            _ => None,
+        })
+    };
+    serving::serve(cfg, Session::Kept(kept), || {
+        let store = open_store_checked(cfg, given.is_none())?;
+        let table_cfg = match given {
+            Some(props) => TableConfig::from_properties(
+                &store.describe(&TablePath::new(".hoodie/hoodie.properties").unwrap_or_default()),
+                props,
+            )?,
+            None => TableConfig::load(&*store)?,
+        };
+        let fs = HudiFs::with_config(store, table_cfg, cfg.fs_options())?;
+        Ok(Serving::Table(Arc::new(fs)))
+    })
+}
+
+/// Take over the descriptors of the handoff `h` (closed on exec: nothing this daemon starts
+/// inherits them) and read the restart journal once: the table's configuration, the ids behind
+/// inode numbers, backing files.
+fn adopt(h: Handoff) -> Result<KeptConnection> {
+    let started = std::time::Instant::now();
     // SAFETY: the keeper passed these descriptors to this process alone, under these numbers.
     let (fd, journal) = unsafe {
         (
@@ -104,101 +132,27 @@ pub(super) fn serve(cfg: &MountConfig, h: Handoff) -> Result<()> {
         )
     };
     // SAFETY: as above.
-    let listener = h
+    let metrics = h
         .metrics
         .map(|fd| unsafe { std::net::TcpListener::from(OwnedFd::from_raw_fd(fd)) });
     for raw in [Some(h.fd), Some(h.journal), h.metrics]
         .into_iter()
         .flatten()
     {
-        // SAFETY: fcntl on a descriptor this process owns: not inherited by what it starts.
-        unsafe { libc::fcntl(raw, libc::F_SETFD, libc::FD_CLOEXEC) };
+        crate::sys::fds::close_on_exec(raw, true);
     }
-    if cfg.is_remote() {
-        return_large_buffers_at_free();
-    }
-    let started = std::time::Instant::now();
-    // Installed first: the requests that open the table count too.
-    let metrics = crate::metrics::global();
-    // Read once: the table's configuration, the ids behind inode numbers, backing files.
     let records = journal
         .records()
         .map_err(|e| Error::io("the restart journal", e))?;
-    // The first daemon takes the table's configuration as its keeper read it (the keeper
-    // checked the store too); one that takes over reads it again (the table may have been
-    // upgraded since).
-    let given = if h.resumed {
-        None
-    } else {
-        records.iter().find_map(|r| match r {
-            Record::TableConfig(props) => Some(props.clone()),
-            _ => None,
-        })
-    };
-    let store = open_store_checked(cfg, given.is_none())?;
-    let table_cfg = match given {
-        Some(props) => TableConfig::from_properties(
-            &store.describe(&TablePath::new(".hoodie/hoodie.properties").unwrap_or_default()),
-            props,
-        )?,
-        None => TableConfig::load(&*store)?,
-    };
-    let fs = Arc::new(HudiFs::with_config(store, table_cfg, cfg.fs_options())?);
-    let latest = fs.clone();
-    metrics.set_latest(Box::new(move || latest.latest_instant()));
-    if let Some(l) = listener {
-        crate::metrics::serve(l, metrics.clone()).map_err(|e| Error::io("metrics thread", e))?;
-    }
-    fs.resume_from(&journal, &records)?;
-    let table = fs.store().describe(&Default::default());
-    let session = crate::fuse::serve_kept(
-        fs.clone() as Arc<dyn Served>,
+    Ok(KeptConnection {
         fd,
-        cfg,
-        &table,
-        h.passthrough,
         journal,
-        h.resumed.then_some(&records[..]),
-    );
-    drop(records);
-    if h.resumed {
-        log::info!(
-            "took over the mount of {table} at {} in {} ms (latest instant {})",
-            cfg.mountpoint.display(),
-            started.elapsed().as_millis(),
-            fs.latest_instant().unwrap_or_else(|| "none".into())
-        );
-    } else {
-        log::info!(
-            "serving {table} at {} (latest instant {})",
-            cfg.mountpoint.display(),
-            fs.latest_instant().unwrap_or_else(|| "none".into())
-        );
-    }
-    let poll = cfg.poll_period();
-    let notifier = session.notifier();
-    if h.resumed {
-        // What the kernel holds of latest/ may predate a switch the dead daemon never told it
-        // about. From a thread: an invalidation can wait on a read that only this daemon,
-        // once serving, answers.
-        let (dirs, n) = (fs.inherited_latest_dirs(), notifier.clone());
-        std::thread::spawn(move || {
-            for ino in dirs {
-                n.inval_inode(ino);
-            }
-        });
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop_follow = stop.clone();
-    let fs_follow = fs.clone();
-    std::thread::Builder::new()
-        .name("hudifs-follow".into())
-        .spawn(move || Follower::new().run(fs_follow, Some(notifier), poll, stop_follow))
-        .map_err(|e| Error::io("follow thread", e))?;
-    report_ready();
-    let result = session.run();
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    result.map_err(|e| Error::io(cfg.mountpoint.display().to_string(), e))
+        records,
+        passthrough: h.passthrough,
+        resumed: h.resumed,
+        metrics,
+        started,
+    })
 }
 
 #[cfg(test)]

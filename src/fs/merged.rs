@@ -79,8 +79,7 @@ pub fn default_cache_dir() -> PathBuf {
     if let Some(h) = env("HOME") {
         return h.join(".cache/hudifs/merge");
     }
-    // SAFETY: a plain getter without preconditions.
-    let uid = unsafe { libc::geteuid() };
+    let uid = crate::sys::ids::euid();
     PathBuf::from(format!("/var/tmp/hudifs-{uid}/merge"))
 }
 

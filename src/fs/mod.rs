@@ -219,8 +219,7 @@ impl HudiFs {
         // serving the mount.
         let (uid, gid) = match store.local().and_then(|l| l.owner()) {
             Some(owner) => owner,
-            // SAFETY: plain getters without preconditions.
-            None => unsafe { (libc::getuid(), libc::getgid()) },
+            None => (crate::sys::ids::uid(), crate::sys::ids::gid()),
         };
         let owner = Owner::new(
             uid,

@@ -102,13 +102,7 @@ pub(super) struct MemLog {
 impl MemLog {
     /// A new, empty log.
     pub fn create() -> std::io::Result<MemLog> {
-        // SAFETY: a valid C string and flags; the result is checked.
-        let fd = unsafe { libc::memfd_create(c"hudifs-restart-journal".as_ptr(), 0) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: memfd_create returned a fresh descriptor we own.
-        let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        let file = crate::sys::fds::memfd(c"hudifs-restart-journal")?;
         let mut header = vec![0u8; HEADER as usize];
         header[..8].copy_from_slice(MAGIC);
         header[8..12].copy_from_slice(&VERSION.to_le_bytes());
@@ -195,18 +189,8 @@ impl MemLog {
         self.start = at;
         let freed = at / PAGE * PAGE;
         if freed > HEADER {
-            // SAFETY: fallocate on a descriptor we hold; the range is inside the file.
-            let rc = unsafe {
-                libc::fallocate(
-                    self.file.as_raw_fd(),
-                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                    HEADER as libc::off_t,
-                    (freed - HEADER) as libc::off_t,
-                )
-            };
-            if rc != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            // The range is inside the file.
+            crate::sys::fds::punch_hole(&self.file, HEADER, freed - HEADER)?;
         }
         Ok(())
     }

@@ -151,8 +151,7 @@ impl LakeFs {
             .map_err(|e| Error::io(store.describe(&root), e))?;
         let (uid, gid) = match store.local().and_then(|l| l.owner()) {
             Some(owner) => owner,
-            // SAFETY: plain getters without preconditions.
-            None => unsafe { (libc::getuid(), libc::getgid()) },
+            None => (crate::sys::ids::uid(), crate::sys::ids::gid()),
         };
         let fs = LakeFs {
             uid: opts.access.uid.unwrap_or(uid),

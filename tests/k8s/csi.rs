@@ -296,7 +296,7 @@ fn ls(table: &Path, args: &[&str]) -> Vec<String> {
 }
 
 fn alive(pid: u32) -> bool {
-    hudifs::status::process_alive(pid)
+    hudifs::sys::spawn::alive(pid)
 }
 
 /// A test's world: the plugin, a table the generator wrote, and a temporary directory holding
