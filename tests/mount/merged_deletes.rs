@@ -213,24 +213,29 @@ fn payload_tables_merge_as_their_payload_classes() {
     let mor = |v| {
         TableSpec::new("gen_payload", TableType::MergeOnRead, v).partitioned_by(&["city"], true)
     };
-    let dms = "org.apache.hudi.common.model.AWSDmsAvroPayload";
+    // A payload class on version 6, and on version 8 merged by the payload (merge mode CUSTOM
+    // with the payload-based strategy).
+    let on_6_and_8 = |class: &str| {
+        let class = format!("org.apache.hudi.common.model.{class}");
+        let v8 = mor(8)
+            .with_property("hoodie.record.merge.mode", "CUSTOM")
+            .with_property(
+                "hoodie.record.merge.strategy.id",
+                "00000000-0000-0000-0000-000000000000",
+            );
+        [
+            (format!("v6 {class}"), mor(6)),
+            (format!("v8 payload-based {class}"), v8),
+        ]
+        .map(|(name, spec)| {
+            (
+                name,
+                spec.with_property("hoodie.compaction.payload.class", &class),
+            )
+        })
+    };
     // AWS DMS: full load without `Op`, then changes.
-    for (name, spec) in [
-        (
-            "v6 AWSDmsAvroPayload",
-            mor(6).with_property("hoodie.compaction.payload.class", dms),
-        ),
-        (
-            "v8 payload-based AWSDmsAvroPayload",
-            mor(8)
-                .with_property("hoodie.record.merge.mode", "CUSTOM")
-                .with_property(
-                    "hoodie.record.merge.strategy.id",
-                    "00000000-0000-0000-0000-000000000000",
-                )
-                .with_property("hoodie.compaction.payload.class", dms),
-        ),
-    ] {
+    for (name, spec) in on_6_and_8("AWSDmsAvroPayload") {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("table");
         let mut w =
@@ -263,7 +268,7 @@ fn payload_tables_merge_as_their_payload_classes() {
         let mut t = w.begin(Action::DeltaCommit).unwrap();
         t.update("city=a", &f, &[again]).unwrap();
         t.complete().unwrap();
-        check_latest(name, &root, expected(&w, &[1001, 5000], &BTreeMap::new()));
+        check_latest(&name, &root, expected(&w, &[1001, 5000], &BTreeMap::new()));
     }
 
     // MySQL Debezium: base rows at sequence 9.<n>; changes with greater and smaller sequences.
@@ -315,23 +320,7 @@ fn payload_tables_merge_as_their_payload_classes() {
 
     // First value: the greater `ts` wins, a tie keeps the record written first (v6, and v8
     // merged by the payload as the upgrade leaves it).
-    let first = "org.apache.hudi.common.model.FirstValueAvroPayload";
-    for (name, spec) in [
-        (
-            "v6 FirstValueAvroPayload",
-            mor(6).with_property("hoodie.compaction.payload.class", first),
-        ),
-        (
-            "v8 payload-based FirstValueAvroPayload",
-            mor(8)
-                .with_property("hoodie.record.merge.mode", "CUSTOM")
-                .with_property(
-                    "hoodie.record.merge.strategy.id",
-                    "00000000-0000-0000-0000-000000000000",
-                )
-                .with_property("hoodie.compaction.payload.class", first),
-        ),
-    ] {
+    for (name, spec) in on_6_and_8("FirstValueAvroPayload") {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("table");
         let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
@@ -363,7 +352,7 @@ fn payload_tables_merge_as_their_payload_classes() {
             .map(|r| (r.id, r.clone()))
             .collect();
         older.insert(1001, changed[1].clone());
-        check_latest(name, &root, expected(&w, &[], &older));
+        check_latest(&name, &root, expected(&w, &[], &older));
     }
 
     // Flink changelog: `_hoodie_operation` of each record.
