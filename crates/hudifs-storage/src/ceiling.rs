@@ -34,7 +34,7 @@ pub const MIN_DATA: u64 = 64 << 20;
 /// What a measured ceiling keeps free of leases for memory nobody counts (allocator slack,
 /// request and reply buffers in flight): an eighth of it, at least 12 MiB. (A sixteenth, at
 /// least 8 MiB, let eight store readers and a merge under `--max-memory 112M` peak at 115 MiB
-/// in 2 of 10 runs, `store::store_reads::eight_readers_and_a_merge_stay_under_the_memory_ceiling`.)
+/// in 2 of 9 runs, `store::store_reads::eight_readers_and_a_merge_stay_under_the_memory_ceiling`.)
 pub fn headroom(ceiling: u64) -> u64 {
     (ceiling / 8).max(12 << 20)
 }
