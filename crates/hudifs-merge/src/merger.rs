@@ -12,7 +12,7 @@ use arrow_schema::{DataType, SchemaRef};
 use crate::config::{KeyGen, MergeConfig, MergeMode, Placeholder, Sequence, Unavailable};
 use crate::error::{MergeError, Result};
 use crate::order::{all_default, column_by_path, compare_all, ord_at, OrdVal};
-use crate::schema::conform_array;
+use crate::schema::{conform_array, META_COLUMNS};
 
 /// Where one column of a merged log record comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -275,12 +275,9 @@ impl Merger {
             }
             Some(&i) => {
                 let old = &self.entries[i];
+                let newer_wins = self.keep_newer(old.commit_time_delete(), &old.ord, &new);
                 let payload_merged = self.ties_to_older || self.partial_update_payload;
-                if payload_merged
-                    && old.delete
-                    && !old.commit_time_delete()
-                    && !self.keep_newer(false, &old.ord, &new)
-                {
+                if payload_merged && old.delete && !old.commit_time_delete() && !newer_wins {
                     // Java's payload merge reads a deleted older record as absent and takes
                     // the newer one in some releases, orders them in others.
                     return Err(MergeError::unsupported(format!(
@@ -289,7 +286,7 @@ impl Merger {
                          releases merge it differently)"
                     )));
                 }
-                let merged = if self.keep_newer(old.commit_time_delete(), &old.ord, &new) {
+                let merged = if newer_wins {
                     let src = if new.delete || old.delete {
                         new.src.clone()
                     } else {
@@ -557,15 +554,6 @@ enum Plan {
     /// Kept, its unavailable values taken from the log record (entry) it won against.
     BaseFilled(usize),
 }
-
-/// Hudi's meta columns (`HoodieRecord.HOODIE_META_COLUMNS_NAME_TO_POS`).
-const META_COLUMNS: [&str; 5] = [
-    "_hoodie_commit_time",
-    "_hoodie_commit_seqno",
-    "_hoodie_record_key",
-    "_hoodie_partition_path",
-    "_hoodie_file_name",
-];
 
 /// Whether a value is the table's unavailable value: a string or bytes column (top level, as
 /// Java checks the fields of the record's schema) holding exactly those bytes.

@@ -18,6 +18,15 @@ use parquet::schema::types::{SchemaDescriptor, Type};
 
 use crate::avro::field_index;
 
+/// Hudi's meta columns (`HoodieRecord.HOODIE_META_COLUMNS_NAME_TO_POS`).
+pub const META_COLUMNS: [&str; 5] = [
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+];
+
 fn is_promotion(from: &DataType, to: &DataType) -> bool {
     use DataType::*;
     match (from, to) {

@@ -237,6 +237,54 @@ fn sort_and_dedup(mut instants: Vec<ArchivedInstant>) -> Vec<ArchivedInstant> {
 mod tests {
     use super::*;
 
+    /// An upgraded table's two archives: an instant in both is taken as the LSM history has it
+    /// (its completion time), the others from whichever holds them, in order; the old
+    /// archive's problems are kept.
+    #[test]
+    fn the_lsm_history_wins_over_the_legacy_archive() {
+        let at = |requested: &str, completion: &str, file: &str| ArchivedInstant {
+            requested: InstantTime::parse(requested).unwrap(),
+            completion: InstantTime::parse(completion).unwrap(),
+            action: Action::Commit,
+            planned: None,
+            metadata: Ok(Value::Object(Default::default())),
+            plan: None,
+            file: file.into(),
+        };
+        let lsm = Archive {
+            instants: vec![
+                at("20250101000002000", "20250101000002500", "lsm"),
+                at("20250101000003000", "20250101000003500", "lsm"),
+            ],
+            problems: Vec::new(),
+        };
+        let legacy = Archive {
+            instants: vec![
+                at("20250101000001000", "20250101000001000", "old"),
+                at("20250101000002000", "20250101000002000", "old"),
+            ],
+            problems: vec![ArchiveError::new("old.2".into(), "truncated")],
+        };
+        let both = with_legacy(lsm.clone(), Ok(legacy));
+        let got: Vec<(&str, &str, &str)> = both
+            .instants
+            .iter()
+            .map(|i| (i.requested.as_str(), i.completion.as_str(), i.file.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("20250101000001000", "20250101000001000", "old"),
+                ("20250101000002000", "20250101000002500", "lsm"),
+                ("20250101000003000", "20250101000003500", "lsm"),
+            ]
+        );
+        assert_eq!(both.problems.len(), 1);
+        let unreadable = with_legacy(lsm.clone(), Err(ArchiveError::new("old".into(), "x")));
+        assert_eq!(unreadable.instants, lsm.instants);
+        assert!(!unreadable.is_complete());
+    }
+
     #[test]
     fn file_names() {
         assert_eq!(archive_log_version(".commits_.archive.1_1-0-1"), Some(1));

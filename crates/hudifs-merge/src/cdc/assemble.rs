@@ -18,16 +18,7 @@ use super::{CdcGroup, CDC_CREATED_BY};
 use crate::chunks::Counting;
 use crate::engine::writer_properties;
 use crate::error::{MergeError, Result};
-use crate::schema::{conform_batch, output_schema};
-
-/// Hudi's meta columns: not part of the before/after images.
-const META: [&str; 5] = [
-    "_hoodie_commit_time",
-    "_hoodie_commit_seqno",
-    "_hoodie_record_key",
-    "_hoodie_partition_path",
-    "_hoodie_file_name",
-];
+use crate::schema::{conform_batch, output_schema, META_COLUMNS};
 
 /// Every state's rows conformed to the images' schema, as columns of batches, then one
 /// all-null row: what the `before` and `after` images are interleaved from.
@@ -59,7 +50,7 @@ impl Images {
         let fields: Vec<Field> = full
             .fields()
             .iter()
-            .filter(|f| !META.contains(&f.name().as_str()))
+            .filter(|f| !META_COLUMNS.contains(&f.name().as_str())) // not part of the images
             .map(|f| f.as_ref().clone().with_nullable(true))
             .collect();
         let data_schema = Arc::new(Schema::new(fields.clone()));

@@ -252,7 +252,9 @@ impl Prepared {
         let mut items = Vec::with_capacity(self.blocks.len());
         let mut held = self.logs.iter().map(|b| b.len() as u64).sum::<u64>();
         for b in &self.blocks {
-            self.check_defaults(b.header.get(&SCHEMA).map(String::as_str), || {
+            // A schema is checked once: `schemas` holds the ones decoded already.
+            let fresh = b.header.get(&SCHEMA).filter(|s| !schemas.contains_key(*s));
+            self.check_defaults(fresh.map(String::as_str), || {
                 format!("{}: block at byte {}", self.log_names[b.file], b.offset)
             })?;
             let r = decode_block(b, &self.logs[b.file], &self.log_names[b.file], &mut schemas)?;
