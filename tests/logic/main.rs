@@ -16,6 +16,7 @@ mod metadata_decoding;
 mod metadata_table;
 mod model;
 mod objstore_conformance;
+mod upgraded;
 mod writer;
 
 /// A read through [`hudifs::fs::Served::read`], waited for.

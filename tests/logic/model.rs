@@ -61,7 +61,7 @@ fn files_below(fs: &HudiFs, ino: u64, prefix: &str, out: &mut Vec<String>) -> Re
     Ok(())
 }
 
-fn shown(fs: &HudiFs, path: &[&str]) -> Shown {
+pub(crate) fn shown(fs: &HudiFs, path: &[&str]) -> Shown {
     let ino = lookup(fs, path)?;
     let mut out = Vec::new();
     files_below(fs, ino, "", &mut out)?;
@@ -69,7 +69,7 @@ fn shown(fs: &HudiFs, path: &[&str]) -> Shown {
     Ok(out)
 }
 
-fn xattr(fs: &HudiFs, path: &[&str], name: &str) -> Option<String> {
+pub(crate) fn xattr(fs: &HudiFs, path: &[&str], name: &str) -> Option<String> {
     let ino = lookup(fs, path).ok()?;
     fs.xattrs(ino)
         .ok()?
@@ -78,7 +78,7 @@ fn xattr(fs: &HudiFs, path: &[&str], name: &str) -> Option<String> {
         .map(|(_, v)| v)
 }
 
-fn paths(w: &TableWriter, t: Option<&str>) -> Vec<String> {
+pub(crate) fn paths(w: &TableWriter, t: Option<&str>) -> Vec<String> {
     let mut p: Vec<String> = w.expected_view(t).into_iter().map(|f| f.path).collect();
     p.sort();
     p

@@ -21,3 +21,4 @@ mod mount_conformance;
 mod permissions;
 mod real_client;
 mod system;
+mod upgraded;

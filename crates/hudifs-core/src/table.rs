@@ -90,28 +90,40 @@ impl TableConfig {
     /// The upgrade copies that archive into the LSM history (`upgradeToLSMTimeline`), where a
     /// failure is only a warning, and leaves it in place.
     pub fn legacy_archive_dir(&self) -> Option<TablePath> {
-        if self.layout != Layout::V2 {
+        if !self.was_upgraded() {
             return None;
         }
-        let initial = self.properties.get("hoodie.table.initial.version")?.trim();
-        const NAMES: [&str; 10] = [
-            "ZERO", "ONE", "TWO", "THREE", "FOUR", "FIVE", "SIX", "SEVEN", "EIGHT", "NINE",
-        ];
-        let version = initial
-            .parse::<usize>()
-            .ok()
-            .or_else(|| NAMES.iter().position(|n| n.eq_ignore_ascii_case(initial)))?;
         let folder = self
             .properties
             .get("hoodie.archivelog.folder")
             .map(|f| f.trim())
             .filter(|f| !f.is_empty())
             .unwrap_or("archived");
-        (version < 8).then(|| {
+        Some(
             TablePath::new(HOODIE)
                 .unwrap_or_default()
-                .join_path(&relative(folder))
-        })
+                .join_path(&relative(folder)),
+        )
+    }
+
+    /// A layout-2 table upgraded from Hudi 0.x: `hoodie.table.initial.version` below 8, as a
+    /// number or a `HoodieTableVersion` name (`SixToEightUpgradeHandler` records `SIX`).
+    pub fn was_upgraded(&self) -> bool {
+        if self.layout != Layout::V2 {
+            return false;
+        }
+        let Some(initial) = self.properties.get("hoodie.table.initial.version") else {
+            return false;
+        };
+        let initial = initial.trim();
+        const NAMES: [&str; 10] = [
+            "ZERO", "ONE", "TWO", "THREE", "FOUR", "FIVE", "SIX", "SEVEN", "EIGHT", "NINE",
+        ];
+        let version = initial
+            .parse::<usize>()
+            .ok()
+            .or_else(|| NAMES.iter().position(|n| n.eq_ignore_ascii_case(initial)));
+        version.is_some_and(|v| v < 8)
     }
 
     /// Whether a base file of instant `instant` is a metadata-only bootstrap skeleton.
@@ -283,6 +295,18 @@ impl TableConfig {
     /// instant that wrote them, so their writers are told by commit metadata (SEMANTICS.md §3.6).
     pub fn has_v6_logs(&self) -> bool {
         self.is_mor() && !self.has_completion_times()
+    }
+
+    /// A merge-on-read table upgraded from 0.x ([`Self::was_upgraded`]): its pre-upgrade logs
+    /// are named after their slice's base instant, as on v6, so a log's writer is the completed
+    /// write whose metadata names it, not its name's instant (SEMANTICS.md §8).
+    pub fn has_pre_upgrade_logs(&self) -> bool {
+        self.is_mor() && self.was_upgraded()
+    }
+
+    /// Whether log writers are told by commit metadata: v6 merge-on-read, or upgraded from it.
+    pub fn attributes_logs(&self) -> bool {
+        self.has_v6_logs() || self.has_pre_upgrade_logs()
     }
 
     /// v8+ tables name log files after the deltacommit that wrote them and carry completion

@@ -135,7 +135,7 @@ impl Context {
         if !inst.is_completed() {
             return;
         }
-        let v6_mor = self.cfg.has_v6_logs();
+        let v6_mor = self.cfg.attributes_logs();
         let t = &inst.requested;
         if inst.is_completed_write() {
             // Only replacecommits (and on v6 merge-on-read every write) have facts here: other

@@ -139,13 +139,13 @@ pub fn needs_archive(ctx: &Context, key: &ViewKey) -> bool {
 }
 
 /// Whether views would tell more of their files with the archived timeline, though they can
-/// do without it: on table version 6 merge-on-read a log file carries no writer in its name, so
+/// do without it: on table version 6 merge-on-read (and tables upgraded from it) a log file carries no writer in its name, so
 /// a log that no active write names is shown as written by an archived writer unless an
 /// archived rollback names it (its write failed) or, while a pending deltacommit (or unreadable
 /// metadata) leaves open that it is the pending write's, unless an archived write names it. The
 /// caller reads the archive if it can and plans without it if it cannot.
 pub fn wants_archive(ctx: &Context) -> bool {
-    ctx.cfg.has_v6_logs() && ctx.timeline.archive_nonempty
+    ctx.cfg.attributes_logs() && ctx.timeline.archive_nonempty
 }
 
 impl Context {

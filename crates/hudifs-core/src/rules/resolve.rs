@@ -317,7 +317,9 @@ fn resolve_group<'f>(
     }
     // Strict logs.
     for ((index, l), k) in slice_logs {
-        let writer = if completion_times {
+        let writer = if completion_times && ctx.cfg.has_pre_upgrade_logs() {
+            upgraded_log_writer(ctx, plan, l, t)
+        } else if completion_times {
             (l.instant() <= t).then_some(Some(l.instant()))
         } else {
             v6_log_writer(ctx, plan, l, t)
@@ -369,6 +371,40 @@ fn pick_duplicate<'f>(
         candidates[0].1.file_id(),
     );
     None
+}
+
+/// The writer of log `l` of a table upgraded from 0.x (SEMANTICS.md §8), if committed and at or
+/// before `t`: the completed write whose metadata names it (a pre-upgrade log's name carries
+/// its slice's base instant, a later log's its deltacommit, which names it too); `None` for a
+/// log no write names, as a failed write's (or a rollback's command block). Only where the
+/// names cannot be known (the writer archived and the archive not read for this view, or
+/// unreadable metadata) does its name's instant stand for the writer.
+fn upgraded_log_writer<'f>(
+    ctx: &'f Context,
+    plan: &'f Plan,
+    l: &'f DataFile,
+    t: &str,
+) -> Option<Option<&'f str>> {
+    let key = FileRef::new(&l.partition, l.name());
+    let archived = plan.archive.as_ref();
+    let named = ctx.log_writers.get(&key).map(|w| &w[..]).or_else(|| {
+        archived
+            .and_then(|a| a.log_writers.get(&key))
+            .map(|w| &w[..])
+    });
+    if let Some(writers) = named {
+        return writers
+            .iter()
+            .find(|w| w.as_str() <= t)
+            .map(|w| Some(w.as_str()));
+    }
+    let unknowable = (archived.is_none() && ctx.timeline.is_archived(l.instant()))
+        || ctx
+            .unreadable_writes
+            .range::<_, str>((Included(l.instant()), Unbounded))
+            .next()
+            .is_some();
+    (unknowable && l.instant() <= t).then_some(Some(l.instant()))
 }
 
 /// The v6 strict log rule (SEMANTICS.md §3.7): the instant that wrote log `l`, if it is

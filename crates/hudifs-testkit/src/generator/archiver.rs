@@ -91,7 +91,7 @@ fn bad_file(store: &dyn StorageWrite, path: &TablePath, reason: impl std::fmt::D
 }
 
 /// File names in a directory, sorted (empty when it does not exist).
-fn file_names(store: &dyn StorageWrite, dir: &TablePath) -> Result<Vec<String>> {
+pub(super) fn file_names(store: &dyn StorageWrite, dir: &TablePath) -> Result<Vec<String>> {
     let entries = match store.list_names(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -327,25 +327,12 @@ impl TableWriter {
     // Layout 2.
 
     fn write_lsm_archive(&self, groups: &[Group]) -> Result<()> {
-        let dir = self.archive_dir();
         let mut rows = Vec::new();
         for g in groups {
             rows.push(self.lsm_row(g)?);
         }
-        let (first, last) = match (groups.first(), groups.last()) {
-            (Some(f), Some(l)) => (&f.requested, &l.requested),
-            _ => return Ok(()),
-        };
-        let name = format!("{first}_{last}_0.parquet");
-        let store = &*self.store;
-        let (_, files) = latest_manifest(store, &dir)?;
-        if !files.iter().any(|(n, _)| *n == name) {
-            write_lsm_file(store, &join(&dir, &name)?, &rows)?;
-            update_manifest(store, &dir, &[], &name)?;
-        }
-        compact_and_clean(store, &dir)
+        write_lsm_rows(&*self.store, &self.archive_dir(), &rows)
     }
-
     /// `MetadataConversionUtils.createLSMTimelineInstant`.
     fn lsm_row(&self, g: &Group) -> Result<LsmRow> {
         let non_empty = |b: Vec<u8>| (!b.is_empty()).then_some(b);
@@ -377,6 +364,28 @@ impl TableWriter {
             version: Some(1),
         })
     }
+}
+
+/// Write `rows` as one level-0 LSM file `<first>_<last>_0.parquet` of history `dir`, commit it
+/// in a new manifest, and compact and clean the levels (`LSMTimelineWriter.write` and
+/// `compactAndClean`); nothing when the manifest holds that file already.
+pub(super) fn write_lsm_rows(
+    store: &dyn StorageWrite,
+    dir: &TablePath,
+    rows: &[LsmRow],
+) -> Result<()> {
+    let first = rows.first().and_then(|r| r.instant_time.clone());
+    let last = rows.last().and_then(|r| r.instant_time.clone());
+    let (Some(first), Some(last)) = (first, last) else {
+        return Ok(());
+    };
+    let name = format!("{first}_{last}_0.parquet");
+    let (_, files) = latest_manifest(store, dir)?;
+    if !files.iter().any(|(n, _)| *n == name) {
+        write_lsm_file(store, &join(dir, &name)?, rows)?;
+        update_manifest(store, dir, &[], &name)?;
+    }
+    compact_and_clean(store, dir)
 }
 
 /// Commit metadata as `MetadataConversionUtils.convertCommitMetadata` hands it to the Avro model:

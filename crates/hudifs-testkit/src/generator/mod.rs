@@ -73,6 +73,7 @@ pub mod sim;
 #[cfg(test)]
 mod tests;
 mod txn;
+mod upgrade;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -100,6 +101,7 @@ pub use self::metadata_table::{
 };
 pub use self::parquet::{rows, rows_with_ids, Row};
 pub use self::txn::{StagedCompletion, Txn};
+pub use self::upgrade::{build_upgraded, Upgraded, UPGRADE_CLOCK_START_MS};
 
 /// Milliseconds the logical clock advances per timestamp it hands out.
 const CLOCK_STEP_MS: i64 = 1000;

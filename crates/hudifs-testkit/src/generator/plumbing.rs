@@ -67,7 +67,11 @@ impl TableWriter {
         };
         let (before_ms, after_ms) = self.put_atomic(path, &bytes)?;
         let name = path.name().to_string();
-        if let Some(f) = timeline::parse_instant_file_name(&name, self.layout) {
+        let parsed = timeline::parse_instant_file_name(&name, self.layout);
+        if parsed.as_ref().is_some_and(|f| f.state == State::Completed) {
+            self.stamp_completion(path)?;
+        }
+        if let Some(f) = parsed {
             self.published.push(Published {
                 name,
                 requested: f.requested.to_string(),
@@ -78,6 +82,23 @@ impl TableWriter {
             });
         }
         Ok(())
+    }
+
+    /// Give a completed layout-1 timeline file its logical completion time (the clock's last
+    /// time) as modification time: what Hudi 1.x's upgrade takes as its completion time
+    /// (`upgrade.rs`). Only on this machine's file system, with the logical clock.
+    fn stamp_completion(&self, path: &TablePath) -> Result<()> {
+        if self.layout != Layout::V1 || self.wall_clock || self.store.local().is_none() {
+            return Ok(());
+        }
+        let when = std::time::UNIX_EPOCH
+            + std::time::Duration::from_millis((self.clock_ms - CLOCK_STEP_MS).max(0) as u64);
+        let file = std::fs::File::options()
+            .write(true)
+            .open(self.local_path(path))
+            .and_then(|f| f.set_modified(when).map(|()| f));
+        file.map(drop)
+            .map_err(|e| Error::io(self.store.describe(path), e))
     }
 
     pub(super) fn ensure_partition(&mut self, partition: &str, instant: &str) -> Result<()> {
