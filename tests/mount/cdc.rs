@@ -568,6 +568,44 @@ fn change_feeds_of_a_table_with_a_delete_marker_match_merged_snapshots() {
     );
 }
 
+/// Tables upgraded from 0.x (SEMANTICS §8, `hudifs_testkit::generator::build_upgraded`): every
+/// change record of every window, across the upgrade, equals what the merged snapshots on
+/// either side of its write say.
+#[test]
+fn change_feeds_of_upgraded_tables_match_merged_snapshots() {
+    use hudifs_core::table::TableType;
+    if !support::fuse_available() {
+        return;
+    }
+    let py = support::python();
+    let mut totals = BTreeMap::new();
+    let mut notes = Vec::new();
+    for version in [8, 9] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("table");
+        let u =
+            hudifs_testkit::generator::build_upgraded(&root, TableType::MergeOnRead, version, None)
+                .unwrap();
+        let name = format!("upgraded to {version}");
+        check_every_window(
+            &py,
+            &name,
+            &root,
+            tmp.path(),
+            &u.writer,
+            &mut totals,
+            &mut notes,
+        );
+    }
+    eprintln!("cdc/ of upgraded tables: {totals:#?}");
+    assert!(notes.is_empty(), "change feeds differ: {notes:#?}");
+    assert!(!totals.contains_key("windows with a refused slice"));
+    assert!(
+        totals.get("updates").copied().unwrap_or(0) >= 10,
+        "{totals:?}"
+    );
+}
+
 /// Tables whose merges fill values from the other record, and a first-value table (SEMANTICS
 /// §10.4): each change feed's images hold the values the merged snapshots on either side of
 /// each write hold, filled values included.

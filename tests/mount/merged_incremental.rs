@@ -289,7 +289,7 @@ fn compare_windows(
 }
 
 /// Tables whose merges follow a delete marker, a payload class or a partial-update mode
-/// (SEMANTICS §10.4): every window of `merged/incremental/` equals `merged/as_of/` filtered to
+/// (SEMANTICS §10.4), and tables upgraded from 0.x (§8): every window of `merged/incremental/` equals `merged/as_of/` filtered to
 /// the window's commits. hudi-rs 0.5 is no oracle here: it refuses the payload and marker
 /// tables ("a merger of its own"), and reads the partial-update ones without filling values
 /// (and, as elsewhere, filters base rows by commit time before it merges).
@@ -336,6 +336,24 @@ fn windows_of_pipeline_tables_match_merged_as_of() {
             &root,
             tmp.path(),
             w.completed_writes().keys().collect(),
+        );
+    }
+    for version in [8, 9] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("table");
+        let u = hudifs_testkit::generator::build_upgraded(
+            &root,
+            hudifs_core::table::TableType::MergeOnRead,
+            version,
+            None,
+        )
+        .unwrap();
+        let name = format!("upgraded from 0.x to {version}");
+        check(
+            &name,
+            &root,
+            tmp.path(),
+            u.writer.completed_writes().keys().collect(),
         );
     }
     eprintln!("merged/incremental on pipeline tables: {totals:#?}");
