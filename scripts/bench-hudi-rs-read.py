@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """hudi-rs side of scripts/bench figure 6 (the merged view), and its row check.
 
-  bench-hudi-rs-read.py read TABLE OUT   time hudi-rs 0.5.0 read() of the latest snapshot plus
+  bench-hudi-rs-read.py read TABLE OUT [OPTIONS]
+                                          time hudi-rs 0.5.0 read() of the latest snapshot plus
                                           pyarrow writing those rows to OUT (one Parquet file),
-                                          in this process (start-up and imports not timed)
+                                          in this process (start-up and imports not timed);
+                                          OPTIONS: hudi-rs's storage options as JSON, for a
+                                          table on an object store (s3://...)
   bench-hudi-rs-read.py incr TABLE T1 T2 OUT
                                           the same for hudi-rs's incremental read of (T1, T2]
   bench-hudi-rs-read.py count DIR [T]    rows of every *.parquet file below DIR (pyarrow); with
@@ -23,8 +26,11 @@ if sys.argv[1] == "read":
     from hudi import HudiTableBuilder
 
     table, out = sys.argv[2], sys.argv[3]
+    builder = HudiTableBuilder.from_base_uri(table)
+    if len(sys.argv) > 4:
+        builder = builder.with_storage_options(json.loads(sys.argv[4]))
     t0 = time.perf_counter()
-    batches = HudiTableBuilder.from_base_uri(table).build().read()
+    batches = builder.build().read()
     t1 = time.perf_counter()
     rows = pa.Table.from_batches(batches)
     pq.write_table(rows, out)

@@ -17,6 +17,7 @@ mod record;
 mod report;
 mod s3list;
 mod s3mdt;
+mod s3merged;
 #[cfg(feature = "s3bench")]
 mod s3peer;
 #[cfg(feature = "s3bench")]
@@ -227,6 +228,17 @@ enum Cmd {
         #[command(flatten)]
         c: Common,
     },
+    /// Figure 11: the first read of merged/latest/ of a merge-on-read table on an S3 server,
+    /// four files at once and one after another, vs hudi-rs read() from the same server.
+    S3Merged {
+        #[command(flatten)]
+        s3: s3server::S3Table,
+        /// A scratch directory (the merge cache, hudi-rs's output).
+        #[arg(long)]
+        work: PathBuf,
+        #[command(flatten)]
+        c: Common,
+    },
     /// Write report.md and report.json from the results file; print the summary table.
     Report {
         results: PathBuf,
@@ -270,6 +282,7 @@ fn main() -> std::process::ExitCode {
         } => mount::bench_mount_list(table, python, script, c),
         Cmd::Memory { big, tiny, c } => memory::bench_memory(big, tiny, c),
         Cmd::S3List { s3, c } => s3list::bench_s3_list(s3, c),
+        Cmd::S3Merged { s3, work, c } => s3merged::bench_s3_merged(s3, work, c),
         Cmd::S3Mdt { s3, c } => s3mdt::bench_s3_mdt(s3, c),
         Cmd::Freshness {
             work,
