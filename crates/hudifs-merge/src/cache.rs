@@ -308,9 +308,11 @@ impl MergeCache {
         visible: &dyn BlockVisibility,
         opts: &MergeOptions,
     ) -> Result<Ensured> {
+        let started = std::time::Instant::now();
         let Some(prepared) = item.prepare(storage, cfg, visible, opts)? else {
             return Ok(Ensured::Base);
         };
+        let prepared_ms = started.elapsed().as_millis();
         let claim = Claim::of(
             table,
             cfg,
@@ -318,7 +320,8 @@ impl MergeCache {
             prepared.identities().to_vec(),
             prepared.block_instants().to_vec(),
         );
-        self.materialise(claim, &item.describe(), |out| prepared.write_to(out))
+        let what = format!("{} (prepared in {prepared_ms} ms)", item.describe());
+        self.materialise(claim, &what, |out| prepared.write_to(out))
     }
 
     /// Run `f` holding the lock of `id`: one merge per slice at a time.
@@ -375,6 +378,7 @@ impl MergeCache {
             .open(&tmp)
             .map_err(|e| io("create", &tmp, e))?;
         self.merges.fetch_add(1, Ordering::Relaxed);
+        let started = std::time::Instant::now();
         let written = write(BufWriter::new(&file));
         let bytes = match written {
             Ok(s) => s,
@@ -392,7 +396,10 @@ impl MergeCache {
             }
         };
         claim.size = Some(bytes);
-        log::info!("merged {what} ({bytes} bytes)");
+        log::info!(
+            "merged {what} ({bytes} bytes, written in {} ms)",
+            started.elapsed().as_millis()
+        );
         let path = self.dir.join(format!("{key}.parquet"));
         let claim_path = self.dir.join(format!("{key}.json"));
         let claim_tmp = self

@@ -19,7 +19,7 @@ use hudifs_testkit::s3::store_args;
 use serde::Deserialize;
 
 use crate::merged::{files_below, python_json, read_parallel};
-use crate::record::{append, Record, Side};
+use crate::record::{append, median, Record, Side};
 use crate::s3list::hudi_rs_options;
 use crate::s3server::{serve, S3Table, Served};
 use crate::sys::{drop_caches, hudifs_bin, Mount};
@@ -60,6 +60,7 @@ pub fn bench_s3_merged(s3: &S3Table, work: &Path, c: &Common) -> Res<()> {
         for (reader, threads) in [("par", PARALLEL), ("seq", 1)] {
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let (mut files, mut rs_rows) = (0, 0);
+            let mut phases = Vec::new();
             for rep in 0..reps {
                 let order = if rep % 2 == 0 {
                     [true, false]
@@ -71,11 +72,18 @@ pub fn bench_s3_merged(s3: &S3Table, work: &Path, c: &Common) -> Res<()> {
                     if hudifs_side {
                         let _ = std::fs::remove_dir_all(&cache);
                         let t = Instant::now();
-                        let mnt = Mount::new(&hudifs, Path::new(url), &c.mnt, &args)?;
+                        let mnt = Mount::with_env(
+                            &hudifs,
+                            Path::new(url),
+                            &c.mnt,
+                            &args,
+                            &[("RUST_LOG", "info")],
+                        )?;
                         let list = files_below(&mnt.guard.path().join("merged/latest"))?;
                         read_parallel(&list, threads)?;
                         a.push(t.elapsed().as_secs_f64());
                         files = list.len();
+                        phases.extend(merge_phases(&mnt.guard.log_text()));
                     } else {
                         let r: HudiRsRead = python_json(
                             &s3.python,
@@ -129,6 +137,7 @@ pub fn bench_s3_merged(s3: &S3Table, work: &Path, c: &Common) -> Res<()> {
                          per request; {files} merged files, {rs_rows} rows on both sides; page \
                          caches dropped before each run"
                     ),
+                    phase_note(&phases),
                     "hudifs side: wall time of `hudifs mount s3://…` into an empty merge \
                      cache, the listing of merged/latest/ and every file read to its end; \
                      hudi-rs side: in-process time of read() from the same server plus \
@@ -144,4 +153,35 @@ pub fn bench_s3_merged(s3: &S3Table, work: &Path, c: &Common) -> Res<()> {
         }
     }
     Ok(())
+}
+
+/// Each merge's (prepare ms, write ms) from the daemon's log lines
+/// (`merged slice … (prepared in P ms) (B bytes, written in W ms)`).
+fn merge_phases(log: &str) -> Vec<(f64, f64)> {
+    let number_after = |l: &str, key: &str| -> Option<f64> {
+        let rest = &l[l.find(key)? + key.len()..];
+        rest.split(' ').next()?.parse().ok()
+    };
+    log.lines()
+        .filter(|l| l.contains("merged slice"))
+        .filter_map(|l| {
+            Some((
+                number_after(l, "prepared in ")?,
+                number_after(l, "written in ")?,
+            ))
+        })
+        .collect()
+}
+
+/// The merges' phases as a report line.
+fn phase_note(phases: &[(f64, f64)]) -> String {
+    let prepare: Vec<f64> = phases.iter().map(|p| p.0).collect();
+    let write: Vec<f64> = phases.iter().map(|p| p.1).collect();
+    format!(
+        "{} merges: reading the logs (prepare) median {:.0} ms, merging and writing median {:.0} \
+         ms a slice",
+        phases.len(),
+        median(&prepare),
+        median(&write)
+    )
 }
