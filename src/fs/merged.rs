@@ -461,6 +461,7 @@ impl HudiFs {
                     base: None,
                     logs: Vec::new(),
                     keep_commits: None,
+                    schema: None,
                 },
                 base: None,
                 t: newest.clone(),

@@ -66,6 +66,10 @@ struct Claim {
     /// delete markers, which therefore miss).
     #[serde(default)]
     rules: String,
+    /// The view schema it is written in ([`Materialise::schema_id`]; absent where the slice is
+    /// written in its own, so such claims keep the form they had before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    schema: Option<String>,
     size: Option<u64>,
 }
 
@@ -86,6 +90,7 @@ impl Claim {
             blocks,
             keep_commits: item.keep_commits(),
             rules: cfg.rules(),
+            schema: item.schema_id(),
             size: None,
         }
     }
@@ -136,7 +141,7 @@ fn io(what: &str, path: &Path, e: std::io::Error) -> MergeError {
 
 /// Two FNV-1a 64-bit hashes with different offsets: a stable name for a claim (the claim
 /// itself is checked on reuse, so a collision is a miss, never wrong data).
-fn hash_hex(data: &[u8]) -> String {
+pub(crate) fn hash_hex(data: &[u8]) -> String {
     hudifs_storage::fnv::fnv1a_wide_hex(data.iter().copied(), 0x8422_2325_cbf2_9ce4)
 }
 

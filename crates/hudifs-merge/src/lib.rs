@@ -53,6 +53,6 @@ pub use materialise::{
 };
 pub use memory::MergeMemory;
 pub use view::{
-    cdc_check, cdc_groups, slices_of_view, slices_of_window, snapshot_visibility,
-    window_visibility, ViewSlice,
+    apply_view_schema, cdc_check, cdc_groups, slices_of_view, slices_of_window,
+    snapshot_visibility, window_visibility, ViewSlice,
 };

@@ -45,6 +45,11 @@ pub trait Materialise {
     /// only some.
     fn keep_commits(&self) -> Option<Vec<String>>;
 
+    /// The view schema it is written in, where not its own ([`crate::schema::ViewSchema`]).
+    fn schema_id(&self) -> Option<String> {
+        None
+    }
+
     /// Whether it is a table file served as it is, with nothing to materialise.
     fn served_as_is(&self) -> bool {
         false

@@ -69,6 +69,75 @@ pub fn output_schema(base: Option<&SchemaRef>, newest_log: Option<&SchemaRef>) -
     Arc::new(Schema::new_with_metadata(fields, base.metadata().clone()))
 }
 
+/// The schema every slice of a view is written in where the table's schema changed (SEMANTICS
+/// §10.3): the table schema of the view's instant (the newest write's at or before it), as
+/// Arrow. Built once per view and shared by its slices.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ViewSchema {
+    /// The data columns (Hudi's meta columns are never part of a writer schema).
+    pub arrow: SchemaRef,
+    /// Names the schema in the merge cache's claims (a hash of the Avro text).
+    pub id: String,
+}
+
+impl ViewSchema {
+    /// The view schema of the Avro schema text `avro` (a commit's `extraMetadata.schema`),
+    /// without the columns in `skip` (partition columns a table does not store in its files).
+    pub fn from_avro(avro: &str, skip: &[String]) -> Result<ViewSchema, String> {
+        let arrow = crate::avro::AvroToArrow::new(avro).map_err(|e| format!("{e:?}"))?;
+        let fields: Vec<FieldRef> = arrow
+            .schema()
+            .fields()
+            .iter()
+            .filter(|f| !META_COLUMNS.contains(&f.name().as_str()))
+            .filter(|f| !skip.iter().any(|s| s.eq_ignore_ascii_case(f.name())))
+            .cloned()
+            .collect();
+        Ok(ViewSchema {
+            arrow: Arc::new(Schema::new(fields)),
+            id: crate::cache::hash_hex(avro.as_bytes()),
+        })
+    }
+}
+
+/// How a slice is written in its view's schema: set on a slice whose files were written under
+/// another table schema than the view's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceSchema {
+    pub view: Arc<ViewSchema>,
+    /// The slice's base file itself is not in the view's schema: a slice without logs is
+    /// rewritten, not served as it is.
+    pub rewrite_base: bool,
+}
+
+/// `slice` (a merge's output schema) in the view's schema `view`: the meta columns the slice
+/// has, then the view's columns in its order, each the slice's own field where it has one (of
+/// the view's type where that promotes it), else the view's (nullable, filled with nulls).
+/// Columns the view does not have are dropped.
+pub fn aligned(slice: &SchemaRef, view: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<FieldRef> = slice
+        .fields()
+        .iter()
+        .filter(|f| META_COLUMNS.contains(&f.name().as_str()))
+        .cloned()
+        .collect();
+    for vf in view.fields() {
+        let f = match field_index(slice.fields(), vf.name()) {
+            Some(i) => {
+                let sf = &slice.fields()[i];
+                if is_promotion(sf.data_type(), vf.data_type()) {
+                    Arc::new(sf.as_ref().clone().with_data_type(vf.data_type().clone()))
+                } else {
+                    sf.clone()
+                }
+            }
+            None => Arc::new(vf.as_ref().clone().with_nullable(true)),
+        };
+        fields.push(f);
+    }
+    Arc::new(Schema::new_with_metadata(fields, slice.metadata().clone()))
+}
+
 /// Convert `array` to `target` (fields matched by name, missing ones null, types cast).
 pub fn conform_array(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, String> {
     if array.data_type() == target {

@@ -2,6 +2,7 @@
 //! visibility of a view: what the mount (and tests) need to drive the engine.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use hudifs_core::ids::FileGroupId;
 
@@ -17,6 +18,7 @@ use hudifs_storage::TablePath;
 use crate::cdc::{CdcGroup, CdcStep, GroupState};
 use crate::engine::Slice;
 use crate::materialise::InputFile;
+use crate::schema::{SliceSchema, ViewSchema};
 
 /// A slice of a view and the newest instant its files hold (for [`crate::merged_file_name`]).
 #[derive(Debug, Clone)]
@@ -48,6 +50,7 @@ pub fn slices_of_view(files: &[VisibleFile]) -> Vec<ViewSlice> {
                 base: None,
                 logs: Vec::new(),
                 keep_commits: None,
+                schema: None,
             },
             newest_instant: f.slice.clone(),
         });
@@ -69,6 +72,36 @@ pub fn slices_of_view(files: &[VisibleFile]) -> Vec<ViewSlice> {
         }
     }
     groups.into_values().collect()
+}
+
+/// Put the slices of a view in the view's table schema where the table's schema changed
+/// (SEMANTICS §10.3). `view_text` is the view's schema (the newest write's at or before the
+/// view's instant) and `view` its Arrow form; `schema_of` gives the schema a write (by
+/// requested time) wrote under, `None` where it recorded none. A slice whose base file or
+/// newest write was written under another schema text is written in the view's; one without
+/// logs whose base file was is rewritten instead of served as it is. Slices whose writes
+/// recorded no schema keep their own.
+pub fn apply_view_schema(
+    slices: &mut [ViewSlice],
+    view: &Arc<ViewSchema>,
+    view_text: &str,
+    schema_of: impl Fn(&str) -> Option<Arc<str>>,
+) {
+    let differs = |instant: &str| schema_of(instant).is_some_and(|s| &*s != view_text);
+    for vs in slices {
+        let base_differs = vs.slice.base.as_ref().is_some_and(|b| {
+            let exts = [b.path.name().rsplit('.').next().unwrap_or("").to_string()];
+            hudifs_core::listing::parse_base_name(b.path.name(), &exts)
+                .is_some_and(|n| differs(&n.instant))
+        });
+        let newest_differs = !vs.slice.logs.is_empty() && differs(&vs.newest_instant);
+        if base_differs || newest_differs {
+            vs.slice.schema = Some(SliceSchema {
+                view: view.clone(),
+                rewrite_base: base_differs,
+            });
+        }
+    }
 }
 
 /// The slices of an incremental window's files (`merged/incremental/`): [`slices_of_view`]

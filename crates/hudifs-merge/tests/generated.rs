@@ -249,6 +249,7 @@ fn slice(base: Option<InputFile>, logs: Vec<InputFile>) -> Slice {
         base,
         logs,
         keep_commits: None,
+        schema: None,
     }
 }
 
@@ -2105,4 +2106,104 @@ fn postgres_debezium_lsn_ordering_and_unavailable_values() {
         "{why}"
     );
     assert!(why.contains("_event_lsn"), "{why}");
+}
+
+/// The schema of a merged file's columns (name and type), meta columns included.
+fn columns(bytes: Vec<u8>) -> Vec<(String, DataType)> {
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        bytes::Bytes::from(bytes),
+    )
+    .unwrap();
+    reader
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), f.data_type().clone()))
+        .collect()
+}
+
+/// One schema per view (SEMANTICS §10.3): a slice written under an older table schema is
+/// written in the view's. A base-only slice is rewritten (not served as it is) with the
+/// view's added column null; a merged slice gets it too; a column the view promotes (an int
+/// written as long by a later schema) takes the view's type; a column the view no longer has
+/// is dropped; the claim names the view schema, so the slice's own merge is another entry.
+#[test]
+fn slices_written_under_an_older_schema_take_the_views() {
+    use hudifs_merge::schema::{SliceSchema, ViewSchema};
+    let t = Table::new();
+    // The base file's own schema: v an int, plus a column `gone` the view dropped.
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("_hoodie_commit_time", DataType::Utf8, true),
+        Field::new("_hoodie_record_key", DataType::Utf8, true),
+        Field::new("id", DataType::Utf8, false),
+        Field::new("v", DataType::Int32, true),
+        Field::new("ts", DataType::Int64, false),
+        Field::new("gone", DataType::Utf8, true),
+    ]));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(vec!["001", "001"])),
+        Arc::new(StringArray::from(vec!["k1", "k2"])),
+        Arc::new(StringArray::from(vec!["k1", "k2"])),
+        Arc::new(arrow_array::Int32Array::from(vec![Some(1), None])),
+        Arc::new(Int64Array::from(vec![10, 10])),
+        Arc::new(StringArray::from(vec!["x", "y"])),
+    ];
+    let base = t.put("p/f1_0-1-1_001.parquet", &parquet_of(schema, cols));
+    let view = Arc::new(ViewSchema::from_avro(SCHEMA_EXTRA, &[]).unwrap());
+    let want: Vec<(String, DataType)> = [
+        ("_hoodie_commit_time", DataType::Utf8),
+        ("_hoodie_record_key", DataType::Utf8),
+        ("id", DataType::Utf8),
+        ("v", DataType::Int64),
+        ("ts", DataType::Int64),
+        ("extra", DataType::Utf8),
+    ]
+    .into_iter()
+    .map(|(n, d)| (n.to_string(), d))
+    .collect();
+    let opts = MergeOptions::default();
+    // Base only, served as it is without a view schema ...
+    let mut sl = slice(Some(base.clone()), vec![]);
+    assert!(!sl.needs_merge());
+    // ... rewritten with one.
+    sl.schema = Some(SliceSchema {
+        view: view.clone(),
+        rewrite_base: true,
+    });
+    assert!(sl.needs_merge());
+    let out = merge(&*t.store, &commit_time(), &sl, |_: &str| true, &opts).unwrap();
+    assert_eq!(columns(out.clone()), want);
+    let rows = read_rows(&out);
+    assert_eq!(rows["k1"], (Some(1), 10, "001".into()));
+    assert_eq!(rows["k2"], (None, 10, "001".into()));
+    // With a log written under the old schema too: the same columns.
+    let log = avro_log(&t, "002", &[rec("002", "k2", Some(5), 11)]);
+    let mut sl = slice(Some(base), vec![log]);
+    let own = columns(merge(&*t.store, &commit_time(), &sl, |_: &str| true, &opts).unwrap());
+    assert!(own.iter().any(|(n, _)| n == "gone"), "{own:?}");
+    sl.schema = Some(SliceSchema {
+        view,
+        rewrite_base: true,
+    });
+    let out = merge(&*t.store, &commit_time(), &sl, |_: &str| true, &opts).unwrap();
+    assert_eq!(columns(out.clone()), want);
+    assert_eq!(read_rows(&out)["k2"], (Some(5), 11, "002".into()));
+    // The cache keeps the two apart.
+    let dir = tempfile::tempdir().unwrap();
+    let cache = MergeCache::open(&CacheOptions {
+        dir: dir.path().to_path_buf(),
+        max_bytes: 1 << 30,
+    })
+    .unwrap();
+    let ensure = |s: &Slice| match cache
+        .ensure(&*t.store, "t", &commit_time(), s, &|_: &str| true, &opts)
+        .unwrap()
+    {
+        Ensured::Merged { path, .. } => path,
+        Ensured::Base => panic!("merged expected"),
+    };
+    let mut own_slice = sl.clone();
+    own_slice.schema = None;
+    assert_ne!(ensure(&sl), ensure(&own_slice));
+    assert_eq!(cache.merges(), 2);
 }

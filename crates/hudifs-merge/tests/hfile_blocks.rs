@@ -107,6 +107,7 @@ fn table_hfile_log_block_latest_slice() {
         base,
         logs,
         keep_commits: None,
+        schema: None,
     };
     let visible = |i: &str| completed.contains(i);
     let mut out = Vec::new();
@@ -220,6 +221,7 @@ fn log_only_slice(store: &MemStore, logs: &[(&str, Vec<u8>)]) -> Slice {
         base: None,
         logs: files,
         keep_commits: None,
+        schema: None,
     }
 }
 

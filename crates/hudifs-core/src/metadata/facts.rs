@@ -85,6 +85,9 @@ pub struct CommitMetadata {
     pub write_stats: Vec<WriteStat>,
     /// Every file group a replacecommit replaced.
     pub replaced: Vec<FileGroupId>,
+    /// The table schema the write wrote under (`extraMetadata.schema`, Avro JSON text), where
+    /// it recorded one.
+    pub schema: Option<std::sync::Arc<str>>,
 }
 
 impl CommitMetadata {
@@ -96,6 +99,12 @@ impl CommitMetadata {
         }
         let mut out = CommitMetadata {
             operation_type: str_field(v, "operationType").map(str::to_string),
+            schema: v
+                .get("extraMetadata")
+                .and_then(|e| e.get("schema"))
+                .and_then(Value::as_str)
+                .filter(|s| !s.trim().is_empty())
+                .map(std::sync::Arc::from),
             ..Default::default()
         };
         match v.get("partitionToWriteStats") {

@@ -25,7 +25,7 @@ use crate::materialise::{
 };
 use crate::memory::MergeMemory;
 use crate::merger::Merger;
-use crate::schema::{conform_batch, output_schema, parquet_schema};
+use crate::schema::{aligned, conform_batch, output_schema, parquet_schema};
 use hudifs_core::logblock::header::SCHEMA;
 
 /// What a merge counts for the batches it has in hand (read, merged, being written).
@@ -339,6 +339,10 @@ impl Prepared {
             ));
         }
         let schema = output_schema(base_arrow.as_ref(), newest_log.as_ref());
+        let schema = match &self.slice.schema {
+            Some(s) => aligned(&schema, &s.view.arrow),
+            None => schema,
+        };
         let descr =
             parquet_schema(&schema, base_arrow.as_ref(), base_descr.as_ref()).map_err(|e| {
                 MergeError::unsupported(format!("no Parquet schema for the output: {e}"))

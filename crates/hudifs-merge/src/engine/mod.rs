@@ -75,6 +75,10 @@ impl Materialise for Slice {
         self.keep_commits.clone()
     }
 
+    fn schema_id(&self) -> Option<String> {
+        self.schema.as_ref().map(|s| s.view.id.clone())
+    }
+
     fn served_as_is(&self) -> bool {
         !self.needs_merge()
     }

@@ -5,6 +5,7 @@
 use hudifs_storage::{Storage, TablePath};
 
 use crate::materialise::{identity, BlockVisibility, Identity, InputFile};
+use crate::schema::SliceSchema;
 
 /// One file slice as the view resolved it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +24,9 @@ pub struct Slice {
     /// `_hoodie_commit_time` is one of these instants (sorted), the row filter of an incremental
     /// query. `None` keeps every record (a snapshot view).
     pub keep_commits: Option<Vec<String>>,
+    /// The view's schema, where the slice's files were written under another
+    /// ([`crate::schema::aligned`]); `None` writes the slice in its own.
+    pub schema: Option<SliceSchema>,
 }
 
 impl Slice {
@@ -39,7 +43,7 @@ impl Slice {
     /// as it is (the caller serves the base file itself), unless its rows are filtered.
     /// A base file that is not Parquet always goes through the engine, which refuses it.
     pub fn needs_merge(&self) -> bool {
-        if self.keep_commits.is_some() {
+        if self.keep_commits.is_some() || self.schema.as_ref().is_some_and(|s| s.rewrite_base) {
             return true;
         }
         let parquet_base = self.base.as_ref().is_some_and(|b| {
@@ -83,7 +87,8 @@ impl Plan {
     /// The plan for `slice` when `no_blocks` count: its base file unchanged if it has one and
     /// no row filter applies.
     pub(crate) fn of(slice: &Slice, no_blocks: bool) -> Plan {
-        if no_blocks && slice.base.is_some() && slice.keep_commits.is_none() {
+        let rewrite = slice.schema.as_ref().is_some_and(|s| s.rewrite_base);
+        if no_blocks && slice.base.is_some() && slice.keep_commits.is_none() && !rewrite {
             Plan::BaseUnchanged
         } else {
             Plan::Merge

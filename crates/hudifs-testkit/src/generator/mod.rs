@@ -712,6 +712,17 @@ impl TableWriter {
         &self.spec
     }
 
+    /// Evolve the table's schema as a writer with a wider schema does: later writes (their
+    /// base files, log blocks and the schema in their commit metadata) have the nullable
+    /// column `name` after the table's extra columns, a long if `long`, else a string; files
+    /// written before keep the schema they were written in.
+    pub fn add_column(&mut self, name: &str, long: bool) {
+        self.spec.extra_columns.push(ExtraColumn {
+            name: name.to_string(),
+            long,
+        });
+    }
+
     /// Layout 1 for table version 6, 2 for 8 and 9.
     pub fn layout(&self) -> Layout {
         self.layout
