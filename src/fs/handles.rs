@@ -22,6 +22,10 @@ pub(super) enum OpenHandle {
     Bytes(Arc<Vec<u8>>),
 }
 
+/// What opening a file holds: its handle, whether the kernel may keep its cached pages, and the
+/// local file to pass through.
+pub(super) type OpenedParts = (OpenHandle, bool, Option<Arc<dyn OpenFile>>);
+
 /// A directory of `latest/` and the snapshot generation it was listed from.
 pub(super) type LatestDir = (u32, u64);
 
