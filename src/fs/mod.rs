@@ -64,7 +64,7 @@ pub use inode::{
 pub use kernel_cache::{Deferred, DirCache, AGAIN};
 pub use merged::{default_cache_dir, MergeSettings, DEFAULT_CACHE_BYTES, DEFAULT_MEMORY_CAP};
 pub use owner::{PAGE_BLKSIZE, STORE_BLKSIZE};
-pub use served::{InMemory, Served};
+pub use served::Served;
 pub use switch::{Invalidations, KernelNotifier};
 pub use xattr::XATTR_PREFIX;
 
@@ -138,6 +138,11 @@ pub struct Opened {
 /// Where a read ([`HudiFs::read`]) delivers its bytes or its error: once, from the calling
 /// thread (a local disk, a rendered timeline file) or from the store's runtime.
 pub type ReadAnswer = Box<dyn FnOnce(Result<&[u8]>) + Send>;
+
+/// Where an operation of [`Served`] that may wait on the storage (lookup, opendir, readdir)
+/// delivers its answer: once, from the calling thread when it needs nothing from the storage,
+/// else from the store's threads.
+pub type Answer<T> = Box<dyn FnOnce(Result<T>) + Send>;
 
 /// Mount-wide options.
 #[derive(Debug, Clone, Default)]

@@ -23,7 +23,7 @@ impl HudiFs {
     /// view planned against the current snapshot whose partitions at and below it are all
     /// resolved, with the files of the partition there stated while listings carry attributes
     /// (`ViewCache::dir_resolved`). Anything else may list, read metadata or merge.
-    pub fn dir_resolved(&self, ino: u64) -> bool {
+    pub(super) fn dir_resolved(&self, ino: u64) -> bool {
         match Node::from_ino(ino) {
             Some(Node::ViewDir { view, dir }) => self
                 .dir_path(dir)
@@ -35,7 +35,7 @@ impl HudiFs {
     /// Whether looking `name` up in directory `parent` needs nothing from the storage: a stated
     /// file of a resolved partition, or a directory whose partitions are all resolved, in a
     /// plain view planned against the current snapshot (`ViewCache::lookup_resolved`).
-    pub fn lookup_resolved(&self, parent: u64, name: &std::ffi::OsStr) -> bool {
+    pub(super) fn lookup_resolved(&self, parent: u64, name: &std::ffi::OsStr) -> bool {
         match (Node::from_ino(parent), name.to_str()) {
             (Some(Node::ViewDir { view, dir }), Some(name)) => self
                 .dir_path(dir)

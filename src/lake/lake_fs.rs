@@ -28,7 +28,7 @@ use super::inode::{LakeInodes, LakeNode};
 use super::tree::{Child, Tree, TreeChange};
 use crate::follow::Follower;
 use crate::fs::{
-    Attr, DirCache, DirEntry, DirListing, Entry, FsOptions, HudiFs, InMemory, KernelNotifier, Kind,
+    Answer, Attr, DirCache, DirEntry, DirListing, Entry, FsOptions, HudiFs, KernelNotifier, Kind,
     Opened, OpenedDir, ReadAnswer, Served, StaleDir, ROOT, TTL_FRESH,
 };
 
@@ -332,13 +332,28 @@ impl LakeFs {
             .ok_or_else(|| Error::NotFound(format!("table {id} of the lake")))
     }
 
-    /// The loaded file system of the table that node `ino` lies in, and the node's number
-    /// there; `None` for the lake's own directories and tables not loaded yet.
-    fn loaded_table_node(&self, ino: u64) -> Option<(Arc<HudiFs>, u64)> {
+    /// The table that node `ino` lies in, its loaded file system, and the node's number there;
+    /// `None` for the lake's own directories, dropped tables and tables not loaded yet.
+    fn loaded_table_node(&self, ino: u64) -> Option<(Arc<Table>, Arc<HudiFs>, u64)> {
         match self.node(ino).ok()? {
-            LakeNode::Table { table, ino } => Some((self.live_table(table).ok()?.loaded()?, ino)),
+            LakeNode::Table { table, ino } => {
+                let t = self.live_table(table).ok()?;
+                let fs = t.loaded()?;
+                Some((t, fs, ino))
+            }
             LakeNode::Dir(_) => None,
         }
+    }
+
+    /// Answer `op` to `done` where waiting holds no FUSE thread (`Storage::run_blocking`): a
+    /// request on the lake's own directories, or one that loads a table.
+    fn later<T: 'static>(
+        self: Arc<Self>,
+        op: impl FnOnce(&LakeFs) -> Result<T> + Send + 'static,
+        done: Answer<T>,
+    ) {
+        let store = self.store.clone();
+        store.run_blocking(Box::new(move || done(op(&self))))
     }
 
     /// Table number `id` if it is still in the lake.
@@ -498,8 +513,9 @@ impl LakeFs {
     }
 }
 
-impl Served for LakeFs {
-    fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry> {
+impl LakeFs {
+    /// Look `name` up in directory `parent`, waiting for the table to load if it must.
+    fn lookup_blocking(&self, parent: u64, name: &OsStr) -> Result<Entry> {
         match self.node(parent)? {
             LakeNode::Dir(id) => {
                 let dir = self.lake_dir(id)?;
@@ -516,9 +532,109 @@ impl Served for LakeFs {
             LakeNode::Table { table, ino } => {
                 let t = self.live_table(table)?;
                 let fs = self.load(&t)?;
-                Ok(self.outer(table, fs.lookup(ino, name)?))
+                Ok(self.outer(table, HudiFs::lookup(&fs, ino, name)?))
             }
         }
+    }
+
+    /// Open directory `ino`, waiting for the table to load if it must.
+    fn opendir_blocking(&self, ino: u64) -> Result<OpenedDir> {
+        match self.node(ino)? {
+            LakeNode::Dir(id) => {
+                let dir = self.lake_dir(id)?;
+                let children = self
+                    .read_current()
+                    .tree
+                    .children(&dir)
+                    .ok_or_else(|| Error::NotFound(dir.to_string()))?;
+                let mut entries = Vec::with_capacity(children.len());
+                for (name, child) in children {
+                    // A table dropped in between is left out.
+                    if let Ok(entry) = self.child_entry(&child) {
+                        entries.push(DirEntry {
+                            name: Arc::from(name.as_str()),
+                            entry,
+                        });
+                    }
+                }
+                let fh = self.new_handle(Handle::Dir(Arc::new(entries)));
+                Ok(OpenedDir {
+                    fh,
+                    cache: DirCache::Off,
+                })
+            }
+            LakeNode::Table { table, ino } => {
+                let t = self.live_table(table)?;
+                let fs = self.load(&t)?;
+                let d = HudiFs::opendir(&fs, ino)?;
+                let fh = self.new_handle(Handle::Table { table: t, fh: d.fh });
+                Ok(OpenedDir { fh, cache: d.cache })
+            }
+        }
+    }
+}
+
+impl Served for LakeFs {
+    /// A table's lookups are its own, in its numbers: answered in place where it needs nothing
+    /// from the storage (`HudiFs`'s `Served::lookup`). The lake's own directories, and a table
+    /// not loaded yet (loading reads it), are answered from the store's threads.
+    fn lookup(self: Arc<Self>, parent: u64, name: &OsStr, done: Answer<Entry>) {
+        if let Some((t, fs, inner)) = self.loaded_table_node(parent) {
+            let (inodes, id) = (self.inodes.clone(), t.id);
+            return fs.lookup(
+                inner,
+                name,
+                Box::new(move |r| {
+                    done(r.map(|mut e| {
+                        e.attr.ino = inodes.outer(id, e.attr.ino);
+                        e
+                    }))
+                }),
+            );
+        }
+        let name = name.to_os_string();
+        self.later(move |lake| lake.lookup_blocking(parent, &name), done)
+    }
+
+    /// As [`Served::lookup`] of a lake: a loaded table's directories open as it decides.
+    fn opendir(self: Arc<Self>, ino: u64, done: Answer<OpenedDir>) {
+        if let Some((t, fs, inner)) = self.loaded_table_node(ino) {
+            let lake = self.clone();
+            return fs.opendir(
+                inner,
+                Box::new(move |r| {
+                    done(r.map(|d| OpenedDir {
+                        fh: lake.new_handle(Handle::Table { table: t, fh: d.fh }),
+                        cache: d.cache,
+                    }))
+                }),
+            );
+        }
+        self.later(move |lake| lake.opendir_blocking(ino), done)
+    }
+
+    /// The lake's own directory handles hold their entries: answered in place. A table's
+    /// handle is answered as the table decides.
+    fn readdir(self: Arc<Self>, _ino: u64, fh: u64, done: Answer<DirListing>) {
+        let handle = match lock(&self.handles).get(&fh) {
+            Some(Handle::Dir(entries)) => return done(Ok(DirListing::fixed(entries.clone()))),
+            Some(Handle::Table { table, fh }) => table.loaded().map(|fs| (table.id, fs, *fh)),
+            None => None,
+        };
+        let Some((id, fs, inner)) = handle else {
+            return self.later(
+                move |_| Err(Error::NotFound(format!("directory handle {fh}"))),
+                done,
+            );
+        };
+        let inodes = self.inodes.clone();
+        fs.readdir(
+            0,
+            inner,
+            Box::new(move |r| {
+                done(r.map(|l| l.map_inodes(Arc::new(move |ino| inodes.outer(id, ino)))))
+            }),
+        )
     }
 
     fn getattr(&self, ino: u64) -> Result<Entry> {
@@ -581,52 +697,6 @@ impl Served for LakeFs {
         }
     }
 
-    fn opendir(&self, ino: u64) -> Result<OpenedDir> {
-        match self.node(ino)? {
-            LakeNode::Dir(id) => {
-                let dir = self.lake_dir(id)?;
-                let children = self
-                    .read_current()
-                    .tree
-                    .children(&dir)
-                    .ok_or_else(|| Error::NotFound(dir.to_string()))?;
-                let mut entries = Vec::with_capacity(children.len());
-                for (name, child) in children {
-                    // A table dropped in between is left out.
-                    if let Ok(entry) = self.child_entry(&child) {
-                        entries.push(DirEntry {
-                            name: Arc::from(name.as_str()),
-                            entry,
-                        });
-                    }
-                }
-                let fh = self.new_handle(Handle::Dir(Arc::new(entries)));
-                Ok(OpenedDir {
-                    fh,
-                    cache: DirCache::Off,
-                })
-            }
-            LakeNode::Table { table, ino } => {
-                let t = self.live_table(table)?;
-                let fs = self.load(&t)?;
-                let d = fs.opendir(ino)?;
-                let fh = self.new_handle(Handle::Table { table: t, fh: d.fh });
-                Ok(OpenedDir { fh, cache: d.cache })
-            }
-        }
-    }
-
-    fn readdir(&self, _ino: u64, fh: u64) -> Result<DirListing> {
-        if let Some(Handle::Dir(entries)) = lock(&self.handles).get(&fh) {
-            return Ok(DirListing::fixed(entries.clone()));
-        }
-        let (t, fs, inner) = self.table_handle(fh)?;
-        let (inodes, id) = (self.inodes.clone(), t.id);
-        Ok(fs
-            .readdir(inner)?
-            .map_inodes(Arc::new(move |ino| inodes.outer(id, ino))))
-    }
-
     fn releasedir(&self, fh: u64) -> Option<StaleDir> {
         let Handle::Table { table, fh } = lock(&self.handles).remove(&fh)? else {
             return None;
@@ -662,29 +732,5 @@ impl Served for LakeFs {
     }
     fn run_blocking(&self, job: hudifs_storage::Job) {
         self.store.run_blocking(job)
-    }
-
-    /// Asked of the table the request lies in, in its own numbers; a directory of the lake
-    /// itself may load a table (from the store's threads), its listings are in memory.
-    fn in_memory(&self, q: InMemory<'_>) -> bool {
-        if !self.store.is_object_store() {
-            return false;
-        }
-        let inner = match q {
-            InMemory::OpenDir(ino) => self
-                .loaded_table_node(ino)
-                .map(|(fs, ino)| (fs, InMemory::OpenDir(ino))),
-            InMemory::Lookup(parent, name) => self
-                .loaded_table_node(parent)
-                .map(|(fs, ino)| (fs, InMemory::Lookup(ino, name))),
-            InMemory::ReadDir(fh) => match lock(&self.handles).get(&fh) {
-                Some(Handle::Dir(_)) => return true,
-                Some(Handle::Table { table, fh }) => {
-                    table.loaded().map(|fs| (fs, InMemory::ReadDir(*fh)))
-                }
-                None => None,
-            },
-        };
-        inner.is_some_and(|(fs, q)| fs.in_memory(q))
     }
 }
