@@ -68,11 +68,12 @@ pub use served::Served;
 pub use switch::{Invalidations, KernelNotifier};
 pub use xattr::XATTR_PREFIX;
 
-use handles::{Handles, OpenDir, OpenHandle};
+pub(crate) use handles::Handles;
+use handles::{OpenDir, OpenHandle};
 use inode::InodeTable;
 use kernel_cache::KernelCache;
 use merged::MergedRegistry;
-use owner::Owner;
+pub(crate) use owner::Owner;
 use timeline_files::Rendered;
 use view_cache::{ResolvedPartition, ViewCache, ViewState};
 
@@ -173,7 +174,7 @@ pub struct HudiFs {
     merged: MergedRegistry,
     merge_cache: OnceLock<std::result::Result<Arc<MergeCache>, String>>,
     /// The open file and directory handles.
-    handles: Handles,
+    handles: Handles<OpenHandle, OpenDir>,
     /// What the kernel holds of `latest/` (names handed out, who may fill its cached listings).
     kernel: KernelCache<Arc<ResolvedPartition>>,
     /// Owner, modes and times of every node.
@@ -211,18 +212,10 @@ impl HudiFs {
         let root = store
             .stat(&TablePath::root())
             .map_err(|e| Error::io(store.describe(&TablePath::root()), e))?;
-        // The table root's owner where the storage has owners (a local disk), else the user
-        // serving the mount.
-        let (uid, gid) = match store.local().and_then(|l| l.owner()) {
-            Some(owner) => owner,
-            None => (crate::sys::ids::uid(), crate::sys::ids::gid()),
-        };
-        let owner = Owner::new(
-            uid,
-            gid,
+        let owner = Owner::of_store(
+            &*store,
             root.mtime.unwrap_or(SystemTime::UNIX_EPOCH),
             opts.access,
-            store.is_object_store(),
         );
         Ok(HudiFs {
             views: ViewCache::new(store.clone(), snap, opts.read_optimized),
