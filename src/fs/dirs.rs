@@ -5,7 +5,6 @@
 //! history folders', `timeline/`'s and a view directory's (subdirectories, then the files or
 //! merged slices of the partition there).
 
-use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +13,6 @@ use hudifs_core::viewkey::{self, ViewKey};
 
 use super::inode::Node;
 use super::kernel_cache::DirCache;
-use super::merged::MergedNode;
 use super::{join, DirEntry, Entry, HudiFs, OpenDir, TTL_FRESH};
 
 const ROOT_NAMES: [&str; 6] = [
@@ -168,37 +166,17 @@ impl HudiFs {
                         .ok_or_else(|| Error::NotFound(child.clone()))?;
                     out.push(dir(&s, Node::ViewDir { view, dir: id }, v.ttl()));
                 }
-                // Files of the partition at `path`: of a merged view, its slices (named, not
-                // merged: a slice not merged yet gets attributes the kernel must not keep).
-                if let Some(i) = self.partition_index(&v, &path).filter(|_| v.merged) {
-                    for (name, node) in &self.merged_part(&v, i)?.entries {
-                        let entry = match *node {
-                            MergedNode::Base(file) => {
-                                let f = self.registered(file)?;
-                                self.file_entry(Node::ViewFile { view, file }.ino(), &f, v.ttl())?
-                            }
-                            MergedNode::Slice(slice) => {
-                                let ms = self.merged_slice(view, slice)?;
-                                self.merged_listed(
-                                    Node::MergedFile { view, slice }.ino(),
-                                    &ms,
-                                    v.ttl(),
-                                )
-                            }
-                        };
-                        out.push(DirEntry {
-                            name: name.clone(),
-                            entry,
-                        });
-                    }
-                } else if let Some(i) = self.partition_index(&v, &path) {
-                    let pv = self.part(&v, i)?;
+                // Files of the partition at `path`: of a merged view, its slices.
+                if let Some(i) = v.partition_index(&path).filter(|_| v.merged.is_some()) {
+                    out.extend(self.merged_entries(view, &v, i)?);
+                } else if let Some(i) = v.partition_index(&path) {
+                    let pv = self.views.part(&v, i)?;
                     if view == 0 {
                         self.kernel.handed_files(dir_id, v.snap.generation, &pv);
                     }
                     // Files listed by name are stated only while callers stat what they list
                     // (`stat_demand.rs`): a walk for names never states them.
-                    if self.stat_demand.wants_file_attrs() {
+                    if self.views.wants_file_attrs() {
                         hudifs_core::listing::stat_files(&*self.store, &pv.listing.files);
                     }
                     for c in &pv.choice.files {
@@ -268,32 +246,6 @@ impl HudiFs {
         Ok(OpenedDir { fh, cache })
     }
 
-    /// Whether listing directory `ino` needs nothing from the storage: a directory of a plain
-    /// view planned against the current snapshot whose partitions at and below it are all
-    /// resolved (a walk of `latest/` resolves them all when it lists `latest/`), with the
-    /// files of the partition there stated while listings carry attributes (`stat_demand.rs`).
-    /// Anything else may list, read metadata or merge.
-    pub fn dir_resolved(&self, ino: u64) -> bool {
-        match Node::from_ino(ino) {
-            Some(Node::ViewDir { view, dir }) => {
-                self.view_dir_resolved(view, dir, self.stat_demand.wants_file_attrs())
-            }
-            _ => false,
-        }
-    }
-
-    /// Whether looking `name` up in directory `parent` needs nothing from the storage: a stated
-    /// file of a resolved partition, or a directory whose partitions are all resolved, in a
-    /// plain view planned against the current snapshot.
-    pub fn lookup_resolved(&self, parent: u64, name: &OsStr) -> bool {
-        match (Node::from_ino(parent), name.to_str()) {
-            (Some(Node::ViewDir { view, dir }), Some(name)) => {
-                self.view_lookup_resolved(view, dir, name)
-            }
-            _ => false,
-        }
-    }
-
     /// Entries of an open directory handle. A handle of `latest/` that outlived a switch gives
     /// its names short timeouts: the switch's invalidations may have missed them.
     pub fn readdir(&self, fh: u64) -> Result<DirListing> {
@@ -330,8 +282,8 @@ impl HudiFs {
         };
         // A listing is handed out a page at a time: whether its files are stated is worked
         // out once per handle.
-        let file_attrs = self.stat_demand.wants_file_attrs()
-            && *stated.get_or_init(|| self.entries_stated(&entries));
+        let file_attrs =
+            self.views.wants_file_attrs() && *stated.get_or_init(|| self.entries_stated(&entries));
         Ok(DirListing {
             entries,
             ttl_cap,
@@ -368,11 +320,9 @@ impl HudiFs {
         entries
             .iter()
             .all(|e| match Node::from_ino(e.entry.attr.ino) {
-                Some(Node::ViewFile { file, .. }) => self
-                    .partitions
-                    .registry
-                    .get(file)
-                    .is_none_or(|f| f.is_stated()),
+                Some(Node::ViewFile { file, .. }) => {
+                    self.views.file(file).is_none_or(|f| f.is_stated())
+                }
                 _ => true,
             })
     }

@@ -1,7 +1,8 @@
 //! The open file and directory handles of a mount: what each handle number holds, handed out
 //! by `open`/`opendir` and dropped by `release`/`releasedir`. One owner for the three pieces
 //! of state (the two tables and the counter) that the operations in `ops.rs` and `dirs.rs`
-//! would otherwise reach into directly.
+//! would otherwise reach into directly. Generic over what a handle holds: a table's
+//! ([`OpenHandle`], [`OpenDir`]), or a lake's (`crate::lake`: which table's handle it is).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +23,10 @@ pub(super) enum OpenHandle {
     Bytes(Arc<Vec<u8>>),
 }
 
+/// What opening a file holds: its handle, whether the kernel may keep its cached pages, and the
+/// local file to pass through.
+pub(super) type OpenedParts = (OpenHandle, bool, Option<Arc<dyn OpenFile>>);
+
 /// A directory of `latest/` and the snapshot generation it was listed from.
 pub(super) type LatestDir = (u32, u64);
 
@@ -37,10 +42,11 @@ pub(super) struct OpenDir {
     pub stated: Arc<OnceLock<bool>>,
 }
 
-/// The handles of a mount. File and directory handles share one number space.
-pub(super) struct Handles {
-    files: Mutex<HashMap<u64, Arc<OpenHandle>>>,
-    dirs: Mutex<HashMap<u64, OpenDir>>,
+/// The handles of a mount: open files holding an `F`, open directories a `D`. File and
+/// directory handles share one number space.
+pub(crate) struct Handles<F, D> {
+    files: Mutex<HashMap<u64, Arc<F>>>,
+    dirs: Mutex<HashMap<u64, D>>,
     next: AtomicU64,
     /// After a restart: the first number this daemon hands out. Numbers below it are the
     /// previous daemons' handles, which the kernel may still use (0: no previous daemon).
@@ -49,7 +55,7 @@ pub(super) struct Handles {
     journal: OnceLock<Arc<RestartJournal>>,
 }
 
-impl Default for Handles {
+impl<F, D> Default for Handles<F, D> {
     fn default() -> Self {
         Handles {
             files: Mutex::default(),
@@ -61,7 +67,7 @@ impl Default for Handles {
     }
 }
 
-impl Handles {
+impl<F, D: Clone> Handles<F, D> {
     /// Start above every handle number the previous daemons of this mount may have handed out,
     /// and reserve numbers in `journal` from now on.
     pub fn resume(&self, records: &[Record], journal: &Arc<RestartJournal>) {
@@ -97,28 +103,29 @@ impl Handles {
     }
 
     /// Hold an opened file; its handle number.
-    pub fn add_file(&self, file: OpenHandle) -> u64 {
+    pub fn add_file(&self, file: F) -> u64 {
         let fh = self.next_number();
         lock(&self.files).insert(fh, Arc::new(file));
         fh
     }
 
     /// Hold a file reopened for a handle of a previous daemon, under that handle's number.
-    pub fn adopt_file(&self, fh: u64, file: Arc<OpenHandle>) -> Arc<OpenHandle> {
+    pub fn adopt_file(&self, fh: u64, file: Arc<F>) -> Arc<F> {
         lock(&self.files).entry(fh).or_insert(file).clone()
     }
 
     /// Hold a directory reopened for a handle of a previous daemon, under its number.
-    pub fn adopt_dir(&self, fh: u64, dir: OpenDir) {
+    pub fn adopt_dir(&self, fh: u64, dir: D) {
         lock(&self.dirs).entry(fh).or_insert(dir);
     }
 
-    pub fn file(&self, fh: u64) -> Option<Arc<OpenHandle>> {
+    pub fn file(&self, fh: u64) -> Option<Arc<F>> {
         lock(&self.files).get(&fh).cloned()
     }
 
-    pub fn release_file(&self, fh: u64) {
-        lock(&self.files).remove(&fh);
+    /// Drop an open file; what it held.
+    pub fn release_file(&self, fh: u64) -> Option<Arc<F>> {
+        lock(&self.files).remove(&fh)
     }
 
     pub fn file_count(&self) -> usize {
@@ -126,14 +133,14 @@ impl Handles {
     }
 
     /// Hold an opened directory; its handle number.
-    pub fn add_dir(&self, dir: OpenDir) -> u64 {
+    pub fn add_dir(&self, dir: D) -> u64 {
         let fh = self.next_number();
         lock(&self.dirs).insert(fh, dir);
         fh
     }
 
     /// An open directory (its entries and state shared with the handle).
-    pub fn dir(&self, fh: u64) -> Option<OpenDir> {
+    pub fn dir(&self, fh: u64) -> Option<D> {
         lock(&self.dirs).get(&fh).cloned()
     }
 
@@ -141,7 +148,7 @@ impl Handles {
         lock(&self.dirs).contains_key(&fh)
     }
 
-    pub fn release_dir(&self, fh: u64) -> Option<OpenDir> {
+    pub fn release_dir(&self, fh: u64) -> Option<D> {
         lock(&self.dirs).remove(&fh)
     }
 }
@@ -152,7 +159,7 @@ mod tests {
 
     #[test]
     fn files_and_directories_share_one_number_space_and_go_away_on_release() {
-        let h = Handles::default();
+        let h = Handles::<OpenHandle, OpenDir>::default();
         let f = h.add_file(OpenHandle::Bytes(Arc::new(vec![1, 2])));
         let d = h.add_dir(OpenDir {
             entries: Arc::new(Vec::new()),
@@ -165,7 +172,7 @@ mod tests {
         assert!(matches!(h.file(f).as_deref(), Some(OpenHandle::Bytes(b)) if **b == [1, 2]));
         assert!(h.file(d).is_none(), "a directory handle is not a file");
         assert_eq!(h.dir(d).map(|o| o.latest), Some(Some((3, 4))));
-        h.release_file(f);
+        assert!(h.release_file(f).is_some());
         assert_eq!(h.file_count(), 0);
         assert!(h.release_dir(d).is_some_and(|o| o.cached));
         assert!(h.dir(d).is_none());

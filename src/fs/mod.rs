@@ -13,16 +13,19 @@
 //! cdc/<t1>..<t2>/         the window's change records, one Parquet file per file group
 //! ```
 //!
-//! A view is planned against one table snapshot and its partitions are resolved only when a caller
-//! walks into them (`views`). A directory handle holds the entries it was opened with, so one
-//! `readdir` never mixes two snapshots (`dirs`); an open file holds its storage handle, so it reads
-//! to the end even if the cleaner deletes it (`ops`, the handles in `handles`). What the kernel may
-//! cache of `latest/` and what a switch invalidates is in `kernel_cache` and `switch`, and whether
-//! listings carry file attributes in `stat_demand`; `timeline/` files are rendered in
-//! `timeline_files`, extended attributes in `xattr`, inode numbers in `inode`, every node's owner,
-//! modes and times in `owner`, partition listings in `partitions`, the merged views' slices and
-//! change feeds and their materialisation in `merged` (SEMANTICS.md §2, §6, §10). `served` is what
-//! the FUSE adapter calls: one table, or a lake of them (`crate::lake`).
+//! A view is planned against one table snapshot and its partitions are resolved only when a
+//! caller walks into them: the snapshot, the views and what resolving them keeps have one owner
+//! (`view_cache`), which also says when a request can be answered in place; the directories a
+//! view shows are in `views`. A directory handle holds the entries it was opened with, so one
+//! `readdir` never mixes two snapshots (`dirs`); an open file holds its storage handle, so it
+//! reads to the end even if the cleaner deletes it (`ops`, the handles in `handles`). What the
+//! kernel may cache of `latest/` and what a switch invalidates is in `kernel_cache` and `switch`,
+//! and whether listings carry file attributes in `stat_demand`; `timeline/` files are rendered in
+//! `timeline_files`, extended attributes in `xattr`, inode numbers in `inode`, every node's
+//! owner, modes and times in `owner`, partition listings in `partitions`, the merged and `cdc/`
+//! views (their partitions, slices and change feeds, lookups, listings, what a switch drops, and
+//! merging) in `merged` (SEMANTICS.md §2, §6, §10). `served` is what the FUSE adapter calls: one
+//! table, or a lake of them (`crate::lake`).
 
 mod dirs;
 mod handles;
@@ -36,24 +39,21 @@ mod served;
 mod stat_demand;
 mod switch;
 mod timeline_files;
+mod view_cache;
 mod views;
 mod xattr;
 
 use std::collections::BTreeSet;
-use std::num::NonZeroUsize;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use hudifs_core::error::{Error, Result};
-use hudifs_core::rules::InstantInterner;
 use hudifs_core::snapshot::{Snapshot, Touched};
 use hudifs_core::table::TableConfig;
 use hudifs_core::timefmt::TimelineZone;
 use hudifs_merge::MergeCache;
-use hudifs_storage::sync::lock;
 use hudifs_storage::{LocalStore, OpenFile, Storage, TablePath};
-use lru::LruCache;
 
 use crate::journal::{Record, RestartJournal};
 
@@ -64,19 +64,18 @@ pub use inode::{
 pub use kernel_cache::{Deferred, DirCache, AGAIN};
 pub use merged::{default_cache_dir, MergeSettings, DEFAULT_CACHE_BYTES, DEFAULT_MEMORY_CAP};
 pub use owner::{PAGE_BLKSIZE, STORE_BLKSIZE};
-pub use served::{InMemory, Served};
+pub use served::Served;
 pub use switch::{Invalidations, KernelNotifier};
 pub use xattr::XATTR_PREFIX;
 
-use handles::{Handles, OpenDir, OpenHandle};
+pub(crate) use handles::Handles;
+use handles::{OpenDir, OpenHandle};
 use inode::InodeTable;
 use kernel_cache::KernelCache;
 use merged::MergedRegistry;
-use owner::Owner;
-use partitions::PartitionCache;
-use stat_demand::StatDemand;
+pub(crate) use owner::Owner;
 use timeline_files::Rendered;
-use views::{ResolvedPartition, ViewState};
+use view_cache::{ResolvedPartition, ViewCache, ViewState};
 
 /// How long the kernel may keep names and attributes of views that can no longer change
 /// (`as_of` times and windows older than every pending instant): their files are immutable.
@@ -88,9 +87,6 @@ pub const TTL_FRESH: Duration = Duration::from_secs(1);
 
 /// The inode number of the mount root.
 pub const ROOT: u64 = ROOT_INO;
-
-/// Resolved views kept (each holds a few bytes per file it shows).
-const VIEW_CACHE: usize = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -144,6 +140,11 @@ pub struct Opened {
 /// thread (a local disk, a rendered timeline file) or from the store's runtime.
 pub type ReadAnswer = Box<dyn FnOnce(Result<&[u8]>) + Send>;
 
+/// Where an operation of [`Served`] that may wait on the storage (lookup, opendir, readdir)
+/// delivers its answer: once, from the calling thread when it needs nothing from the storage,
+/// else from the store's threads.
+pub type Answer<T> = Box<dyn FnOnce(Result<T>) + Send>;
+
 /// Mount-wide options.
 #[derive(Debug, Clone, Default)]
 pub struct FsOptions {
@@ -163,23 +164,19 @@ pub struct FsOptions {
 pub struct HudiFs {
     store: Arc<dyn Storage>,
     opts: FsOptions,
-    snapshot: RwLock<Arc<Snapshot>>,
-    partitions: PartitionCache,
-    views: Mutex<LruCache<u32, Arc<ViewState>>>,
+    /// The snapshot, the views planned against it and what resolving them keeps
+    /// (`view_cache.rs`).
+    views: ViewCache,
     /// `timeline/` files rendered lately (`timeline_files.rs`).
     rendered: Rendered,
-    /// One allocation per instant shown, shared by every resolved partition.
-    interner: InstantInterner,
     inodes: InodeTable,
     /// The merged slices handed out, and the cache they are merged into (opened on first use).
     merged: MergedRegistry,
     merge_cache: OnceLock<std::result::Result<Arc<MergeCache>, String>>,
     /// The open file and directory handles.
-    handles: Handles,
+    handles: Handles<OpenHandle, OpenDir>,
     /// What the kernel holds of `latest/` (names handed out, who may fill its cached listings).
     kernel: KernelCache<Arc<ResolvedPartition>>,
-    /// Whether listings carry their files' attributes now (`stat_demand.rs`).
-    stat_demand: StatDemand,
     /// Owner, modes and times of every node.
     owner: Owner,
 }
@@ -215,35 +212,21 @@ impl HudiFs {
         let root = store
             .stat(&TablePath::root())
             .map_err(|e| Error::io(store.describe(&TablePath::root()), e))?;
-        // The table root's owner where the storage has owners (a local disk), else the user
-        // serving the mount.
-        let (uid, gid) = match store.local().and_then(|l| l.owner()) {
-            Some(owner) => owner,
-            None => (crate::sys::ids::uid(), crate::sys::ids::gid()),
-        };
-        let owner = Owner::new(
-            uid,
-            gid,
+        let owner = Owner::of_store(
+            &*store,
             root.mtime.unwrap_or(SystemTime::UNIX_EPOCH),
             opts.access,
-            store.is_object_store(),
         );
         Ok(HudiFs {
+            views: ViewCache::new(store.clone(), snap, opts.read_optimized),
             store,
             opts,
-            snapshot: RwLock::new(Arc::new(snap)),
-            partitions: PartitionCache::default(),
-            views: Mutex::new(LruCache::new(
-                NonZeroUsize::new(VIEW_CACHE).unwrap_or(NonZeroUsize::MIN),
-            )),
             rendered: Rendered::default(),
-            interner: InstantInterner::default(),
             inodes: InodeTable::new(),
             merged: MergedRegistry::default(),
             merge_cache: OnceLock::new(),
             handles: Handles::default(),
             kernel: KernelCache::default(),
-            stat_demand: StatDemand::default(),
             owner,
         })
     }
@@ -253,11 +236,10 @@ impl HudiFs {
     /// `records` (read from `journal`) say, and record every new one in `journal`. Call before
     /// serving.
     pub fn resume_from(&self, journal: &Arc<RestartJournal>, records: &[Record]) -> Result<()> {
-        let exts = self.snapshot().cfg.base_extensions.clone();
         self.inodes
             .resume(records, journal)
-            .and_then(|()| self.partitions.registry.resume(records, &exts, journal))
             .map_err(Error::Corrupt)?;
+        self.views.resume(records, journal)?;
         self.merged.resume(records, journal);
         self.handles.resume(records, journal);
         Ok(())
@@ -288,10 +270,7 @@ impl HudiFs {
 
     /// The current snapshot.
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.snapshot
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.views.snapshot()
     }
 
     /// The zone naive times in paths are read in.
@@ -311,16 +290,12 @@ impl HudiFs {
         let previous = self.snapshot();
         // What `merged/latest/` showed before (its resolved partitions are what the kernel may
         // hold).
-        let merged_before = lock(&self.views).peek(&inode::MERGED_LATEST_VIEW).cloned();
+        let merged_before = self.views.peek(inode::MERGED_LATEST_VIEW);
         // From here until `switched`, no open of the directories the change touches reuses the
         // kernel's cached listing (an open between install and invalidation would read the old
         // one).
         self.begin_switch(touched.as_ref(), next.generation);
-        match &touched {
-            Some(t) => t.iter().for_each(|p| self.partitions.invalidate(p)),
-            None => self.partitions.invalidate_all(),
-        }
-        *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        self.views.replace(next, touched.as_ref());
         let mut inv = self.latest_invalidations(&previous, touched.as_ref());
         self.merged_latest_invalidations(merged_before.as_deref(), touched.as_ref(), &mut inv);
         inv

@@ -11,15 +11,14 @@ use hudifs_core::error::{Error, Result};
 use hudifs_core::listing::{partition_dir, DataFile};
 use hudifs_core::viewkey::{self, ViewKey};
 
+use super::handles::OpenedParts;
 use super::inode::{Node, AS_OF_INO, CDC_INO, MERGED_AS_OF_INO, MERGED_INCREMENTAL_INO};
-use super::merged::{Materialised, MergedNode, MergedSlice};
-use super::views::{ResolvedPartition, ViewState};
-use super::{join, Entry, HudiFs, Kind, OpenHandle, Opened, ReadAnswer, TTL_FRESH};
+use super::{
+    join, Entry, HudiFs, Kind, OpenHandle, Opened, ReadAnswer, ResolvedPartition, ViewState,
+    TTL_FRESH,
+};
 
 const MAX_NAME: usize = 255;
-
-/// An opened file's handle, whether its pages may be kept, and its backing file.
-type OpenedParts = (OpenHandle, bool, Option<Arc<dyn hudifs_storage::OpenFile>>);
 
 impl HudiFs {
     /// The entry of a directory node.
@@ -29,26 +28,8 @@ impl HudiFs {
 
     /// The entry of a table file, stated first if it was listed by name only.
     pub(super) fn file_entry(&self, ino: u64, f: &DataFile, ttl: Duration) -> Result<Entry> {
-        self.stated(f)?;
+        self.views.stated(f)?;
         Ok(self.owner.table_file(ino, f, ttl))
-    }
-
-    /// Make sure `f`'s size, time and mode are known: a file listed by name only is stated
-    /// with the rest of its partition (whoever asks for one file's attributes usually asks for
-    /// its neighbours' next), else alone. A file gone since the listing is not found.
-    pub(super) fn stated(&self, f: &DataFile) -> Result<()> {
-        if f.is_stated() {
-            return Ok(());
-        }
-        self.partitions.stat_partition(&*self.store, &f.partition);
-        if !f.is_stated() {
-            hudifs_core::listing::stat_files(&*self.store, std::slice::from_ref(f));
-        }
-        if f.is_stated() {
-            Ok(())
-        } else {
-            Err(Error::NotFound(f.rel_path()))
-        }
     }
 
     /// The node a name at the mount root stands for.
@@ -80,9 +61,8 @@ impl HudiFs {
             | Node::MergedIncrementalDir
             | Node::CdcDir => Ok(self.dir_entry(ino, TTL_FRESH)),
             Node::MergedFile { view, slice } => {
-                let ms = self.merged_slice(view, slice)?;
                 let ttl = self.view(view).map(|v| v.ttl()).unwrap_or(TTL_FRESH);
-                self.merged_entry(ino, &ms, ttl)
+                self.merged_file_entry(ino, view, slice, ttl)
             }
             Node::ViewDir { view, dir } => {
                 let v = self.view(view)?;
@@ -94,11 +74,7 @@ impl HudiFs {
             }
             Node::ViewFile { view, file } => {
                 // Table files never change: their attributes do not depend on the view.
-                let f = self
-                    .partitions
-                    .registry
-                    .get(file)
-                    .ok_or_else(|| Error::NotFound(format!("file {file}")))?;
+                let f = self.views.registered(file)?;
                 let ttl = self.view(view).map(|v| v.ttl()).unwrap_or(TTL_FRESH);
                 self.file_entry(ino, &f, ttl)
             }
@@ -117,7 +93,7 @@ impl HudiFs {
         let e = self.lookup_name(parent, name)?;
         if e.attr.kind == Kind::File {
             // The kernel had no entry for this file: a caller stats what it lists.
-            self.stat_demand.file_looked_up();
+            self.views.file_looked_up();
         }
         Ok(e)
     }
@@ -184,22 +160,12 @@ impl HudiFs {
     fn lookup_in_view(&self, view: u32, dir: u32, name: &str) -> Result<Entry> {
         let v = self.view(view)?;
         let path = self.dir_path(dir)?;
-        if let Some(i) = self.partition_index(&v, &path).filter(|_| v.merged) {
-            if let Some(node) = self.merged_part(&v, i)?.find(name) {
-                let ttl = v.ttl();
-                return match node {
-                    MergedNode::Base(file) => {
-                        let f = self.registered(file)?;
-                        self.file_entry(Node::ViewFile { view, file }.ino(), &f, ttl)
-                    }
-                    MergedNode::Slice(slice) => {
-                        let ms = self.merged_slice(view, slice)?;
-                        self.merged_entry(Node::MergedFile { view, slice }.ino(), &ms, ttl)
-                    }
-                };
+        if let Some(i) = v.partition_index(&path).filter(|_| v.merged.is_some()) {
+            if let Some(entry) = self.lookup_merged(view, &v, i, name)? {
+                return Ok(entry);
             }
-        } else if let Some(i) = self.partition_index(&v, &path) {
-            let pv = self.part(&v, i)?;
+        } else if let Some(i) = v.partition_index(&path) {
+            let pv = self.views.part(&v, i)?;
             if let Some(pos) = pv.position(name) {
                 if view == 0 {
                     self.kernel.handed_files(dir, v.snap.generation, &pv);
@@ -210,7 +176,7 @@ impl HudiFs {
                     file: pv.listing.ids[c.index as usize],
                 };
                 let f = &pv.listing.files[c.index as usize];
-                return self.file_entry(node.ino(), f, self.answer_ttl(&v));
+                return self.file_entry(node.ino(), f, self.views.answer_ttl(&v));
             }
         }
         let child = join(&path, name);
@@ -229,7 +195,7 @@ impl HudiFs {
             view,
             dir: child_dir,
         };
-        Ok(self.dir_entry(node.ino(), self.answer_ttl(&v)))
+        Ok(self.dir_entry(node.ino(), self.views.answer_ttl(&v)))
     }
 
     /// The view's resolved partition and position of file `file`, if the view shows it.
@@ -238,14 +204,10 @@ impl HudiFs {
         v: &ViewState,
         file: u64,
     ) -> Result<(Arc<ResolvedPartition>, usize)> {
-        let f = self
-            .partitions
-            .registry
-            .get(file)
-            .ok_or_else(|| Error::NotFound(format!("file {file}")))?;
+        let f = self.views.registered(file)?;
         let missing = || Error::NotFound(format!("{} is not in this view", f.rel_path()));
-        let i = self.partition_index(v, &f.partition).ok_or_else(missing)?;
-        let pv = self.part(v, i)?;
+        let i = v.partition_index(&f.partition).ok_or_else(missing)?;
+        let pv = self.views.part(v, i)?;
         let pos = pv.position(f.name()).ok_or_else(missing)?;
         let c = pv.choice.files[pos];
         if pv.listing.ids[c.index as usize] != file {
@@ -280,19 +242,7 @@ impl HudiFs {
             // file that left the view since keeps opening for whoever listed it, as in a Hudi
             // reader working from its listing. Lookups no longer find it.
             Node::ViewFile { view: _, file } => self.open_table_file(file)?,
-            Node::MergedFile { view, slice } => {
-                let ms = self.merged_slice(view, slice)?;
-                match self.materialise(&ms)? {
-                    Materialised::Base(file) => self.open_table_file(file)?,
-                    Materialised::Merged { path, size } => {
-                        let f = self.open_merged(&ms, &path, size)?;
-                        let handle = hudifs_storage::local_file_handle(f)
-                            .map_err(|e| Error::io(path.display().to_string(), e))?;
-                        // The bytes of a merged slice are fixed by its inputs (the inode's key).
-                        (OpenHandle::Data(handle.clone()), true, Some(handle))
-                    }
-                }
-            }
+            Node::MergedFile { view, slice } => self.open_merged_slice(view, slice)?,
             Node::TimelineFile { name } => {
                 let name = self.timeline_name(name)?;
                 (
@@ -324,8 +274,8 @@ impl HudiFs {
     }
 
     /// A table file by registry id, opened through the storage.
-    fn open_table_file(&self, file: u64) -> Result<OpenedParts> {
-        let f = self.registered(file)?;
+    pub(super) fn open_table_file(&self, file: u64) -> Result<OpenedParts> {
+        let f = self.views.registered(file)?;
         // The cheap name test first: the snapshot is asked only for a bootstrap-instant file.
         if f.is_base()
             && f.instant() == hudifs_core::table::METADATA_BOOTSTRAP_INSTANT
@@ -350,65 +300,6 @@ impl HudiFs {
         // A data file's name carries its instant and write token: its bytes never change.
         let backing = handle.as_file().is_some().then(|| handle.clone());
         Ok((OpenHandle::Data(handle), true, backing))
-    }
-
-    /// A table file of the registry.
-    pub(super) fn registered(&self, file: u64) -> Result<DataFile> {
-        self.partitions
-            .registry
-            .get(file)
-            .ok_or_else(|| Error::NotFound(format!("file {file}")))
-    }
-
-    /// A merged slice of the registry, in view `view`. One that a previous daemon of this mount
-    /// handed out (docs/SEMANTICS.md §7.11) is found again by its partition and name in the view.
-    pub(super) fn merged_slice(&self, view: u32, slice: u64) -> Result<Arc<MergedSlice>> {
-        if let Some(ms) = self.merged.get(slice) {
-            return Ok(ms);
-        }
-        let missing = || Error::NotFound(format!("merged slice {slice}"));
-        let (partition, name) = self.merged.inherited(slice).ok_or_else(missing)?;
-        let dir = self.inodes.dirs.find(&*partition).ok_or_else(missing)?;
-        let entry = self.lookup(
-            Node::ViewDir { view, dir }.ino(),
-            std::ffi::OsStr::new(&*name),
-        )?;
-        let Some(Node::MergedFile { slice: now, .. }) = Node::from_ino(entry.attr.ino) else {
-            return Err(missing());
-        };
-        let ms = self.merged.get(now).ok_or_else(missing)?;
-        self.merged.found_again(slice, ms.clone());
-        Ok(ms)
-    }
-
-    /// The entry of a merged slice: merged now if it is not yet.
-    fn merged_entry(&self, ino: u64, ms: &MergedSlice, ttl: Duration) -> Result<Entry> {
-        let size = match self.materialise(ms)? {
-            Materialised::Base(file) => {
-                let f = self.registered(file)?;
-                self.stated(&f)?;
-                f.size()
-            }
-            Materialised::Merged { size, .. } => size,
-        };
-        Ok(self.merged_attr(ino, ms, size, ttl))
-    }
-
-    /// The entry of a merged slice in a listing: without merging. One not merged yet shows
-    /// size 0 with a zero TTL, so that the kernel asks (and the slice is merged) on `stat`.
-    pub(super) fn merged_listed(&self, ino: u64, ms: &MergedSlice, ttl: Duration) -> Entry {
-        let size_of = |id| {
-            let f = self.partitions.registry.get(id)?;
-            f.is_stated().then(|| f.size())
-        };
-        match ms.size_if_known(size_of) {
-            Some(size) => self.merged_attr(ino, ms, size, ttl),
-            None => self.merged_attr(ino, ms, 0, Duration::ZERO),
-        }
-    }
-
-    fn merged_attr(&self, ino: u64, ms: &MergedSlice, size: u64, ttl: Duration) -> Entry {
-        self.owner.merged_file(ino, size, ms.mtime, ttl)
     }
 
     /// Read up to `size` bytes at `offset` of open file `fh` and hand them, or the error, to

@@ -6,13 +6,14 @@
 use std::time::{Duration, SystemTime};
 
 use hudifs_core::listing::DataFile;
+use hudifs_storage::Storage;
 
 use super::{Attr, Entry, Kind};
 use crate::access::Access;
 
-/// The owner and modes of a mount's nodes.
+/// The owner and modes of a mount's nodes (a table's, or a lake's own directories).
 #[derive(Debug, Clone)]
-pub(super) struct Owner {
+pub(crate) struct Owner {
     uid: u32,
     gid: u32,
     /// The time of synthetic directories and of timeline files without one: the table root's.
@@ -33,9 +34,19 @@ pub const PAGE_BLKSIZE: u32 = 4096;
 pub const STORE_BLKSIZE: u32 = 1 << 20;
 
 impl Owner {
+    /// The owner of a mount of `store`, whose root has time `root_mtime`: the root's owner where
+    /// the storage has owners (a local disk), else the user serving the mount.
+    pub fn of_store(store: &dyn Storage, root_mtime: SystemTime, access: Access) -> Owner {
+        let (uid, gid) = match store.local().and_then(|l| l.owner()) {
+            Some(owner) => owner,
+            None => (crate::sys::ids::uid(), crate::sys::ids::gid()),
+        };
+        Owner::new(uid, gid, root_mtime, access, store.is_object_store())
+    }
+
     /// `uid`/`gid`: the table root's owner (or the serving user's); `--uid`/`--gid` win.
     /// `object_store`: the table lies on an object store (see [`STORE_BLKSIZE`]).
-    pub fn new(
+    fn new(
         uid: u32,
         gid: u32,
         root_mtime: SystemTime,

@@ -7,9 +7,8 @@ use std::collections::BTreeSet;
 
 use hudifs_core::snapshot::Snapshot;
 
-use super::inode::{Node, LATEST_VIEW, MERGED_LATEST_VIEW};
+use super::inode::{Node, LATEST_VIEW};
 use super::ops::names_of;
-use super::views::ViewState;
 use super::{join, HudiFs};
 
 /// Where invalidations of the kernel's caches go: implemented by the FUSE adapter (`fuse/mod.rs`)
@@ -82,8 +81,8 @@ impl HudiFs {
             inv.switching.push(d);
             inv.inodes.push(ino);
             let files = new.as_ref().and_then(|v| {
-                let i = self.partition_index(v, &path)?;
-                self.part(v, i).ok()
+                let i = v.partition_index(&path)?;
+                self.views.part(v, i).ok()
             });
             if let Some(old) = &handed.files {
                 let now = names_of(files.as_ref());
@@ -115,88 +114,21 @@ impl HudiFs {
         }
         // A clean that moved the retention bound refuses cached history: drop its names.
         if previous.ctx.retention_bound() != snap.ctx.retention_bound() {
-            for (id, v) in self.cached_views() {
-                let Some(name) = HudiFs::history_name(&v.plan.key, v.merged, v.cdc) else {
+            for (id, v) in self.views.cached() {
+                let Some(name) = HudiFs::history_name(&v.plan.key, v.merged.is_some(), v.is_cdc())
+                else {
                     continue;
                 };
                 if snap.plan(&v.plan.key, self.opts.read_optimized).is_err() {
                     inv.entries.push(name);
                     inv.inodes.push(Node::ViewDir { view: id, dir: 0 }.ino());
-                    self.forget_view(id);
+                    self.views.forget(id);
                 }
             }
         }
         inv.inodes.sort();
         inv.inodes.dedup();
         inv
-    }
-
-    /// What the kernel must drop of `merged/latest/` after a switch: for each partition the
-    /// previous `merged/latest/` had built (handed out) that the change touched, the names that
-    /// left or now name another slice, the directory's attributes and listing, and those of the
-    /// directories above it; the root always. Names of `merged/latest/` have short TTLs, so
-    /// whatever this misses is gone within [`super::TTL_FRESH`] (SEMANTICS.md §10).
-    pub(super) fn merged_latest_invalidations(
-        &self,
-        before: Option<&ViewState>,
-        touched: Option<&BTreeSet<String>>,
-        inv: &mut Invalidations,
-    ) {
-        let view = MERGED_LATEST_VIEW;
-        inv.inodes.push(Node::ViewDir { view, dir: 0 }.ino());
-        let Some(before) = before else { return };
-        let now = self.view(view).ok();
-        for (i, p) in before.snap.partitions.iter().enumerate() {
-            if touched.is_some_and(|t| !t.contains(&**p)) {
-                continue;
-            }
-            let Some(old) = HudiFs::merged_part_if_built(before, i) else {
-                continue;
-            };
-            let Some(dir) = self.inodes.dirs.find(&**p) else {
-                continue;
-            };
-            let new = now.as_ref().and_then(|v| {
-                let j = self.partition_index(v, p)?;
-                self.merged_part(v, j).ok()
-            });
-            let ino = Node::ViewDir { view, dir }.ino();
-            for (name, node) in &old.entries {
-                if new.as_ref().and_then(|n| n.find(name)) != Some(*node) {
-                    inv.entries.push((ino, name.to_string()));
-                }
-            }
-            // The directory and those above it; a directory left empty leaves its parent.
-            let mut path = p.to_string();
-            let mut child = ino;
-            loop {
-                inv.inodes.push(child);
-                let Some((parent, last)) = path.rsplit_once('/') else {
-                    if now
-                        .as_ref()
-                        .is_none_or(|v| !self.dir_exists(v, &path).unwrap_or(true))
-                    {
-                        inv.entries
-                            .push((Node::ViewDir { view, dir: 0 }.ino(), path.clone()));
-                    }
-                    break;
-                };
-                let Some(pdir) = self.inodes.dirs.find(parent) else {
-                    break;
-                };
-                let pino = Node::ViewDir { view, dir: pdir }.ino();
-                if now
-                    .as_ref()
-                    .is_none_or(|v| !self.dir_exists(v, &path).unwrap_or(true))
-                {
-                    inv.entries.push((pino, last.to_string()));
-                }
-                path = parent.to_string();
-                child = pino;
-            }
-        }
-        inv.inodes.sort();
-        inv.inodes.dedup();
     }
 
     /// The directories of `latest/` whose entries a change of the touched partitions (`None`:

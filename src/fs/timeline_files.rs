@@ -13,7 +13,8 @@ use hudifs_core::error::{Error, Result};
 use hudifs_core::metadata::{self, DecodeError, MetadataError};
 use lru::LruCache;
 
-use super::{lock, HudiFs};
+use super::HudiFs;
+use hudifs_storage::sync::lock;
 
 /// Rendered timeline files kept.
 const RENDER_CACHE: usize = 1024;

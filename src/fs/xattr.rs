@@ -30,7 +30,7 @@ impl HudiFs {
                         if let Some(i) = &p.instant {
                             out.push(("user.hudi.instant".into(), i.to_string()));
                         }
-                        let mode = if v.merged {
+                        let mode = if v.merged.is_some() {
                             "merged"
                         } else if self.opts.read_optimized {
                             "read_optimized"
@@ -54,9 +54,9 @@ impl HudiFs {
                         ));
                         // merged/incremental/ shows the rows of the window's writes, merged and
                         // filtered: nothing is left for the reader to do.
-                        let content = if v.cdc {
+                        let content = if v.is_cdc() {
                             "cdc"
-                        } else if v.merged {
+                        } else if v.merged.is_some() {
                             "merged"
                         } else {
                             "merge-ready"

@@ -23,7 +23,7 @@ use fuser::{
     WriteFlags,
 };
 
-use crate::fs::{Attr, DirCache, InMemory, Kind, ReadAnswer, Served, XATTR_PREFIX};
+use crate::fs::{Attr, DirCache, DirListing, Kind, ReadAnswer, Served, XATTR_PREFIX};
 use hudifs_core::error::Error;
 use passthrough::Passthrough;
 
@@ -58,25 +58,11 @@ impl FuseAdapter {
     /// Answer a request that may wait on the storage (`f` replies): on an object store from the
     /// store's threads, so that this FUSE thread goes back to the kernel at once and a slow
     /// listing never holds up requests answered from memory; on a local disk in place
-    /// (docs/SEMANTICS.md §9).
+    /// (docs/SEMANTICS.md §9). Lookup, opendir, readdir and read decide this themselves: they
+    /// answer in place what needs nothing from the storage.
     fn later(&self, f: impl FnOnce(&dyn Served, &Passthrough) + Send + 'static) {
         let (fs, pass) = (self.fs.clone(), self.pass.clone());
         self.fs.run_blocking(Box::new(move || f(&*fs, &pass)));
-    }
-
-    /// [`Self::later`], but answered here, on this FUSE thread, when request `q` asks the
-    /// storage nothing (`Served::in_memory`: on an object store, a walk's directories once the
-    /// view's root is listed): a hop to the store's threads would cost a thread switch each.
-    fn now_or_later(
-        &self,
-        q: InMemory<'_>,
-        f: impl FnOnce(&dyn Served, &Passthrough) + Send + 'static,
-    ) {
-        if self.fs.in_memory(q) {
-            f(&*self.fs, &self.pass)
-        } else {
-            self.later(f)
-        }
     }
 }
 
@@ -145,16 +131,14 @@ fn kind(k: Kind) -> FileType {
     }
 }
 
-/// Answer a `readdir` of open directory `fh` (inode `ino`) from entry `offset` on.
+/// Answer a `readdir` of directory `ino` from entry `offset` on, with the entries of its handle.
 fn readdir(
-    fs: &dyn Served,
+    entries: hudifs_core::error::Result<DirListing>,
     ino: INodeNo,
-    fh: FileHandle,
     offset: u64,
     mut reply: ReplyDirectory,
     t: Timed,
 ) {
-    let entries = fs.readdir(ino.0, fh.0);
     t.end(entries.is_ok());
     let entries = match entries {
         Ok(e) => e,
@@ -177,14 +161,12 @@ fn readdir(
 
 /// Answer a `readdirplus`: entries with their attributes, as [`readdir`].
 fn readdirplus(
-    fs: &dyn Served,
+    entries: hudifs_core::error::Result<DirListing>,
     ino: INodeNo,
-    fh: FileHandle,
     offset: u64,
     mut reply: ReplyDirectoryPlus,
     t: Timed,
 ) {
-    let entries = fs.readdir(ino.0, fh.0);
     t.end(entries.is_ok());
     let entries = match entries {
         Ok(e) => e,
@@ -329,16 +311,18 @@ impl Filesystem for FuseAdapter {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        // Answered in place when it needs nothing from the storage, else from the store's
+        // threads (`Served::lookup`).
         let t = Timed::start("lookup");
         let owned = name.to_os_string();
-        self.now_or_later(InMemory::Lookup(parent.0, name), move |fs, _| {
-            let r = fs.lookup(parent.0, &owned);
+        let answer = Box::new(move |r: hudifs_core::error::Result<crate::fs::Entry>| {
             t.end(r.is_ok());
             match r {
                 Ok(e) => reply.entry(&e.ttl, &file_attr(&e.attr), Generation(0)),
                 Err(e) => reply.error(errno("lookup", &Path::new(&owned).display(), &e)),
             }
-        })
+        });
+        self.fs.clone().lookup(parent.0, name, answer)
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -429,8 +413,7 @@ impl Filesystem for FuseAdapter {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let t = Timed::start("opendir");
-        self.now_or_later(InMemory::OpenDir(ino.0), move |fs, _| {
-            let r = fs.opendir(ino.0);
+        let answer = Box::new(move |r: hudifs_core::error::Result<crate::fs::OpenedDir>| {
             t.end(r.is_ok());
             match r {
                 Ok(d) => {
@@ -445,7 +428,8 @@ impl Filesystem for FuseAdapter {
                 }
                 Err(e) => reply.error(errno("opendir", &ino.0, &e)),
             }
-        })
+        });
+        self.fs.clone().opendir(ino.0, answer)
     }
 
     fn readdir(
@@ -457,9 +441,8 @@ impl Filesystem for FuseAdapter {
         reply: ReplyDirectory,
     ) {
         let t = Timed::start("readdir");
-        self.now_or_later(InMemory::ReadDir(fh.0), move |fs, _| {
-            readdir(fs, ino, fh, offset, reply, t)
-        })
+        let answer = Box::new(move |r| readdir(r, ino, offset, reply, t));
+        self.fs.clone().readdir(ino.0, fh.0, answer)
     }
 
     fn readdirplus(
@@ -471,9 +454,8 @@ impl Filesystem for FuseAdapter {
         reply: ReplyDirectoryPlus,
     ) {
         let t = Timed::start("readdirplus");
-        self.now_or_later(InMemory::ReadDir(fh.0), move |fs, _| {
-            readdirplus(fs, ino, fh, offset, reply, t)
-        })
+        let answer = Box::new(move |r| readdirplus(r, ino, offset, reply, t));
+        self.fs.clone().readdir(ino.0, fh.0, answer)
     }
 
     fn releasedir(

@@ -28,8 +28,8 @@ use super::inode::{LakeInodes, LakeNode};
 use super::tree::{Child, Tree, TreeChange};
 use crate::follow::Follower;
 use crate::fs::{
-    Attr, DirCache, DirEntry, DirListing, Entry, FsOptions, HudiFs, InMemory, KernelNotifier, Kind,
-    Opened, OpenedDir, ReadAnswer, Served, StaleDir, ROOT, TTL_FRESH,
+    Answer, DirCache, DirEntry, DirListing, Entry, FsOptions, Handles, HudiFs, KernelNotifier,
+    Opened, OpenedDir, Owner, ReadAnswer, Served, StaleDir, ROOT, TTL_FRESH,
 };
 
 /// How a lake is mounted.
@@ -86,10 +86,18 @@ impl Table {
     }
 }
 
-/// An open handle: of one of the lake's directories (its entries), or of a table's.
-enum Handle {
-    Dir(Arc<Vec<DirEntry>>),
-    Table { table: Arc<Table>, fh: u64 },
+/// A handle of a table, in the lake's numbers: the table and the handle's number there.
+#[derive(Clone)]
+struct TableHandle {
+    table: Arc<Table>,
+    fh: u64,
+}
+
+/// An open directory: one of the lake's own (its entries), or a table's.
+#[derive(Clone)]
+enum LakeDir {
+    Own(Arc<Vec<DirEntry>>),
+    Table(TableHandle),
 }
 
 /// The tables of the lake now, and their numbers.
@@ -112,14 +120,14 @@ pub struct LakeFs {
     next_table: AtomicU32,
     /// The lake's own directories: path ↔ id (the root is 1).
     dirs: Mutex<(HashMap<TablePath, u64>, Vec<TablePath>)>,
-    handles: Mutex<HashMap<u64, Handle>>,
-    next_fh: AtomicU64,
+    /// Open files (each a table's) and directories (the lake's own, or a table's); a lake is
+    /// never taken over by a new daemon (`daemon/keeper.rs`), so they are all its own.
+    handles: Handles<TableHandle, LakeDir>,
     notifier: OnceLock<Arc<dyn KernelNotifier>>,
     /// Tables loaded so far (for tests and the log).
     loads: AtomicU64,
-    uid: u32,
-    gid: u32,
-    mtime: SystemTime,
+    /// Owner, modes and times of the lake's own directories.
+    owner: Owner,
 }
 
 /// Tells the kernel about one table's inodes in the lake's numbering.
@@ -149,14 +157,13 @@ impl LakeFs {
         let meta = store
             .stat(&root)
             .map_err(|e| Error::io(store.describe(&root), e))?;
-        let (uid, gid) = match store.local().and_then(|l| l.owner()) {
-            Some(owner) => owner,
-            None => (crate::sys::ids::uid(), crate::sys::ids::gid()),
-        };
+        let owner = Owner::of_store(
+            &*store,
+            meta.mtime.unwrap_or(SystemTime::UNIX_EPOCH),
+            opts.access,
+        );
         let fs = LakeFs {
-            uid: opts.access.uid.unwrap_or(uid),
-            gid: opts.access.gid.unwrap_or(gid),
-            mtime: meta.mtime.unwrap_or(SystemTime::UNIX_EPOCH),
+            owner,
             store,
             opts,
             lake,
@@ -165,8 +172,7 @@ impl LakeFs {
             by_id: RwLock::new(HashMap::new()),
             next_table: AtomicU32::new(1),
             dirs: Mutex::new((HashMap::new(), Vec::new())),
-            handles: Mutex::new(HashMap::new()),
-            next_fh: AtomicU64::new(1),
+            handles: Handles::default(),
             notifier: OnceLock::new(),
             loads: AtomicU64::new(0),
         };
@@ -332,13 +338,28 @@ impl LakeFs {
             .ok_or_else(|| Error::NotFound(format!("table {id} of the lake")))
     }
 
-    /// The loaded file system of the table that node `ino` lies in, and the node's number
-    /// there; `None` for the lake's own directories and tables not loaded yet.
-    fn loaded_table_node(&self, ino: u64) -> Option<(Arc<HudiFs>, u64)> {
+    /// The table that node `ino` lies in, its loaded file system, and the node's number there;
+    /// `None` for the lake's own directories, dropped tables and tables not loaded yet.
+    fn loaded_table_node(&self, ino: u64) -> Option<(Arc<Table>, Arc<HudiFs>, u64)> {
         match self.node(ino).ok()? {
-            LakeNode::Table { table, ino } => Some((self.live_table(table).ok()?.loaded()?, ino)),
+            LakeNode::Table { table, ino } => {
+                let t = self.live_table(table).ok()?;
+                let fs = t.loaded()?;
+                Some((t, fs, ino))
+            }
             LakeNode::Dir(_) => None,
         }
+    }
+
+    /// Answer `op` to `done` where waiting holds no FUSE thread (`Storage::run_blocking`): a
+    /// request on the lake's own directories, or one that loads a table.
+    fn later<T: 'static>(
+        self: Arc<Self>,
+        op: impl FnOnce(&LakeFs) -> Result<T> + Send + 'static,
+        done: Answer<T>,
+    ) {
+        let store = self.store.clone();
+        store.run_blocking(Box::new(move || done(op(&self))))
     }
 
     /// Table number `id` if it is still in the lake.
@@ -414,20 +435,9 @@ impl LakeFs {
         }
     }
 
+    /// The entry of one of the lake's own directories.
     fn dir_entry(&self, ino: u64) -> Entry {
-        Entry {
-            attr: Attr {
-                ino,
-                kind: Kind::Dir,
-                size: 0,
-                mtime: self.mtime,
-                perm: self.opts.access.dir_mode.unwrap_or(0o555),
-                uid: self.uid,
-                gid: self.gid,
-                blksize: crate::fs::PAGE_BLKSIZE,
-            },
-            ttl: TTL_FRESH,
-        }
+        self.owner.dir(ino, TTL_FRESH)
     }
 
     /// `entry` of table `id` in the lake's numbering.
@@ -478,28 +488,18 @@ impl LakeFs {
             .ok_or_else(|| Error::NotFound(format!("inode {ino}")))
     }
 
-    fn new_handle(&self, h: Handle) -> u64 {
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        lock(&self.handles).insert(fh, h);
-        fh
-    }
-
-    /// The table file system and its handle behind lake handle `fh`.
-    fn table_handle(&self, fh: u64) -> Result<(Arc<Table>, Arc<HudiFs>, u64)> {
-        match lock(&self.handles).get(&fh) {
-            Some(Handle::Table { table, fh }) => {
-                let fs = table
-                    .loaded()
-                    .ok_or_else(|| Error::NotFound(format!("file handle {fh}")))?;
-                Ok((table.clone(), fs, *fh))
-            }
-            _ => Err(Error::NotFound(format!("file handle {fh}"))),
-        }
+    /// The table file system and its handle behind lake file handle `fh`.
+    fn table_file(&self, fh: u64) -> Result<(Arc<HudiFs>, u64)> {
+        let missing = || Error::NotFound(format!("file handle {fh}"));
+        let h = self.handles.file(fh).ok_or_else(missing)?;
+        let fs = h.table.loaded().ok_or_else(missing)?;
+        Ok((fs, h.fh))
     }
 }
 
-impl Served for LakeFs {
-    fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry> {
+impl LakeFs {
+    /// Look `name` up in directory `parent`, waiting for the table to load if it must.
+    fn lookup_blocking(&self, parent: u64, name: &OsStr) -> Result<Entry> {
         match self.node(parent)? {
             LakeNode::Dir(id) => {
                 let dir = self.lake_dir(id)?;
@@ -516,9 +516,115 @@ impl Served for LakeFs {
             LakeNode::Table { table, ino } => {
                 let t = self.live_table(table)?;
                 let fs = self.load(&t)?;
-                Ok(self.outer(table, fs.lookup(ino, name)?))
+                Ok(self.outer(table, HudiFs::lookup(&fs, ino, name)?))
             }
         }
+    }
+
+    /// Open directory `ino`, waiting for the table to load if it must.
+    fn opendir_blocking(&self, ino: u64) -> Result<OpenedDir> {
+        match self.node(ino)? {
+            LakeNode::Dir(id) => {
+                let dir = self.lake_dir(id)?;
+                let children = self
+                    .read_current()
+                    .tree
+                    .children(&dir)
+                    .ok_or_else(|| Error::NotFound(dir.to_string()))?;
+                let mut entries = Vec::with_capacity(children.len());
+                for (name, child) in children {
+                    // A table dropped in between is left out.
+                    if let Ok(entry) = self.child_entry(&child) {
+                        entries.push(DirEntry {
+                            name: Arc::from(name.as_str()),
+                            entry,
+                        });
+                    }
+                }
+                let fh = self.handles.add_dir(LakeDir::Own(Arc::new(entries)));
+                Ok(OpenedDir {
+                    fh,
+                    cache: DirCache::Off,
+                })
+            }
+            LakeNode::Table { table, ino } => {
+                let t = self.live_table(table)?;
+                let fs = self.load(&t)?;
+                let d = HudiFs::opendir(&fs, ino)?;
+                let fh = self
+                    .handles
+                    .add_dir(LakeDir::Table(TableHandle { table: t, fh: d.fh }));
+                Ok(OpenedDir { fh, cache: d.cache })
+            }
+        }
+    }
+}
+
+impl Served for LakeFs {
+    /// A table's lookups are its own, in its numbers: answered in place where it needs nothing
+    /// from the storage (`HudiFs`'s `Served::lookup`). The lake's own directories, and a table
+    /// not loaded yet (loading reads it), are answered from the store's threads.
+    fn lookup(self: Arc<Self>, parent: u64, name: &OsStr, done: Answer<Entry>) {
+        if let Some((t, fs, inner)) = self.loaded_table_node(parent) {
+            let (inodes, id) = (self.inodes.clone(), t.id);
+            return fs.lookup(
+                inner,
+                name,
+                Box::new(move |r| {
+                    done(r.map(|mut e| {
+                        e.attr.ino = inodes.outer(id, e.attr.ino);
+                        e
+                    }))
+                }),
+            );
+        }
+        let name = name.to_os_string();
+        self.later(move |lake| lake.lookup_blocking(parent, &name), done)
+    }
+
+    /// As [`Served::lookup`] of a lake: a loaded table's directories open as it decides.
+    fn opendir(self: Arc<Self>, ino: u64, done: Answer<OpenedDir>) {
+        if let Some((t, fs, inner)) = self.loaded_table_node(ino) {
+            let lake = self.clone();
+            return fs.opendir(
+                inner,
+                Box::new(move |r| {
+                    done(r.map(|d| {
+                        OpenedDir {
+                            fh: lake
+                                .handles
+                                .add_dir(LakeDir::Table(TableHandle { table: t, fh: d.fh })),
+                            cache: d.cache,
+                        }
+                    }))
+                }),
+            );
+        }
+        self.later(move |lake| lake.opendir_blocking(ino), done)
+    }
+
+    /// The lake's own directory handles hold their entries: answered in place. A table's
+    /// handle is answered as the table decides.
+    fn readdir(self: Arc<Self>, _ino: u64, fh: u64, done: Answer<DirListing>) {
+        let handle = match self.handles.dir(fh) {
+            Some(LakeDir::Own(entries)) => return done(Ok(DirListing::fixed(entries))),
+            Some(LakeDir::Table(h)) => h.table.loaded().map(|fs| (h.table.id, fs, h.fh)),
+            None => None,
+        };
+        let Some((id, fs, inner)) = handle else {
+            return self.later(
+                move |_| Err(Error::NotFound(format!("directory handle {fh}"))),
+                done,
+            );
+        };
+        let inodes = self.inodes.clone();
+        fs.readdir(
+            0,
+            inner,
+            Box::new(move |r| {
+                done(r.map(|l| l.map_inodes(Arc::new(move |ino| inodes.outer(id, ino)))))
+            }),
+        )
     }
 
     fn getattr(&self, ino: u64) -> Result<Entry> {
@@ -558,7 +664,7 @@ impl Served for LakeFs {
                     false => self.load(&t)?,
                 };
                 let o = fs.open(ino)?;
-                let fh = self.new_handle(Handle::Table { table: t, fh: o.fh });
+                let fh = self.handles.add_file(TableHandle { table: t, fh: o.fh });
                 Ok(Opened { fh, ..o })
             }
         }
@@ -567,72 +673,26 @@ impl Served for LakeFs {
     // A lake is never taken over by a new daemon (`daemon/keeper.rs`): its handles are all its
     // own, and the inode is not needed.
     fn read(&self, _ino: u64, fh: u64, offset: u64, size: u32, done: ReadAnswer) {
-        match self.table_handle(fh) {
-            Ok((_, fs, inner)) => fs.read(0, inner, offset, size, done),
+        match self.table_file(fh) {
+            Ok((fs, inner)) => fs.read(0, inner, offset, size, done),
             Err(e) => done(Err(e)),
         }
     }
 
     fn release(&self, fh: u64) {
-        if let Some(Handle::Table { table, fh }) = lock(&self.handles).remove(&fh) {
-            if let Some(fs) = table.loaded() {
-                fs.release(fh);
+        if let Some(h) = self.handles.release_file(fh) {
+            if let Some(fs) = h.table.loaded() {
+                fs.release(h.fh);
             }
         }
-    }
-
-    fn opendir(&self, ino: u64) -> Result<OpenedDir> {
-        match self.node(ino)? {
-            LakeNode::Dir(id) => {
-                let dir = self.lake_dir(id)?;
-                let children = self
-                    .read_current()
-                    .tree
-                    .children(&dir)
-                    .ok_or_else(|| Error::NotFound(dir.to_string()))?;
-                let mut entries = Vec::with_capacity(children.len());
-                for (name, child) in children {
-                    // A table dropped in between is left out.
-                    if let Ok(entry) = self.child_entry(&child) {
-                        entries.push(DirEntry {
-                            name: Arc::from(name.as_str()),
-                            entry,
-                        });
-                    }
-                }
-                let fh = self.new_handle(Handle::Dir(Arc::new(entries)));
-                Ok(OpenedDir {
-                    fh,
-                    cache: DirCache::Off,
-                })
-            }
-            LakeNode::Table { table, ino } => {
-                let t = self.live_table(table)?;
-                let fs = self.load(&t)?;
-                let d = fs.opendir(ino)?;
-                let fh = self.new_handle(Handle::Table { table: t, fh: d.fh });
-                Ok(OpenedDir { fh, cache: d.cache })
-            }
-        }
-    }
-
-    fn readdir(&self, _ino: u64, fh: u64) -> Result<DirListing> {
-        if let Some(Handle::Dir(entries)) = lock(&self.handles).get(&fh) {
-            return Ok(DirListing::fixed(entries.clone()));
-        }
-        let (t, fs, inner) = self.table_handle(fh)?;
-        let (inodes, id) = (self.inodes.clone(), t.id);
-        Ok(fs
-            .readdir(inner)?
-            .map_inodes(Arc::new(move |ino| inodes.outer(id, ino))))
     }
 
     fn releasedir(&self, fh: u64) -> Option<StaleDir> {
-        let Handle::Table { table, fh } = lock(&self.handles).remove(&fh)? else {
+        let LakeDir::Table(h) = self.handles.release_dir(fh)? else {
             return None;
         };
-        let stale = table.loaded()?.releasedir(fh)?;
-        Some(stale.renumbered(self.inodes.outer(table.id, stale.ino)))
+        let stale = h.table.loaded()?.releasedir(h.fh)?;
+        Some(stale.renumbered(self.inodes.outer(h.table.id, stale.ino)))
     }
 
     fn stale_dir_dropped(&self, s: StaleDir) {
@@ -662,29 +722,5 @@ impl Served for LakeFs {
     }
     fn run_blocking(&self, job: hudifs_storage::Job) {
         self.store.run_blocking(job)
-    }
-
-    /// Asked of the table the request lies in, in its own numbers; a directory of the lake
-    /// itself may load a table (from the store's threads), its listings are in memory.
-    fn in_memory(&self, q: InMemory<'_>) -> bool {
-        if !self.store.is_object_store() {
-            return false;
-        }
-        let inner = match q {
-            InMemory::OpenDir(ino) => self
-                .loaded_table_node(ino)
-                .map(|(fs, ino)| (fs, InMemory::OpenDir(ino))),
-            InMemory::Lookup(parent, name) => self
-                .loaded_table_node(parent)
-                .map(|(fs, ino)| (fs, InMemory::Lookup(ino, name))),
-            InMemory::ReadDir(fh) => match lock(&self.handles).get(&fh) {
-                Some(Handle::Dir(_)) => return true,
-                Some(Handle::Table { table, fh }) => {
-                    table.loaded().map(|fs| (fs, InMemory::ReadDir(*fh)))
-                }
-                None => None,
-            },
-        };
-        inner.is_some_and(|(fs, q)| fs.in_memory(q))
     }
 }

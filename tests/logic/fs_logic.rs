@@ -688,12 +688,92 @@ fn a_daemon_that_takes_over_gives_every_number_and_handle_the_same_meaning() {
     assert!(read_via(&next, files[0].0, fresh + 1_000_000).is_none());
 }
 
-/// What the FUSE adapter answers in place on an object store (`dir_resolved`: no hop to the
-/// store's threads) needs nothing from the storage: the directories of a view once it is
-/// listed, and lookups in them once their files are stated; not before the view is listed, not
-/// in a merged view, not after a switch.
+/// A local table seen as an object store: work that may wait on it runs on a thread of its own
+/// (as on a store's runtime), and every request to it is counted (`FaultyStore`). As on a
+/// store, a partition's listing gives its files' sizes.
+#[derive(Debug)]
+struct AsObjectStore(Arc<hudifs_storage::FaultyStore<hudifs_storage::LocalStore>>);
+
+impl hudifs_storage::Storage for AsObjectStore {
+    fn describe(&self, path: &hudifs_storage::TablePath) -> String {
+        self.0.describe(path)
+    }
+    fn list(&self, dir: &hudifs_storage::TablePath) -> std::io::Result<Vec<hudifs_storage::Entry>> {
+        self.0.list(dir)
+    }
+    fn list_names(
+        &self,
+        dir: &hudifs_storage::TablePath,
+    ) -> std::io::Result<Vec<(String, hudifs_storage::Kind)>> {
+        self.0.list_names(dir)
+    }
+    fn stat(&self, path: &hudifs_storage::TablePath) -> std::io::Result<hudifs_storage::Meta> {
+        self.0.stat(path)
+    }
+    fn stat_names(
+        &self,
+        dir: &hudifs_storage::TablePath,
+        names: &[&str],
+    ) -> Vec<std::io::Result<hudifs_storage::Meta>> {
+        self.0.stat_names(dir, names)
+    }
+    fn read(&self, path: &hudifs_storage::TablePath) -> std::io::Result<Vec<u8>> {
+        self.0.read(path)
+    }
+    fn read_range(
+        &self,
+        path: &hudifs_storage::TablePath,
+        offset: u64,
+        len: usize,
+    ) -> std::io::Result<Vec<u8>> {
+        self.0.read_range(path, offset, len)
+    }
+    fn open(
+        &self,
+        path: &hudifs_storage::TablePath,
+    ) -> std::io::Result<Arc<dyn hudifs_storage::OpenFile>> {
+        self.0.open(path)
+    }
+    fn is_object_store(&self) -> bool {
+        true
+    }
+    fn run_blocking(&self, job: hudifs_storage::Job) {
+        std::thread::spawn(job);
+    }
+}
+
+/// An operation of `Served` asked as the FUSE adapter asks it: its answer, and whether it was
+/// given in place (on this thread, before the call returned) rather than from the store's
+/// threads. An answer given in place must have asked the storage nothing (`calls` counts the
+/// storage's requests).
+fn asked<T: Send + 'static>(
+    calls: &dyn Fn() -> Vec<u64>,
+    ask: impl FnOnce(hudifs::fs::Answer<T>),
+) -> (hudifs_core::error::Result<T>, bool) {
+    let here = std::thread::current().id();
+    let before = calls();
+    let (tx, rx) = std::sync::mpsc::channel();
+    ask(Box::new(move |r| {
+        let _ = tx.send((r, std::thread::current().id() == here));
+    }));
+    let (r, in_place) = rx.recv().unwrap();
+    if in_place {
+        assert_eq!(
+            calls(),
+            before,
+            "an answer given in place asked the storage"
+        );
+    }
+    (r, in_place)
+}
+
+/// What an object-store mount answers in place (on the FUSE thread, no hop to the store's
+/// threads) needs nothing from the storage: the directories of a view once it is listed, and
+/// lookups in them once their files are stated; not before the view is listed, not in a merged
+/// view, not after a switch.
 #[test]
 fn directories_resolved_in_memory_are_answered_without_the_storage() {
+    use hudifs::fs::Served;
     use hudifs_storage::{FaultyStore, LocalStore, Op};
     let tmp = tempfile::tempdir().unwrap();
     let Some(dir) = support::fixtures_dir() else {
@@ -704,10 +784,26 @@ fn directories_resolved_in_memory_are_answered_without_the_storage() {
         Arc::new(LocalStore::new(&root).unwrap()),
         1,
     ));
-    let fs = HudiFs::with_store(store.clone(), FsOptions::default()).unwrap();
-    let calls = || [Op::List, Op::Stat, Op::Read, Op::ReadRange, Op::Open].map(|o| store.calls(o));
+    let fs = Arc::new(
+        HudiFs::with_store(Arc::new(AsObjectStore(store.clone())), FsOptions::default()).unwrap(),
+    );
+    let calls = || {
+        [Op::List, Op::Stat, Op::Read, Op::ReadRange, Op::Open]
+            .map(|o| store.calls(o))
+            .to_vec()
+    };
+    let opendir = |ino: u64| asked(&calls, |done| fs.clone().opendir(ino, done));
+    let readdir = |ino: u64, fh: u64| asked(&calls, |done| fs.clone().readdir(ino, fh, done));
+    let lookup = |parent: u64, name: &str| {
+        let name = OsStr::new(name);
+        asked(&calls, |done| fs.clone().lookup(parent, name, done))
+    };
     let latest = walk(&fs, &["latest"]).unwrap();
-    assert!(!fs.dir_resolved(latest), "no partition is resolved yet");
+    let (_, in_place) = lookup(latest, "30");
+    assert!(!in_place, "no partition is resolved yet: a lookup lists");
+    let (h, in_place) = opendir(latest);
+    assert!(!in_place, "no partition is resolved yet");
+    fs.releasedir(h.unwrap().fh);
     let parts: Vec<u64> = fs
         .readdir_entries(latest)
         .unwrap()
@@ -715,126 +811,151 @@ fn directories_resolved_in_memory_are_answered_without_the_storage() {
         .map(|p| p.entry.attr.ino)
         .collect();
     assert!(!parts.is_empty());
-    assert!(
-        fs.dir_resolved(latest),
-        "listing latest/ resolves every partition"
-    );
+    let (h, in_place) = opendir(latest);
+    assert!(in_place, "listing latest/ resolves every partition");
+    fs.releasedir(h.unwrap().fh);
 
     // Listing resolved directories asks the storage nothing.
     let before = calls();
     let mut files = Vec::new();
     for &p in &parts {
-        assert!(fs.dir_resolved(p));
-        let h = fs.opendir(p).unwrap();
-        for (name, _) in fs.readdir(h.fh).unwrap().iter() {
+        let (h, in_place) = opendir(p);
+        assert!(in_place);
+        let fh = h.unwrap().fh;
+        let (l, in_place) = readdir(p, fh);
+        assert!(in_place, "a handle this daemon opened");
+        for (name, _) in l.unwrap().iter() {
             files.push((p, name.to_string()));
         }
-        fs.releasedir(h.fh);
+        fs.releasedir(fh);
     }
     assert!(!files.is_empty());
     assert_eq!(calls(), before, "a listing of resolved directories");
 
-    // A name walk states no file: a lookup would, so it is not answered in place until then.
-    let (p0, f0) = &files[0];
-    assert!(!fs.lookup_resolved(*p0, OsStr::new(f0)));
+    // A listing on a store gives the files' sizes: looking a listed file up asks nothing.
+    for (p, name) in &files {
+        let (e, in_place) = lookup(*p, name);
+        assert!(in_place, "{name}: listed with its size");
+        e.unwrap();
+    }
     // The partitions themselves are resolved: looking them up in latest/ asks nothing.
-    let before = calls();
     for p in fs.readdir_entries(latest).unwrap() {
-        assert!(fs.lookup_resolved(latest, OsStr::new(&*p.name)));
-        fs.lookup(latest, OsStr::new(&*p.name)).unwrap();
+        let (e, in_place) = lookup(latest, &p.name);
+        assert!(in_place);
+        e.unwrap();
     }
     // A name that is not there is answered in place too (no partition lies below it).
-    assert!(fs.lookup_resolved(latest, OsStr::new("no-such-partition")));
-    assert!(fs.lookup(latest, OsStr::new("no-such-partition")).is_err());
-    assert_eq!(calls(), before, "lookups of resolved partitions");
-    for (p, name) in &files {
-        fs.lookup(*p, OsStr::new(name)).unwrap();
-    }
-    assert!(files
-        .iter()
-        .all(|(p, name)| fs.lookup_resolved(*p, OsStr::new(name))));
+    let (e, in_place) = lookup(latest, "no-such-partition");
+    assert!(in_place);
+    assert!(e.is_err());
+    // Once files are looked up, listings carry their attributes, still without the storage.
     let before = calls();
-    for (p, name) in &files {
-        fs.lookup(*p, OsStr::new(name)).unwrap();
-    }
     for &p in &parts {
-        let h = fs.opendir(p).unwrap();
-        assert!(fs.readdir(h.fh).unwrap().file_attrs());
-        fs.releasedir(h.fh);
+        let (h, in_place) = opendir(p);
+        assert!(in_place);
+        let fh = h.unwrap().fh;
+        assert!(readdir(p, fh).0.unwrap().file_attrs());
+        fs.releasedir(fh);
     }
-    assert_eq!(
-        calls(),
-        before,
-        "lookups and listings with attributes, files stated"
-    );
+    assert_eq!(calls(), before, "listings with attributes, files stated");
 
     // A merged view may merge: never in place.
     let merged = walk(&fs, &["merged", "latest"]).unwrap();
     fs.readdir_entries(merged).unwrap();
-    assert!(!fs.dir_resolved(merged));
+    let (h, in_place) = opendir(merged);
+    assert!(!in_place);
+    fs.releasedir(h.unwrap().fh);
 
     // After a switch the view is planned again: latest/ is not in place until its partitions
     // back in view (10 and 20, which the undone replacecommit had replaced) are resolved; what
-    // is in place still asks nothing.
+    // is in place still asks nothing (`asked` checks).
     std::fs::remove_file(root.join(format!(".hoodie/{R3}.replacecommit"))).unwrap();
     let inv = Follower::new()
         .poll_once(&fs, std::time::Duration::ZERO)
         .unwrap()
         .expect("a changed timeline is a new snapshot");
     fs.switched(&inv);
-    assert!(!fs.dir_resolved(latest));
-    let before = calls();
-    for &p in parts.iter().filter(|&&p| fs.dir_resolved(p)) {
-        let h = fs.opendir(p).unwrap();
-        fs.readdir(h.fh).unwrap();
-        fs.releasedir(h.fh);
+    for &p in &parts {
+        let (h, _) = opendir(p);
+        let fh = h.unwrap().fh;
+        readdir(p, fh).0.unwrap();
+        fs.releasedir(fh);
     }
-    assert_eq!(calls(), before, "directories in place after the switch");
+    let (h, in_place) = opendir(latest);
+    assert!(!in_place, "partitions 10 and 20 are not resolved yet");
+    fs.releasedir(h.unwrap().fh);
     assert_eq!(names(&fs, latest), ["10", "20", "30"]);
-    assert!(fs.dir_resolved(latest));
+    let (h, in_place) = opendir(latest);
+    assert!(in_place);
+    fs.releasedir(h.unwrap().fh);
 }
 
-/// `Served::in_memory` (what the FUSE adapter answers on its own thread) holds only on an
-/// object store: on a local disk every request is answered in place anyway, so it is false
-/// there whatever is resolved. On an object store it follows `dir_resolved`, `lookup_resolved`
-/// (a LIST gives the files' sizes: they are stated) and the handles this daemon opened.
+/// Only an object-store mount answers lookup, opendir and readdir on the calling thread by
+/// choice: on a local disk every request is answered in place anyway (`run_blocking` runs
+/// there). On an object store a request is answered in place when it needs nothing from the
+/// storage (a LIST gives the files' sizes: they are stated), and from the store's threads
+/// otherwise: before anything is resolved, a handle released, a merged view.
 #[test]
 fn only_an_object_store_mount_answers_from_memory_out_of_turn() {
-    use hudifs::fs::{InMemory, Served};
+    use hudifs::fs::Served;
     use hudifs_objstore::{ObjectStorage, StoreUrl};
+    use hudifs_storage::{FaultyStore, Op};
     let tmp = tempfile::tempdir().unwrap();
     let Some((local, root)) = open_fs(tmp.path()) else {
         return;
     };
+    let local = Arc::new(local);
     let (_, part) = latest_and_first_partition(&local);
-    assert!(local.dir_resolved(part));
-    assert!(!local.in_memory(InMemory::OpenDir(part)), "a local disk");
+    let no_calls = Vec::<u64>::new;
+    let (h, in_place) = asked(&no_calls, |done| local.clone().opendir(part, done));
+    assert!(in_place, "a local disk");
+    local.releasedir(h.unwrap().fh);
 
     let store = ObjectStorage::in_memory(StoreUrl::parse("s3://bucket/t").unwrap()).unwrap();
     support::put_tree(&store, &root);
-    let fs = HudiFs::with_store(Arc::new(store), FsOptions::default()).unwrap();
+    let store = Arc::new(FaultyStore::new(Arc::new(store), 1));
+    let calls = || {
+        [Op::List, Op::Stat, Op::Read, Op::ReadRange, Op::Open]
+            .map(|o| store.calls(o))
+            .to_vec()
+    };
+    let fs = Arc::new(HudiFs::with_store(store.clone(), FsOptions::default()).unwrap());
+    let opendir = |ino: u64| asked(&calls, |done| fs.clone().opendir(ino, done));
+    let readdir = |ino: u64, fh: u64| asked(&calls, |done| fs.clone().readdir(ino, fh, done));
+    let lookup = |parent: u64, name: &str| {
+        let name = OsStr::new(name);
+        asked(&calls, |done| fs.clone().lookup(parent, name, done))
+    };
     let latest = walk(&fs, &["latest"]).unwrap();
-    assert!(
-        !fs.in_memory(InMemory::OpenDir(latest)),
-        "nothing resolved yet"
-    );
+    let (_, in_place) = lookup(latest, "30");
+    assert!(!in_place, "nothing resolved yet: a lookup lists");
+    let (h, in_place) = opendir(latest);
+    assert!(!in_place, "nothing resolved yet");
+    fs.releasedir(h.unwrap().fh);
     let parts = fs.readdir_entries(latest).unwrap();
     for p in &parts {
         let ino = p.entry.attr.ino;
-        assert!(fs.in_memory(InMemory::Lookup(latest, OsStr::new(&*p.name))));
-        assert!(fs.in_memory(InMemory::OpenDir(ino)));
-        let h = fs.opendir(ino).unwrap();
-        assert!(fs.in_memory(InMemory::ReadDir(h.fh)));
-        for (name, _) in fs.readdir(h.fh).unwrap().iter() {
-            assert!(
-                fs.in_memory(InMemory::Lookup(ino, OsStr::new(name))),
-                "{name}: listed with its size"
-            );
+        let (e, in_place) = lookup(latest, &p.name);
+        assert!(in_place);
+        e.unwrap();
+        let (h, in_place) = opendir(ino);
+        assert!(in_place);
+        let fh = h.unwrap().fh;
+        let (l, in_place) = readdir(ino, fh);
+        assert!(in_place);
+        for (name, _) in l.unwrap().iter() {
+            let (e, in_place) = lookup(ino, name);
+            assert!(in_place, "{name}: listed with its size");
+            e.unwrap();
         }
-        fs.releasedir(h.fh);
-        assert!(!fs.in_memory(InMemory::ReadDir(h.fh)), "a released handle");
+        fs.releasedir(fh);
+        let (l, in_place) = readdir(ino, fh);
+        assert!(!in_place, "a released handle");
+        assert!(l.is_err());
     }
     let merged = walk(&fs, &["merged", "latest"]).unwrap();
     fs.readdir_entries(merged).unwrap();
-    assert!(!fs.in_memory(InMemory::OpenDir(merged)));
+    let (h, in_place) = opendir(merged);
+    assert!(!in_place);
+    fs.releasedir(h.unwrap().fh);
 }

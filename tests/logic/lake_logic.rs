@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hudifs::follow::Follower;
-use hudifs::fs::{FsOptions, HudiFs, KernelNotifier, Kind, Served, ROOT};
+use hudifs::fs::{Entry, FsOptions, HudiFs, KernelNotifier, Kind, Served, ROOT};
 use hudifs::lake::{LakeFs, LakeOptions};
 use hudifs_core::table::TableType;
 use hudifs_objstore::{ObjectStorage, StoreUrl};
@@ -64,20 +64,24 @@ fn copy(from: &MemStore, to: &dyn StorageWrite, prefix: &str) {
     }
 }
 
-fn lookup(fs: &dyn Served, path: &[&str]) -> Result<u64, i32> {
+/// Look `name` up in directory `parent`, through the operation the adapter calls.
+fn lookup_in<S: Served>(fs: &Arc<S>, parent: u64, name: &str) -> hudifs_core::error::Result<Entry> {
+    crate::now(|done| fs.clone().lookup(parent, OsStr::new(name), done))
+}
+
+fn lookup<S: Served>(fs: &Arc<S>, path: &[&str]) -> Result<u64, i32> {
     let mut ino = ROOT;
     for n in path {
-        ino = fs.lookup(ino, OsStr::new(n)).map_err(errno)?.attr.ino;
+        ino = lookup_in(fs, ino, n).map_err(errno)?.attr.ino;
     }
     Ok(ino)
 }
 
 /// The names of directory `ino` with their inode numbers and kinds (through a directory
 /// handle, as the adapter reads them).
-fn list(fs: &dyn Served, ino: u64) -> Result<Vec<(String, u64, Kind)>, i32> {
-    let d = fs.opendir(ino).map_err(errno)?;
-    let out = fs
-        .readdir(ino, d.fh)
+fn list<S: Served>(fs: &Arc<S>, ino: u64) -> Result<Vec<(String, u64, Kind)>, i32> {
+    let d = crate::now(|done| fs.clone().opendir(ino, done)).map_err(errno)?;
+    let out = crate::now(|done| fs.clone().readdir(ino, d.fh, done))
         .map_err(errno)?
         .iter()
         .map(|(n, e)| (n.to_string(), e.attr.ino, e.attr.kind))
@@ -86,16 +90,16 @@ fn list(fs: &dyn Served, ino: u64) -> Result<Vec<(String, u64, Kind)>, i32> {
     Ok(out)
 }
 
-fn names(fs: &dyn Served, path: &[&str]) -> Vec<String> {
+fn names<S: Served>(fs: &Arc<S>, path: &[&str]) -> Vec<String> {
     let ino = lookup(fs, path).unwrap();
     list(fs, ino).unwrap().into_iter().map(|e| e.0).collect()
 }
 
-fn read_all(fs: &dyn Served, ino: u64) -> Vec<u8> {
+fn read_all<S: Served>(fs: &Arc<S>, ino: u64) -> Vec<u8> {
     let fh = fs.open(ino).unwrap().fh;
     let mut got = Vec::new();
     loop {
-        let chunk = crate::read_now(fs, fh, got.len() as u64, 65_536).unwrap();
+        let chunk = crate::read_now(&**fs, fh, got.len() as u64, 65_536).unwrap();
         if chunk.is_empty() {
             break;
         }
@@ -106,8 +110,8 @@ fn read_all(fs: &dyn Served, ino: u64) -> Vec<u8> {
 }
 
 /// Every file below directory `ino`: path → bytes; and every inode number met.
-fn contents(
-    fs: &dyn Served,
+fn contents<S: Served>(
+    fs: &Arc<S>,
     ino: u64,
     prefix: &str,
     out: &mut BTreeMap<String, Vec<u8>>,
@@ -117,7 +121,7 @@ fn contents(
         inos.push(child);
         let path = format!("{prefix}/{name}");
         // The listing's number is the one a lookup gives.
-        assert_eq!(fs.lookup(ino, OsStr::new(&name)).unwrap().attr.ino, child);
+        assert_eq!(lookup_in(fs, ino, &name).unwrap().attr.ino, child);
         match kind {
             Kind::Dir => contents(fs, child, &path, out, inos),
             Kind::File => {
@@ -176,7 +180,7 @@ fn lake_story(lake: Arc<dyn StorageWrite>, pinned: bool) {
         .unwrap();
 
     let store: Arc<dyn Storage> = lake.clone();
-    let fs = LakeFs::open(store, FsOptions::default(), lake_opts()).unwrap();
+    let fs = Arc::new(LakeFs::open(store, FsOptions::default(), lake_opts()).unwrap());
     let kernel = Arc::new(Recorder::default());
     fs.set_notifier(kernel.clone());
     assert_eq!(
@@ -203,7 +207,7 @@ fn lake_story(lake: Arc<dyn StorageWrite>, pinned: bool) {
         (&["trips"][..], &trips),
         (&["sales", "orders"][..], &orders),
     ] {
-        let single = HudiFs::with_store(gen.store.clone(), FsOptions::default()).unwrap();
+        let single = Arc::new(HudiFs::with_store(gen.store.clone(), FsOptions::default()).unwrap());
         assert_eq!(names(&fs, path), names(&single, &[]), "{path:?}");
         let (mut want, mut got) = (BTreeMap::new(), BTreeMap::new());
         let mut ignored = Vec::new();
@@ -295,7 +299,7 @@ fn lake_story(lake: Arc<dyn StorageWrite>, pinned: bool) {
     assert_eq!(lookup(&fs, &["trips"]), Err(libc::ENOENT));
     // The kernel is told to forget the name that left.
     assert_eq!(kernel.take(), BTreeSet::from([(ROOT, "trips".to_string())]));
-    let read = crate::read_now(&fs, kept_file.2, 0, 1 << 20);
+    let read = crate::read_now(&*fs, kept_file.2, 0, 1 << 20);
     let bytes = read.as_ref().cloned().unwrap_or_default();
     if pinned {
         read.unwrap();
@@ -314,7 +318,7 @@ fn lake_story(lake: Arc<dyn StorageWrite>, pinned: bool) {
     assert!(fs.getattr(kept_file.1).is_ok(), "fstat of an open file");
     fs.release(kept_file.2);
     assert_eq!(fs.loads(), 2, "the new table is not read before it is used");
-    let single = HudiFs::with_store(fresh.store.clone(), FsOptions::default()).unwrap();
+    let single = Arc::new(HudiFs::with_store(fresh.store.clone(), FsOptions::default()).unwrap());
     assert_eq!(
         names(&fs, &["sales", "fresh", "latest"]),
         names(&single, &["latest"])
@@ -348,7 +352,7 @@ fn a_lake_under_an_object_store_prefix() {
 #[test]
 fn an_unlistable_root_is_an_error_and_an_empty_lake_is_empty() {
     let s = MemStore::new("lake");
-    let fs = LakeFs::open(Arc::new(s), FsOptions::default(), lake_opts()).unwrap();
+    let fs = Arc::new(LakeFs::open(Arc::new(s), FsOptions::default(), lake_opts()).unwrap());
     assert!(fs.tables().is_empty());
     assert!(names(&fs, &[]).is_empty());
 }

@@ -38,3 +38,15 @@ pub fn read_now(
     );
     rx.recv().unwrap()
 }
+
+/// The answer of an operation of [`hudifs::fs::Served`] that takes a `done` callback (lookup,
+/// opendir, readdir), waited for.
+pub fn now<T: Send + 'static>(
+    ask: impl FnOnce(hudifs::fs::Answer<T>),
+) -> hudifs_core::error::Result<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    ask(Box::new(move |r| {
+        let _ = tx.send(r);
+    }));
+    rx.recv().unwrap()
+}

@@ -1,25 +1,10 @@
-//! The merged view (`merged/latest/`, `merged/as_of/<T>/`, SEMANTICS.md §10): the same
-//! snapshots as `latest/` and `as_of/`, each file slice shown as one Parquet file.
-//!
-//! - A view's partition is resolved exactly as in the plain view; its files are grouped into
-//!   slices (`hudifs_merge::slices_of_view`). A slice without logs is its base file: the same
-//!   table file node as in the plain view (its bytes, passthrough). Any other slice is a
-//!   [`MergedSlice`] in the registry, whose id is the item of its inode number.
-//! - Names and inode numbers come from the listing alone: nothing is merged by `readdir`. A
-//!   slice is merged on its first `lookup` or `getattr` (its size is known only then), into the
-//!   disk cache (`hudifs_merge::MergeCache`: private, checked, LRU by bytes, one merge per slice
-//!   at a time), and its path and size are kept here, so a later `stat` costs nothing.
-//! - A registered slice is keyed by what decides its bytes: its partition and name, each input
-//!   file (registry id: name, size and mtime) with the instant the view attributes it to, and
-//!   the instants still pending before its newest one (a block of such an instant counts once
-//!   it completes), and on layout 1 the newest completed write up to the view time when it is
-//!   newer than the slice's files (a v6 log can hold blocks appended by later writes). The same key in another view or a later snapshot is the same inode, so
-//!   `merged/latest/` keeps the numbers (and the kernel's pages) of slices a commit did not
-//!   touch.
+//! The slices of merged views and the change feeds of `cdc/` as the mount names them: a
+//! partition's entries ([`MergedPartition`]), built from the view's listing and plan without
+//! merging, and every slice handed out, by stable id ([`MergedRegistry`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
@@ -31,73 +16,19 @@ use hudifs_core::rules::{PartitionChoice, Plan, VisibleFile};
 use hudifs_core::snapshot::Snapshot;
 use hudifs_core::timeline::Layout;
 use hudifs_core::viewkey::ViewKey;
-use hudifs_merge::{
-    slices_of_view, slices_of_window, snapshot_visibility, window_visibility, CacheOptions,
-    CdcGroup, Ensured, MergeCache, MergeConfig, MergeError, MergeOptions, Refusal, Slice,
-};
+use hudifs_merge::{slices_of_view, slices_of_window, CdcGroup, Slice};
+use hudifs_storage::sync::lock;
 
-use super::partitions::PartitionListing;
-use super::{lock, HudiFs};
+use crate::fs::partitions::PartitionListing;
+use crate::fs::HudiFs;
 use crate::journal::{Record, RestartJournal};
-
-/// Default size of the merge cache.
-pub const DEFAULT_CACHE_BYTES: u64 = 4 << 30;
-/// Default cap on the log records of one slice held in memory while it is merged.
-pub const DEFAULT_MEMORY_CAP: u64 = 1 << 30;
-
-/// Where merged files are cached and how much a merge may use.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MergeSettings {
-    /// The cache directory; `None`: [`default_cache_dir`].
-    pub cache_dir: Option<PathBuf>,
-    pub cache_bytes: u64,
-    pub memory_cap: u64,
-}
-
-impl Default for MergeSettings {
-    fn default() -> Self {
-        MergeSettings {
-            cache_dir: None,
-            cache_bytes: DEFAULT_CACHE_BYTES,
-            memory_cap: DEFAULT_MEMORY_CAP,
-        }
-    }
-}
-
-/// The merge cache directory when none is given: `$XDG_CACHE_HOME/hudifs/merge`, else
-/// `$HOME/.cache/hudifs/merge`, else `/var/tmp/hudifs-<uid>/merge`. (Not `/tmp`: another user
-/// could plant the directory there first; the cache refuses a directory it does not own.)
-pub fn default_cache_dir() -> PathBuf {
-    let env = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    if let Some(x) = env("XDG_CACHE_HOME") {
-        return x.join("hudifs/merge");
-    }
-    if let Some(h) = env("HOME") {
-        return h.join(".cache/hudifs/merge");
-    }
-    let uid = crate::sys::ids::euid();
-    PathBuf::from(format!("/var/tmp/hudifs-{uid}/merge"))
-}
 
 /// What a merge gave for a slice.
 #[derive(Debug, Clone)]
-enum Done {
+pub(super) enum Done {
     /// No block counts: the slice is its base file (registry id).
     Base(u64),
     /// The merged file in the cache.
-    Merged { path: PathBuf, size: u64 },
-}
-
-/// What the kernel sees of a merged slice once it is materialised.
-#[derive(Debug, Clone)]
-pub enum Materialised {
-    /// Serve the base file with this registry id.
-    Base(u64),
-    /// Serve this file of the merge cache.
     Merged { path: PathBuf, size: u64 },
 }
 
@@ -111,20 +42,20 @@ pub struct MergedSlice {
     /// The newest instant the slice's files hold (`user.hudi.instant`).
     pub newest: String,
     /// The view time blocks are admitted up to.
-    t: String,
+    pub(super) t: String,
     /// `merged/incremental/`: the window's effective end (blocks completed after it do not
     /// count, on timelines with completion times); `None` for snapshot views.
-    window_end: Option<Option<String>>,
+    pub(super) window_end: Option<Option<String>>,
     /// `cdc/`: the change feed this file is (its `slice` then only names the group).
     pub cdc: Option<CdcGroup>,
     /// The newest modification time of the inputs: the merged file's mtime.
     pub mtime: SystemTime,
-    done: Mutex<Option<Done>>,
+    pub(super) done: Mutex<Option<Done>>,
     /// A refusal that the same inputs always give (EOPNOTSUPP, EFBIG): answered again without
     /// reading the logs.
-    refused: Mutex<Option<Error>>,
+    pub(super) refused: Mutex<Option<Error>>,
     /// A refusal was logged (one log line per slice).
-    logged: AtomicBool,
+    pub(super) logged: AtomicBool,
 }
 
 impl MergedSlice {
@@ -261,15 +192,6 @@ impl MergedPartition {
             .binary_search_by(|(n, _)| (**n).cmp(name))
             .ok()
             .map(|i| self.entries[i].1)
-    }
-}
-
-fn refusal(e: MergeError) -> Error {
-    let msg = e.to_string();
-    match e.kind {
-        Refusal::Unsupported => Error::Unsupported(msg),
-        Refusal::TooBig => Error::TooBig(msg),
-        Refusal::Corrupt => Error::Corrupt(msg),
     }
 }
 
@@ -477,158 +399,5 @@ impl HudiFs {
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         entries.dedup_by(|a, b| a.0 == b.0);
         Ok(MergedPartition { entries })
-    }
-
-    /// The merge cache, opened on first use (a mount that never shows `merged/` creates none).
-    fn merge_cache(&self) -> Result<Arc<MergeCache>> {
-        self.merge_cache
-            .get_or_init(|| {
-                let dir = self
-                    .opts
-                    .merge
-                    .cache_dir
-                    .clone()
-                    .unwrap_or_else(default_cache_dir);
-                let c = MergeCache::open(&CacheOptions {
-                    dir: dir.clone(),
-                    max_bytes: self.opts.merge.cache_bytes,
-                })
-                .map_err(|e| e.to_string())?;
-                log::info!(
-                    "merge cache {} ({} bytes at most)",
-                    dir.display(),
-                    self.opts.merge.cache_bytes
-                );
-                Ok(Arc::new(c))
-            })
-            .clone()
-            .map_err(|e| Error::Corrupt(format!("the merge cache cannot be used: {e}")))
-    }
-
-    /// Merges run by this mount (cache misses).
-    pub fn merges_run(&self) -> u64 {
-        self.merge_cache
-            .get()
-            .and_then(|c| c.as_ref().ok())
-            .map_or(0, |c| c.merges())
-    }
-
-    /// Merge slice `ms` if it is not merged yet (once, however many ask): what to serve.
-    pub(super) fn materialise(&self, ms: &MergedSlice) -> Result<Materialised> {
-        let mut done = lock(&ms.done);
-        if let Some(d) = &*done {
-            return Ok(match d {
-                Done::Base(id) => Materialised::Base(*id),
-                Done::Merged { path, size } => Materialised::Merged {
-                    path: path.clone(),
-                    size: *size,
-                },
-            });
-        }
-        if let Some(e) = &*lock(&ms.refused) {
-            return Err(e.clone());
-        }
-        let started = std::time::Instant::now();
-        let before = self.merges_run();
-        let r = self.merge_now(ms);
-        let outcome = match &r {
-            Ok(Done::Base(_)) => "base",
-            Ok(Done::Merged { .. }) if self.merges_run() > before => "merged",
-            Ok(Done::Merged { .. }) => "cached",
-            Err(Error::Unsupported(_) | Error::TooBig(_)) => "refused",
-            Err(_) => "failed",
-        };
-        let written = match &r {
-            Ok(Done::Merged { size, .. }) if outcome == "merged" => *size,
-            _ => 0,
-        };
-        hudifs_storage::observe::merge(outcome, started, written);
-        match r {
-            Ok(d) => {
-                *done = Some(d.clone());
-                Ok(match d {
-                    Done::Base(id) => Materialised::Base(id),
-                    Done::Merged { path, size } => Materialised::Merged { path, size },
-                })
-            }
-            Err(e) => {
-                if matches!(e, Error::Unsupported(_) | Error::TooBig(_)) {
-                    *lock(&ms.refused) = Some(e.clone());
-                }
-                if !ms.logged.swap(true, Ordering::Relaxed) {
-                    log::warn!("merged file {}: {e}", super::join(&ms.partition, &ms.name));
-                }
-                Err(e)
-            }
-        }
-    }
-
-    fn merge_now(&self, ms: &MergedSlice) -> Result<Done> {
-        let cache = self.merge_cache()?;
-        let snap = self.snapshot();
-        let cfg = MergeConfig::from_properties(&snap.cfg.properties)
-            .map_err(|e| refusal(e.in_slice(&ms.slice.id())))?;
-        let opts = MergeOptions {
-            memory_cap: self.opts.merge.memory_cap,
-            ..MergeOptions::default()
-        };
-        let table = self.store.describe(&Default::default());
-        let ensured = match (&ms.cdc, &ms.window_end) {
-            (Some(group), _) => {
-                let tl = snap.timeline();
-                let committed = |i: &str| tl.is_committed(i);
-                cache.ensure(&*self.store, &table, &cfg, group, &committed, &opts)
-            }
-            (None, None) => {
-                let visible = snapshot_visibility(snap.timeline(), &ms.t);
-                cache.ensure(&*self.store, &table, &cfg, &ms.slice, &visible, &opts)
-            }
-            (None, Some(end)) => {
-                let visible = window_visibility(snap.timeline(), &ms.t, end.as_deref());
-                cache.ensure(&*self.store, &table, &cfg, &ms.slice, &visible, &opts)
-            }
-        };
-        match ensured.map_err(refusal)? {
-            Ensured::Base => match ms.base {
-                Some(id) => Ok(Done::Base(id)),
-                None => Err(Error::Corrupt(format!(
-                    "slice {} has no base file to serve",
-                    ms.slice.id()
-                ))),
-            },
-            Ensured::Merged { path, size, .. } => Ok(Done::Merged { path, size }),
-        }
-    }
-
-    /// Open the merged file of `ms` for reading: the cached file, merged again if the cache
-    /// evicted it since (the bytes are a pure function of the inputs, so they are the same).
-    pub(super) fn open_merged(
-        &self,
-        ms: &MergedSlice,
-        path: &PathBuf,
-        size: u64,
-    ) -> Result<std::fs::File> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let open = |p: &PathBuf| {
-            std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(p)
-        };
-        match open(path) {
-            Ok(f) if f.metadata().is_ok_and(|m| m.len() == size) => return Ok(f),
-            Ok(_) | Err(_) => {}
-        }
-        // Evicted (or replaced): merge again.
-        *lock(&ms.done) = None;
-        match self.materialise(ms)? {
-            Materialised::Merged { path: p, size: s } if s == size => {
-                open(&p).map_err(|e| Error::io(p.display().to_string(), e))
-            }
-            _ => Err(Error::Corrupt(format!(
-                "merged file {}: merged again to a different file",
-                super::join(&ms.partition, &ms.name)
-            ))),
-        }
     }
 }

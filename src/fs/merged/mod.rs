@@ -1,0 +1,340 @@
+//! The merged view (`merged/latest/`, `merged/as_of/<T>/`, SEMANTICS.md §10): the same
+//! snapshots as `latest/` and `as_of/`, each file slice shown as one Parquet file.
+//!
+//! - A view's partition is resolved exactly as in the plain view; its files are grouped into
+//!   slices (`hudifs_merge::slices_of_view`). A slice without logs is its base file: the same
+//!   table file node as in the plain view (its bytes, passthrough). Any other slice is a
+//!   [`MergedSlice`] in the registry, whose id is the item of its inode number.
+//! - Names and inode numbers come from the listing alone: nothing is merged by `readdir`. A
+//!   slice is merged on its first `lookup` or `getattr` (its size is known only then), into the
+//!   disk cache (`hudifs_merge::MergeCache`: private, checked, LRU by bytes, one merge per slice
+//!   at a time), and its path and size are kept here, so a later `stat` costs nothing.
+//! - A registered slice is keyed by what decides its bytes: its partition and name, each input
+//!   file (registry id: name, size and mtime) with the instant the view attributes it to, and
+//!   the instants still pending before its newest one (a block of such an instant counts once
+//!   it completes), and on layout 1 the newest completed write up to the view time when it is
+//!   newer than the slice's files (a v6 log can hold blocks appended by later writes). The same key in another view or a later snapshot is the same inode, so
+//!   `merged/latest/` keeps the numbers (and the kernel's pages) of slices a commit did not
+//!   touch.
+
+mod materialise;
+mod slices;
+
+pub use materialise::Materialised;
+pub use slices::{MergedNode, MergedPartition, MergedRegistry, MergedSlice};
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use hudifs_core::error::{Error, Result};
+use hudifs_core::ids::FileGroupId;
+use hudifs_core::rules::WriteKind;
+
+use crate::fs::handles::{OpenHandle, OpenedParts};
+use crate::fs::inode::{Node, MERGED_LATEST_VIEW};
+use crate::fs::{DirEntry, Entry, HudiFs, Invalidations, ViewState};
+
+/// Default size of the merge cache.
+pub const DEFAULT_CACHE_BYTES: u64 = 4 << 30;
+/// Default cap on the log records of one slice held in memory while it is merged.
+pub const DEFAULT_MEMORY_CAP: u64 = 1 << 30;
+
+/// Where merged files are cached and how much a merge may use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergeSettings {
+    /// The cache directory; `None`: [`default_cache_dir`].
+    pub cache_dir: Option<PathBuf>,
+    pub cache_bytes: u64,
+    pub memory_cap: u64,
+}
+
+impl Default for MergeSettings {
+    fn default() -> Self {
+        MergeSettings {
+            cache_dir: None,
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            memory_cap: DEFAULT_MEMORY_CAP,
+        }
+    }
+}
+
+/// The merge cache directory when none is given: `$XDG_CACHE_HOME/hudifs/merge`, else
+/// `$HOME/.cache/hudifs/merge`, else `/var/tmp/hudifs-<uid>/merge`. (Not `/tmp`: another user
+/// could plant the directory there first; the cache refuses a directory it does not own.)
+pub fn default_cache_dir() -> PathBuf {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(x) = env("XDG_CACHE_HOME") {
+        return x.join("hudifs/merge");
+    }
+    if let Some(h) = env("HOME") {
+        return h.join(".cache/hudifs/merge");
+    }
+    let uid = crate::sys::ids::euid();
+    PathBuf::from(format!("/var/tmp/hudifs-{uid}/merge"))
+}
+
+/// What a `merged/` or `cdc/` view adds to the plain view it is planned as: each partition's
+/// slices (or change feeds), built on demand from the plain partition (or its listing).
+pub struct MergedView {
+    /// A `cdc/` view: each partition's change feeds, one per file group.
+    pub cdc: bool,
+    /// A `merged/incremental/` view: the groups its writes wrote records to
+    /// (`Plan::groups_written`), worked out once for all its partitions.
+    groups_written: OnceLock<BTreeSet<FileGroupId>>,
+    parts: Vec<OnceLock<Arc<MergedPartition>>>,
+}
+
+impl MergedView {
+    /// A merged view (a change feed if `cdc`) of a snapshot of `partitions` partitions.
+    pub fn new(cdc: bool, partitions: usize) -> MergedView {
+        MergedView {
+            cdc,
+            groups_written: OnceLock::new(),
+            parts: (0..partitions).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Partition `i` if it was built (handed to the kernel).
+    fn built(&self, i: usize) -> Option<Arc<MergedPartition>> {
+        self.parts.get(i).and_then(|s| s.get()).cloned()
+    }
+}
+
+impl HudiFs {
+    /// The merged partition `i` of merged view `v`.
+    pub(super) fn merged_part(&self, v: &ViewState, i: usize) -> Result<Arc<MergedPartition>> {
+        let missing = || Error::NotFound(format!("merged partition {i}"));
+        let m = v.merged.as_ref().ok_or_else(missing)?;
+        let slot = m.parts.get(i).ok_or_else(missing)?;
+        if let Some(p) = slot.get() {
+            return Ok(p.clone());
+        }
+        let built = if m.cdc {
+            // The groups of a change feed include those its writes replaced, which the plain
+            // window does not list: the partition is listed when a data write touched it.
+            let partition = &v.snap.partitions[i];
+            let touched = v.plan.writes.iter().any(|w| {
+                w.kind == WriteKind::Data
+                    && w.touched
+                        .iter()
+                        .chain(&w.replaced)
+                        .any(|g| g.partition == **partition)
+            });
+            if touched {
+                let listing = self.views.listing_of(v, partition)?;
+                self.cdc_partition(&v.snap, &v.plan, partition, &listing)?
+            } else {
+                MergedPartition::default()
+            }
+        } else {
+            let pv = self.views.part(v, i)?;
+            let written = m.groups_written.get_or_init(|| v.plan.groups_written());
+            self.merged_partition(&v.snap, &v.plan, written, &pv.listing, &pv.choice)
+        };
+        Ok(slot.get_or_init(|| Arc::new(built)).clone())
+    }
+
+    /// Look `name` up in partition `i` of merged view `v` (id `view`): its entry, merged now if
+    /// it is a slice not merged yet; `None` if the partition has no such file.
+    pub(super) fn lookup_merged(
+        &self,
+        view: u32,
+        v: &ViewState,
+        i: usize,
+        name: &str,
+    ) -> Result<Option<Entry>> {
+        let Some(node) = self.merged_part(v, i)?.find(name) else {
+            return Ok(None);
+        };
+        let ttl = v.ttl();
+        Ok(Some(match node {
+            MergedNode::Base(file) => {
+                let f = self.views.registered(file)?;
+                self.file_entry(Node::ViewFile { view, file }.ino(), &f, ttl)?
+            }
+            MergedNode::Slice(slice) => {
+                let ms = self.merged_slice(view, slice)?;
+                self.merged_entry(Node::MergedFile { view, slice }.ino(), &ms, ttl)?
+            }
+        }))
+    }
+
+    /// The entries of partition `i` of merged view `v` (id `view`): its slices, named, not
+    /// merged (a slice not merged yet gets attributes the kernel must not keep).
+    pub(super) fn merged_entries(
+        &self,
+        view: u32,
+        v: &ViewState,
+        i: usize,
+    ) -> Result<Vec<DirEntry>> {
+        let part = self.merged_part(v, i)?;
+        let mut out = Vec::with_capacity(part.entries.len());
+        for (name, node) in &part.entries {
+            let entry = match *node {
+                MergedNode::Base(file) => {
+                    let f = self.views.registered(file)?;
+                    self.file_entry(Node::ViewFile { view, file }.ino(), &f, v.ttl())?
+                }
+                MergedNode::Slice(slice) => {
+                    let ms = self.merged_slice(view, slice)?;
+                    self.merged_listed(Node::MergedFile { view, slice }.ino(), &ms, v.ttl())
+                }
+            };
+            out.push(DirEntry {
+                name: name.clone(),
+                entry,
+            });
+        }
+        Ok(out)
+    }
+
+    /// A merged slice of the registry, in view `view`. One that a previous daemon of this mount
+    /// handed out (docs/SEMANTICS.md §7.11) is found again by its partition and name in the view.
+    pub(super) fn merged_slice(&self, view: u32, slice: u64) -> Result<Arc<MergedSlice>> {
+        if let Some(ms) = self.merged.get(slice) {
+            return Ok(ms);
+        }
+        let missing = || Error::NotFound(format!("merged slice {slice}"));
+        let (partition, name) = self.merged.inherited(slice).ok_or_else(missing)?;
+        let dir = self.inodes.dirs.find(&*partition).ok_or_else(missing)?;
+        let entry = self.lookup(
+            Node::ViewDir { view, dir }.ino(),
+            std::ffi::OsStr::new(&*name),
+        )?;
+        let Some(Node::MergedFile { slice: now, .. }) = Node::from_ino(entry.attr.ino) else {
+            return Err(missing());
+        };
+        let ms = self.merged.get(now).ok_or_else(missing)?;
+        self.merged.found_again(slice, ms.clone());
+        Ok(ms)
+    }
+
+    /// The entry of merged slice `slice` of view `view` (inode `ino`): merged now if it is not
+    /// yet.
+    pub(super) fn merged_file_entry(
+        &self,
+        ino: u64,
+        view: u32,
+        slice: u64,
+        ttl: Duration,
+    ) -> Result<Entry> {
+        let ms = self.merged_slice(view, slice)?;
+        self.merged_entry(ino, &ms, ttl)
+    }
+
+    /// The entry of a merged slice: merged now if it is not yet.
+    fn merged_entry(&self, ino: u64, ms: &MergedSlice, ttl: Duration) -> Result<Entry> {
+        let size = match self.materialise(ms)? {
+            Materialised::Base(file) => {
+                let f = self.views.registered(file)?;
+                self.views.stated(&f)?;
+                f.size()
+            }
+            Materialised::Merged { size, .. } => size,
+        };
+        Ok(self.owner.merged_file(ino, size, ms.mtime, ttl))
+    }
+
+    /// The entry of a merged slice in a listing: without merging. One not merged yet shows
+    /// size 0 with a zero TTL, so that the kernel asks (and the slice is merged) on `stat`.
+    fn merged_listed(&self, ino: u64, ms: &MergedSlice, ttl: Duration) -> Entry {
+        let size_of = |id| {
+            let f = self.views.file(id)?;
+            f.is_stated().then(|| f.size())
+        };
+        match ms.size_if_known(size_of) {
+            Some(size) => self.owner.merged_file(ino, size, ms.mtime, ttl),
+            None => self.owner.merged_file(ino, 0, ms.mtime, Duration::ZERO),
+        }
+    }
+
+    /// What opening merged slice `slice` of view `view` holds: its base file, or the merged
+    /// file (merged now if it is not yet), whose bytes are fixed by its inputs.
+    pub(super) fn open_merged_slice(&self, view: u32, slice: u64) -> Result<OpenedParts> {
+        let ms = self.merged_slice(view, slice)?;
+        match self.materialise(&ms)? {
+            Materialised::Base(file) => self.open_table_file(file),
+            Materialised::Merged { path, size } => {
+                let f = self.open_merged(&ms, &path, size)?;
+                let handle = hudifs_storage::local_file_handle(f)
+                    .map_err(|e| Error::io(path.display().to_string(), e))?;
+                // The bytes of a merged slice are fixed by its inputs (the inode's key).
+                Ok((OpenHandle::Data(handle.clone()), true, Some(handle)))
+            }
+        }
+    }
+
+    /// What the kernel must drop of `merged/latest/` after a switch: for each partition the
+    /// previous `merged/latest/` had built (handed out) that the change touched, the names that
+    /// left or now name another slice, the directory's attributes and listing, and those of the
+    /// directories above it; the root always. Names of `merged/latest/` have short TTLs, so
+    /// whatever this misses is gone within [`crate::fs::TTL_FRESH`] (SEMANTICS.md §10).
+    pub(super) fn merged_latest_invalidations(
+        &self,
+        before: Option<&ViewState>,
+        touched: Option<&BTreeSet<String>>,
+        inv: &mut Invalidations,
+    ) {
+        let view = MERGED_LATEST_VIEW;
+        inv.inodes.push(Node::ViewDir { view, dir: 0 }.ino());
+        let Some(before) = before else { return };
+        let now = self.view(view).ok();
+        for (i, p) in before.snap.partitions.iter().enumerate() {
+            if touched.is_some_and(|t| !t.contains(&**p)) {
+                continue;
+            }
+            let Some(old) = before.merged.as_ref().and_then(|m| m.built(i)) else {
+                continue;
+            };
+            let Some(dir) = self.inodes.dirs.find(&**p) else {
+                continue;
+            };
+            let new = now.as_ref().and_then(|v| {
+                let j = v.partition_index(p)?;
+                self.merged_part(v, j).ok()
+            });
+            let ino = Node::ViewDir { view, dir }.ino();
+            for (name, node) in &old.entries {
+                if new.as_ref().and_then(|n| n.find(name)) != Some(*node) {
+                    inv.entries.push((ino, name.to_string()));
+                }
+            }
+            // The directory and those above it; a directory left empty leaves its parent.
+            let mut path = p.to_string();
+            let mut child = ino;
+            loop {
+                inv.inodes.push(child);
+                let Some((parent, last)) = path.rsplit_once('/') else {
+                    if now
+                        .as_ref()
+                        .is_none_or(|v| !self.dir_exists(v, &path).unwrap_or(true))
+                    {
+                        inv.entries
+                            .push((Node::ViewDir { view, dir: 0 }.ino(), path.clone()));
+                    }
+                    break;
+                };
+                let Some(pdir) = self.inodes.dirs.find(parent) else {
+                    break;
+                };
+                let pino = Node::ViewDir { view, dir: pdir }.ino();
+                if now
+                    .as_ref()
+                    .is_none_or(|v| !self.dir_exists(v, &path).unwrap_or(true))
+                {
+                    inv.entries.push((pino, last.to_string()));
+                }
+                path = parent.to_string();
+                child = pino;
+            }
+        }
+        inv.inodes.sort();
+        inv.inodes.dedup();
+    }
+}
