@@ -16,6 +16,7 @@ mod merged_fixtures;
 mod merged_generated;
 mod merged_incremental;
 mod merged_refusals;
+mod merged_schema;
 mod metrics;
 mod mount_conformance;
 mod permissions;

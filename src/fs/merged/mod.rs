@@ -35,6 +35,8 @@ use hudifs_core::rules::WriteKind;
 use crate::fs::handles::{OpenHandle, OpenedParts};
 use crate::fs::inode::{Node, MERGED_LATEST_VIEW};
 use crate::fs::{DirEntry, Entry, HudiFs, Invalidations, ViewState};
+use hudifs_core::snapshot::Snapshot;
+use hudifs_merge::schema::ViewSchema;
 
 /// Default size of the merge cache.
 pub const DEFAULT_CACHE_BYTES: u64 = 4 << 30;
@@ -87,6 +89,9 @@ pub struct MergedView {
     /// A `merged/incremental/` view: the groups its writes wrote records to
     /// (`Plan::groups_written`), worked out once for all its partitions.
     groups_written: OnceLock<BTreeSet<FileGroupId>>,
+    /// The table schema every slice of the view is written in (`view_schema`), worked out
+    /// once for all its partitions.
+    schema: OnceLock<Option<ViewSchemaText>>,
     parts: Vec<OnceLock<Arc<MergedPartition>>>,
 }
 
@@ -96,6 +101,7 @@ impl MergedView {
         MergedView {
             cdc,
             groups_written: OnceLock::new(),
+            schema: OnceLock::new(),
             parts: (0..partitions).map(|_| OnceLock::new()).collect(),
         }
     }
@@ -103,6 +109,48 @@ impl MergedView {
     /// Partition `i` if it was built (handed to the kernel).
     fn built(&self, i: usize) -> Option<Arc<MergedPartition>> {
         self.parts.get(i).and_then(|s| s.get()).cloned()
+    }
+}
+
+/// A view's table schema: its Avro text and its Arrow form.
+pub(super) struct ViewSchemaText {
+    pub text: Arc<str>,
+    pub arrow: Arc<ViewSchema>,
+}
+
+/// The table schema of view `plan` (SEMANTICS.md §10.2): the schema the newest completed write
+/// at or before the view's time recorded in its commit metadata, as Hudi's
+/// `TableSchemaResolver` takes it; `None` where no write recorded one (or it cannot be read as
+/// a schema: each slice then keeps its own). Partition columns a table does not store in its
+/// files (`hoodie.datasource.write.drop.partition.columns`) are left out.
+fn view_schema(snap: &Snapshot, plan: &hudifs_core::rules::Plan) -> Option<ViewSchemaText> {
+    let tl = snap.timeline();
+    let t = plan.t.as_ref().map(|t| t.as_str());
+    let text = tl
+        .completed
+        .iter()
+        .rev()
+        .filter(|(r, i)| t.is_none_or(|t| r.as_str() <= t) && i.is_completed_write())
+        .find_map(|(_, i)| snap.meta.commit(i).ok()?.schema.clone())?;
+    let dropped = snap
+        .cfg
+        .properties
+        .get("hoodie.datasource.write.drop.partition.columns")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let skip = if dropped {
+        snap.cfg.partition_fields.clone()
+    } else {
+        Vec::new()
+    };
+    match ViewSchema::from_avro(&text, &skip) {
+        Ok(arrow) => Some(ViewSchemaText {
+            text,
+            arrow: Arc::new(arrow),
+        }),
+        Err(e) => {
+            log::warn!("the table schema of a view cannot be read ({e}): each slice keeps its own");
+            None
+        }
     }
 }
 
@@ -135,7 +183,15 @@ impl HudiFs {
         } else {
             let pv = self.views.part(v, i)?;
             let written = m.groups_written.get_or_init(|| v.plan.groups_written());
-            self.merged_partition(&v.snap, &v.plan, written, &pv.listing, &pv.choice)
+            let schema = m.schema.get_or_init(|| view_schema(&v.snap, &v.plan));
+            self.merged_partition(
+                &v.snap,
+                &v.plan,
+                written,
+                schema.as_ref(),
+                &pv.listing,
+                &pv.choice,
+            )
         };
         Ok(slot.get_or_init(|| Arc::new(built)).clone())
     }

@@ -16,7 +16,7 @@ use hudifs_core::rules::{PartitionChoice, Plan, VisibleFile};
 use hudifs_core::snapshot::Snapshot;
 use hudifs_core::timeline::Layout;
 use hudifs_core::viewkey::ViewKey;
-use hudifs_merge::{slices_of_view, slices_of_window, CdcGroup, Slice};
+use hudifs_merge::{apply_view_schema, slices_of_view, slices_of_window, CdcGroup, Slice};
 use hudifs_storage::sync::lock;
 
 use crate::fs::partitions::PartitionListing;
@@ -99,6 +99,8 @@ struct SliceKey {
     window: Option<(Vec<InstantTime>, Option<InstantTime>)>,
     /// `cdc/`: the states compared, each by its time and input files (registry ids).
     cdc: Option<Vec<(String, String, Vec<u64>)>>,
+    /// The view schema the slice is written in, where not its own (`ViewSchema::id`).
+    schema: Option<String>,
 }
 
 /// A partition and a name in it.
@@ -205,6 +207,7 @@ impl HudiFs {
         snap: &Snapshot,
         plan: &Plan,
         written: &BTreeSet<FileGroupId>,
+        schema: Option<&super::ViewSchemaText>,
         listing: &PartitionListing,
         choice: &PartitionChoice,
     ) -> MergedPartition {
@@ -240,10 +243,18 @@ impl HudiFs {
             })
             .flatten();
         let mut entries = Vec::new();
-        let slices = match &window {
+        let mut slices = match &window {
             Some((selected, _)) => slices_of_window(&files, selected, written),
             None => slices_of_view(&files),
         };
+        if let Some(vs) = schema {
+            let tl = snap.timeline();
+            let schema_of = |instant: &str| {
+                let i = tl.completed.get(instant)?;
+                snap.meta.commit(i).ok()?.schema.clone()
+            };
+            apply_view_schema(&mut slices, &vs.arrow, &vs.text, schema_of);
+        }
         for vs in slices {
             let name: Arc<str> = Arc::from(vs.file_name());
             let id_of = |p: &str| ids.get(p).copied();
@@ -289,6 +300,7 @@ impl HudiFs {
                     .filter(|w| w.as_str() > vs.newest_instant.as_str()),
                 window: window.clone(),
                 cdc: None,
+                schema: vs.slice.schema.as_ref().map(|s| s.view.id.clone()),
             };
             let id = self.merged.register(key, || MergedSlice {
                 partition: Arc::from(vs.slice.partition.as_str()),
@@ -367,6 +379,7 @@ impl HudiFs {
                 admitted: None,
                 window: None,
                 cdc: Some(states),
+                schema: None,
             };
             let id = self.merged.register(key, || MergedSlice {
                 partition: Arc::from(partition),

@@ -1,0 +1,204 @@
+//! One schema per view (SEMANTICS §10.2): a table whose schema gained a column mid-history
+//! (`TableWriter::add_column`), merge-on-read and copy-on-write, through a real mount. Every
+//! file of each `merged/` view (`latest/`, every `as_of/<T>/`, the window over the whole
+//! history in `merged/incremental/`) has the same columns, in the view's schema: the old
+//! schema before the column was added, the new one after, with the column null in file groups
+//! written before it. The rows (key and the new column) are the writer's model's. A base file
+//! written under the old schema is rewritten in `merged/latest/` (a `.merged.parquet` name),
+//! while `latest/` keeps serving it as it was written.
+
+use hudifs_testkit::support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use hudifs_core::table::TableType;
+use hudifs_core::timeline::Action;
+use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
+use serde_json::{json, Value};
+use support::MountGuard;
+
+const READ: &str = r#"
+import json, sys, glob, os
+import pyarrow.parquet as pq
+out = {}
+for d in json.load(sys.stdin):
+    files = sorted(glob.glob(os.path.join(d, "**", "*.parquet"), recursive=True))
+    schemas, rows = set(), []
+    for f in files:
+        t = pq.read_table(f)
+        schemas.add(json.dumps([[x.name, str(x.type)] for x in t.schema]))
+        score = t.column("score").to_pylist() if "score" in t.column_names else [None] * t.num_rows
+        rows += [[i, s] for i, s in zip(t.column("id").to_pylist(), score)]
+    out[d] = {"files": len(files), "schemas": [json.loads(s) for s in schemas],
+              "names": [os.path.basename(f) for f in files], "rows": sorted(rows)}
+print(json.dumps(out))
+"#;
+
+/// Every file's schema and (id, score) rows under each directory of `dirs` (pyarrow).
+fn read(py: &Path, dirs: &Value) -> Value {
+    use std::io::Write;
+    let mut child = std::process::Command::new(py)
+        .args(["-c", READ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(dirs.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "pyarrow failed");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// (id, score) rows, sorted.
+type Scored = Vec<(i64, Option<i64>)>;
+
+/// The model's (id, score) rows, sorted.
+fn model(w: &TableWriter) -> Scored {
+    let mut out: Vec<(i64, Option<i64>)> = w
+        .file_groups()
+        .iter()
+        .flat_map(|(p, f)| w.group_rows(p, f).unwrap_or_default())
+        .map(|r| {
+            (
+                r.id,
+                r.extra
+                    .first()
+                    .cloned()
+                    .flatten()
+                    .map(|v| v.parse().unwrap()),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Writes before and after `score` is added; the model after each write.
+fn build(root: &Path, table_type: TableType) -> (TableWriter, BTreeMap<String, Scored>) {
+    let write = match table_type {
+        TableType::MergeOnRead => Action::DeltaCommit,
+        TableType::CopyOnWrite => Action::Commit,
+    };
+    let spec = TableSpec::new("evolved", table_type, 9).partitioned_by(&["city"], true);
+    let mut w = TableWriter::create(root, spec, 1_767_225_600_000).unwrap();
+    let mut models = BTreeMap::new();
+    let mut t = w.begin(write).unwrap();
+    let a = t.insert("city=a", &rows(1, 20)).unwrap();
+    let b = t.insert("city=b", &rows(2, 20)).unwrap();
+    let c = t.complete().unwrap();
+    models.insert(c, model(&w));
+    let mut t = w.begin(write).unwrap();
+    t.update("city=a", &a, &rows_with_ids(3, &[1000, 1001]))
+        .unwrap();
+    let c = t.complete().unwrap();
+    models.insert(c, model(&w));
+    w.add_column("score", true);
+    let scored = |seed, ids: &[i64]| -> Vec<_> {
+        rows_with_ids(seed, ids)
+            .into_iter()
+            .map(|r| {
+                let s = (r.id * 7).to_string();
+                r.with_extra(&[Some(&s)])
+            })
+            .collect()
+    };
+    let mut t = w.begin(write).unwrap();
+    t.update("city=b", &b, &scored(4, &[2000, 2002])).unwrap();
+    let fresh: Vec<_> = rows(5, 10)
+        .into_iter()
+        .map(|r| {
+            let s = r.id.to_string();
+            r.with_extra(&[Some(&s)])
+        })
+        .collect();
+    t.insert("city=c", &fresh).unwrap();
+    let c = t.complete().unwrap();
+    models.insert(c, model(&w));
+    (w, models)
+}
+
+#[test]
+fn every_merged_view_has_one_schema_after_a_column_is_added() {
+    if !support::fuse_available() {
+        return;
+    }
+    let py = support::python();
+    for table_type in [TableType::MergeOnRead, TableType::CopyOnWrite] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("table");
+        let (_w, models) = build(&root, table_type);
+        let cache = tmp.path().join("merge-cache");
+        let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+        let writes: Vec<&String> = models.keys().collect();
+        let mut views: Vec<(String, &Scored)> =
+            vec![("merged/latest".into(), models.values().last().unwrap())];
+        for (t, rows) in &models {
+            views.push((format!("merged/as_of/{t}"), rows));
+        }
+        let window = "merged/incremental/earliest..latest";
+        let dirs: Vec<String> = views
+            .iter()
+            .map(|(v, _)| m.path().join(v).display().to_string())
+            .chain([m.path().join(window).display().to_string()])
+            .collect();
+        let res = read(&py, &json!(dirs));
+        let name = format!("{table_type:?}");
+        for (i, (view, rows)) in views.iter().enumerate() {
+            let r = &res[&dirs[i]];
+            let schemas = r["schemas"].as_array().unwrap();
+            assert_eq!(schemas.len(), 1, "{name} {view}: {schemas:?}");
+            let cols: Vec<&str> = schemas[0]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c[0].as_str().unwrap())
+                .collect();
+            let after = view.ends_with("latest") || view.ends_with(writes[2].as_str());
+            assert_eq!(cols.contains(&"score"), after, "{name} {view}: {cols:?}");
+            if after {
+                // The view's order: the data columns, the added one, then the partition's.
+                let at = |c: &str| cols.iter().position(|x| *x == c).unwrap();
+                assert!(
+                    at("ts") < at("score") && at("score") < at("city"),
+                    "{cols:?}"
+                );
+            }
+            let got: Scored = r["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| (x[0].as_i64().unwrap(), x[1].as_i64()))
+                .collect();
+            assert_eq!(&got, *rows, "{name} {view}: rows");
+        }
+        // The window over the whole history is in the newest schema too.
+        let r = &res[&dirs[dirs.len() - 1]];
+        assert_eq!(
+            r["schemas"].as_array().unwrap().len(),
+            1,
+            "{name} {window}: {r}"
+        );
+        // city=a's file was written before the column: rewritten in merged/latest (a merged
+        // name), served as written in latest/.
+        let latest: Vec<String> =
+            support::walk_files(&m.path().join("merged/latest/city=a")).unwrap();
+        assert!(
+            latest.iter().all(|n| n.ends_with(".merged.parquet")),
+            "{name}: {latest:?}"
+        );
+        if table_type == TableType::CopyOnWrite {
+            let plain = support::walk_files(&m.path().join("latest/city=a")).unwrap();
+            assert!(
+                plain.iter().all(|n| !n.ends_with(".merged.parquet")),
+                "{plain:?}"
+            );
+        }
+        assert!(!m.log_text().contains("refused"), "{}", m.log_text());
+    }
+}
