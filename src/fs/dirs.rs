@@ -246,15 +246,11 @@ impl HudiFs {
         Ok(OpenedDir { fh, cache })
     }
 
-    /// Entries of an open directory handle. A handle of `latest/` that outlived a switch gives
-    /// its names short timeouts: the switch's invalidations may have missed them.
-    pub fn readdir(&self, fh: u64) -> Result<DirListing> {
-        self.readdir_node(0, fh)
-    }
-
-    /// [`HudiFs::readdir`] of handle `fh` of directory `ino`, also of a handle a previous daemon
-    /// of this mount opened: listed again under its number.
-    pub fn readdir_node(&self, ino: u64, fh: u64) -> Result<DirListing> {
+    /// Entries of open directory handle `fh` of directory `ino`, also of a handle a previous
+    /// daemon of this mount opened: listed again under its number. A handle of `latest/` that
+    /// outlived a switch gives its names short timeouts: the switch's invalidations may have
+    /// missed them.
+    pub fn readdir(&self, ino: u64, fh: u64) -> Result<DirListing> {
         if self.handles.dir(fh).is_none() && self.handles.inherited(fh) {
             let entries = Arc::new(self.readdir_entries(ino)?);
             self.handles.adopt_dir(

@@ -99,7 +99,7 @@ impl Served for HudiFs {
     /// (one a previous daemon of the mount opened is listed again on first use).
     fn readdir(self: Arc<Self>, ino: u64, fh: u64, done: Answer<DirListing>) {
         let in_place = self.picks_in_place() && self.handles.has_dir(fh);
-        self.answer(in_place, move |fs| HudiFs::readdir_node(fs, ino, fh), done)
+        self.answer(in_place, move |fs| HudiFs::readdir(fs, ino, fh), done)
     }
     fn releasedir(&self, fh: u64) -> Option<StaleDir> {
         HudiFs::releasedir(self, fh)

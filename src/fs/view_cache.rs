@@ -179,8 +179,8 @@ impl ViewCache {
         // change keeps its files, but a clean can still make it refused. A merged view is a
         // snapshot view whatever the mount's read-optimized option says.
         let plan = snap.plan(&name.key, self.read_optimized && !name.merged)?;
-        if name.cdc {
-            hudifs_merge::cdc_check(&snap, &plan)?;
+        if name.merged {
+            MergedView::check(name.cdc, &snap, &plan)?;
         }
         if let Some(v) = cached.filter(|v| v.is_final) {
             return Ok(v);

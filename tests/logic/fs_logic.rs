@@ -170,7 +170,7 @@ fn latest_switches_atomically_and_open_handles_keep_their_snapshot() {
 
     // A directory handle opened before the switch lists the old snapshot, a new one the new.
     let old: Vec<String> = fs
-        .readdir(old_dir)
+        .readdir(latest, old_dir)
         .unwrap()
         .iter()
         .map(|(name, e)| {
@@ -435,7 +435,7 @@ fn listings_carry_file_attributes_once_files_are_looked_up() {
     let (latest, part) = latest_and_first_partition(&fs);
     let listing = |ino: u64| {
         let d = fs.opendir(ino).unwrap();
-        let l = fs.readdir(d.fh).unwrap();
+        let l = fs.readdir(ino, d.fh).unwrap();
         let got = (
             l.file_attrs(),
             l.iter()
@@ -554,7 +554,7 @@ fn a_name_walk_states_no_file_and_attributes_come_from_the_disk() {
     }
     for (d, part, name) in &files[1..] {
         let h = fs.opendir(*d).unwrap();
-        let l = fs.readdir(h.fh).unwrap();
+        let l = fs.readdir(*d, h.fh).unwrap();
         assert!(
             l.file_attrs(),
             "files were looked up: listings carry attributes"
@@ -643,7 +643,7 @@ fn a_daemon_that_takes_over_gives_every_number_and_handle_the_same_meaning() {
     let dir = walk(&first, &["as_of"]).unwrap();
     let dir_fh = first.opendir(dir).unwrap().fh;
     let dir_names: Vec<String> = first
-        .readdir(dir_fh)
+        .readdir(dir, dir_fh)
         .unwrap()
         .iter()
         .map(|(n, _)| n.to_string())
@@ -663,7 +663,7 @@ fn a_daemon_that_takes_over_gives_every_number_and_handle_the_same_meaning() {
         );
     }
     let listed: Vec<String> = next
-        .readdir_node(dir, dir_fh)
+        .readdir(dir, dir_fh)
         .unwrap()
         .iter()
         .map(|(n, _)| n.to_string())

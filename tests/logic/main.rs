@@ -12,6 +12,7 @@ mod fs_logic;
 mod generated_views;
 mod lake_logic;
 mod live;
+mod merged_read_ahead;
 mod metadata_decoding;
 mod metadata_table;
 mod model;

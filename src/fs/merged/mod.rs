@@ -106,6 +106,15 @@ impl MergedView {
         }
     }
 
+    /// Whether a merged view (a change feed if `cdc`) of `plan` can be served at all: a change
+    /// feed needs what `hudifs_merge::cdc_check` asks (SEMANTICS.md §10.10).
+    pub fn check(cdc: bool, snap: &Snapshot, plan: &hudifs_core::rules::Plan) -> Result<()> {
+        if cdc {
+            hudifs_merge::cdc_check(snap, plan)?;
+        }
+        Ok(())
+    }
+
     /// Partition `i` if it was built (handed to the kernel).
     fn built(&self, i: usize) -> Option<Arc<MergedPartition>> {
         self.parts.get(i).and_then(|s| s.get()).cloned()
@@ -205,7 +214,8 @@ impl HudiFs {
         i: usize,
         name: &str,
     ) -> Result<Option<Entry>> {
-        let Some(node) = self.merged_part(v, i)?.find(name) else {
+        let part = self.merged_part(v, i)?;
+        let Some(node) = part.find(name) else {
             return Ok(None);
         };
         let ttl = v.ttl();
@@ -216,7 +226,9 @@ impl HudiFs {
             }
             MergedNode::Slice(slice) => {
                 let ms = self.merged_slice(view, slice)?;
-                self.merged_entry(Node::MergedFile { view, slice }.ino(), &ms, ttl)?
+                let entry = self.merged_entry(Node::MergedFile { view, slice }.ino(), &ms, ttl)?;
+                self.read_ahead(&part, name);
+                entry
             }
         }))
     }

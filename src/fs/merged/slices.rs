@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
@@ -56,9 +56,33 @@ pub struct MergedSlice {
     pub(super) refused: Mutex<Option<Error>>,
     /// A refusal was logged (one log line per slice).
     pub(super) logged: AtomicBool,
+    /// A merge ahead of a reader was started for it (`HudiFs::read_ahead`: once).
+    pub(super) ahead: AtomicBool,
+}
+
+/// Where a merged slice stands, asked without waiting for a merge in progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SliceState {
+    NotMerged,
+    Merging,
+    Merged,
+    Refused,
 }
 
 impl MergedSlice {
+    /// Where the slice stands now.
+    pub(super) fn state(&self) -> SliceState {
+        match self.done.try_lock() {
+            Err(std::sync::TryLockError::WouldBlock) => SliceState::Merging,
+            Err(std::sync::TryLockError::Poisoned(g)) if g.get_ref().is_some() => {
+                SliceState::Merged
+            }
+            Ok(g) if g.is_some() => SliceState::Merged,
+            _ if lock(&self.refused).is_some() => SliceState::Refused,
+            _ => SliceState::NotMerged,
+        }
+    }
+
     /// Size, if merged already.
     pub fn size_if_known(&self, base_size: impl Fn(u64) -> Option<u64>) -> Option<u64> {
         match &*lock(&self.done) {
@@ -118,9 +142,16 @@ pub struct MergedRegistry {
     /// Ids a previous daemon of the mount handed out and this one has not found again: their
     /// partition and name.
     inherited: Mutex<HashMap<u64, PlacedName>>,
+    /// Slices being merged ahead of a reader (`HudiFs::read_ahead`).
+    ahead: Arc<AtomicUsize>,
 }
 
 impl MergedRegistry {
+    /// The count of slices being merged ahead of a reader.
+    pub(super) fn ahead(&self) -> Arc<AtomicUsize> {
+        self.ahead.clone()
+    }
+
     pub fn get(&self, id: u64) -> Option<Arc<MergedSlice>> {
         let s = self.slices.read().unwrap_or_else(|e| e.into_inner());
         s.get(usize::try_from(id).ok()?).cloned().flatten()
@@ -317,6 +348,7 @@ impl HudiFs {
                 done: Mutex::new(None),
                 refused: Mutex::new(None),
                 logged: AtomicBool::new(false),
+                ahead: AtomicBool::new(false),
             });
             entries.push((name, MergedNode::Slice(id)));
         }
@@ -406,6 +438,7 @@ impl HudiFs {
                 done: Mutex::new(None),
                 refused: Mutex::new(None),
                 logged: AtomicBool::new(false),
+                ahead: AtomicBool::new(false),
             });
             entries.push((name, MergedNode::Slice(id)));
         }

@@ -1,0 +1,103 @@
+//! Merges ahead of a reader (SEMANTICS.md §10.6), through the file system's logic: a reader
+//! looking up the slices of a `merged/` directory in order finds the next two merged without
+//! asking (two merges ahead, no more); a reader that skips around starts none.
+
+use std::ffi::OsStr;
+use std::time::{Duration, Instant};
+
+use hudifs::fs::{FsOptions, HudiFs, MergeSettings, ROOT};
+use hudifs_core::table::TableType;
+use hudifs_core::timeline::Action;
+use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
+
+/// A merge-on-read table with six file groups in `city=a`, each with a log.
+fn table(root: &std::path::Path) {
+    let spec = TableSpec::new("ahead", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
+    let mut w = TableWriter::create(root, spec, 1_767_225_600_000).unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let groups: Vec<String> = (0..6)
+        .map(|i| t.insert("city=a", &rows(i + 1, 50)).unwrap())
+        .collect();
+    t.complete().unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    for (i, g) in groups.iter().enumerate() {
+        let id = (i as i64 + 1) * 1000;
+        t.update("city=a", g, &rows_with_ids(10 + i as u64, &[id, id + 1]))
+            .unwrap();
+    }
+    t.complete().unwrap();
+}
+
+fn mount(root: &std::path::Path, cache: &std::path::Path) -> HudiFs {
+    let opts = FsOptions {
+        merge: MergeSettings {
+            cache_dir: Some(cache.to_path_buf()),
+            ..MergeSettings::default()
+        },
+        ..FsOptions::default()
+    };
+    HudiFs::new(root, opts).unwrap()
+}
+
+/// The directory `merged/latest/city=a` and its names, in order.
+fn dir(fs: &HudiFs) -> (u64, Vec<String>) {
+    let mut ino = ROOT;
+    for p in ["merged", "latest", "city=a"] {
+        ino = fs.lookup(ino, OsStr::new(p)).unwrap().attr.ino;
+    }
+    let mut names: Vec<String> = fs
+        .readdir_entries(ino)
+        .unwrap()
+        .iter()
+        .map(|e| e.name.to_string())
+        .collect();
+    names.sort();
+    (ino, names)
+}
+
+/// `fs.merges_run()` once it reaches `n` (or after 30 s), then after a further pause.
+fn merges_settle(fs: &HudiFs, n: u64) -> u64 {
+    let start = Instant::now();
+    while fs.merges_run() < n && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    fs.merges_run()
+}
+
+#[test]
+fn a_reader_in_order_finds_the_next_slices_merged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("t");
+    table(&root);
+    let fs = mount(&root, &tmp.path().join("cache-1"));
+    let (d, names) = dir(&fs);
+    assert_eq!(names.len(), 6, "{names:?}");
+    assert!(names.iter().all(|n| n.ends_with(".merged.parquet")));
+    assert_eq!(fs.merges_run(), 0, "a listing merges nothing");
+    fs.lookup(d, OsStr::new(&names[0])).unwrap();
+    assert_eq!(merges_settle(&fs, 1), 1, "the first slice alone");
+    // The second in order: the third and fourth are merged ahead, no more.
+    fs.lookup(d, OsStr::new(&names[1])).unwrap();
+    assert_eq!(merges_settle(&fs, 4), 4, "two slices merged ahead");
+    // The reader goes on: it finds each slice merged (or merging) ahead of it, and the rest
+    // go ahead of it in turn; the last one was merged before it got there.
+    for n in &names[2..5] {
+        fs.lookup(d, OsStr::new(n)).unwrap();
+    }
+    assert_eq!(merges_settle(&fs, 6), 6, "the rest merged ahead");
+    fs.lookup(d, OsStr::new(&names[5])).unwrap();
+    assert_eq!(fs.merges_run(), 6, "the last slice was merged ahead");
+
+    // A reader that skips around merges only what it asks for.
+    let fs = mount(&root, &tmp.path().join("cache-2"));
+    let (d, names) = dir(&fs);
+    fs.lookup(d, OsStr::new(&names[3])).unwrap();
+    fs.lookup(d, OsStr::new(&names[1])).unwrap();
+    fs.lookup(d, OsStr::new(&names[5])).unwrap();
+    assert_eq!(
+        merges_settle(&fs, 3),
+        3,
+        "no merge ahead of a skipping reader"
+    );
+}
