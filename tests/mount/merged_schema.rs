@@ -15,45 +15,8 @@ use std::path::Path;
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
 use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
-use serde_json::{json, Value};
+use serde_json::json;
 use support::MountGuard;
-
-const READ: &str = r#"
-import json, sys, glob, os
-import pyarrow.parquet as pq
-out = {}
-for d in json.load(sys.stdin):
-    files = sorted(glob.glob(os.path.join(d, "**", "*.parquet"), recursive=True))
-    schemas, rows = set(), []
-    for f in files:
-        t = pq.read_table(f)
-        schemas.add(json.dumps([[x.name, str(x.type)] for x in t.schema]))
-        score = t.column("score").to_pylist() if "score" in t.column_names else [None] * t.num_rows
-        rows += [[i, s] for i, s in zip(t.column("id").to_pylist(), score)]
-    out[d] = {"files": len(files), "schemas": [json.loads(s) for s in schemas],
-              "names": [os.path.basename(f) for f in files], "rows": sorted(rows)}
-print(json.dumps(out))
-"#;
-
-/// Every file's schema and (id, score) rows under each directory of `dirs` (pyarrow).
-fn read(py: &Path, dirs: &Value) -> Value {
-    use std::io::Write;
-    let mut child = std::process::Command::new(py)
-        .args(["-c", READ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(dirs.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "pyarrow failed");
-    serde_json::from_slice(&out.stdout).unwrap()
-}
 
 /// (id, score) rows, sorted.
 type Scored = Vec<(i64, Option<i64>)>;
@@ -147,7 +110,7 @@ fn every_merged_view_has_one_schema_after_a_column_is_added() {
             .map(|(v, _)| m.path().join(v).display().to_string())
             .chain([m.path().join(window).display().to_string()])
             .collect();
-        let res = read(&py, &json!(dirs));
+        let res = crate::merge::run_script(&py, "schema_rows.py", &json!(dirs));
         let name = format!("{table_type:?}");
         for (i, (view, rows)) in views.iter().enumerate() {
             let r = &res[&dirs[i]];

@@ -287,7 +287,6 @@ fn pipelines_merge_rules_hold_on_s3() {
     }
     let moto = support::moto();
     let endpoint = moto.endpoint.clone();
-    let store_args = ["--endpoint-url", endpoint.as_str(), "--force-path-style"];
     let tmp = tempfile::tempdir().unwrap();
     let mor =
         |v| TableSpec::new("gen_rules", TableType::MergeOnRead, v).partitioned_by(&["city"], true);
@@ -344,14 +343,8 @@ fn pipelines_merge_rules_hold_on_s3() {
         t.update("city=a", &f, &changes).unwrap();
         t.complete().unwrap();
         let url = format!("s3://lake/rules/{name}");
-        upload(&local, &url, &endpoint);
-        let lm = MountGuard::mount(&local, &[]);
-        let sm = MountGuard::mount(Path::new(&url), &store_args);
-        for view in ["merged/latest", "cdc/earliest..latest"] {
-            let (lv, sv) = (tree(&lm.path().join(view)), tree(&sm.path().join(view)));
-            assert!(!lv.is_empty(), "{name}: empty {view}");
-            assert!(lv == sv, "{name}: {view} differs on the store");
-        }
+        let views = ["merged/latest", "cdc/earliest..latest"].map(String::from);
+        let (lm, sm) = same_on_the_store(&local, &url, &endpoint, &views);
         // 30 records, 5 deleted: the merged file holds 25 rows (Parquet footer's row count).
         use parquet::file::reader::FileReader;
         let dir = lm.path().join("merged/latest");
@@ -382,15 +375,9 @@ fn upgraded_tables_read_the_same_on_s3() {
         return;
     }
     let moto = support::moto();
-    let endpoint = moto.endpoint.clone();
-    let store_args = ["--endpoint-url", endpoint.as_str(), "--force-path-style"];
     let tmp = tempfile::tempdir().unwrap();
     let local = tmp.path().join("upgraded");
     let u = build_upgraded(&local, TableType::MergeOnRead, 9, None).unwrap();
-    let url = "s3://lake/upgraded/t";
-    upload(&local, url, &endpoint);
-    let lm = MountGuard::mount(&local, &[]);
-    let sm = MountGuard::mount(Path::new(url), &store_args);
     let mut views = vec!["latest".to_string()];
     views.extend(
         u.writer
@@ -398,12 +385,29 @@ fn upgraded_tables_read_the_same_on_s3() {
             .keys()
             .map(|t| format!("as_of/{t}")),
     );
-    for view in &views {
-        for v in [view.clone(), format!("merged/{view}")] {
-            let (lv, sv) = (tree(&lm.path().join(&v)), tree(&sm.path().join(&v)));
-            assert!(!lv.is_empty(), "empty {v}");
-            assert!(lv == sv, "{v} differs on the store");
-        }
-    }
+    let merged: Vec<String> = views.iter().map(|v| format!("merged/{v}")).collect();
+    views.extend(merged);
+    let (_, sm) = same_on_the_store(&local, "s3://lake/upgraded/t", &moto.endpoint, &views);
     assert!(!sm.log_text().contains("refused"), "{}", sm.log_text());
+}
+
+/// Upload the table at `local` to the server at `endpoint` as `url`, mount both, and check
+/// that each of `views` is not empty and holds the same names and bytes on the store as on the
+/// local disk; the two mounts (local, store).
+fn same_on_the_store(
+    local: &Path,
+    url: &str,
+    endpoint: &str,
+    views: &[String],
+) -> (MountGuard, MountGuard) {
+    upload(local, url, endpoint);
+    let store_args = ["--endpoint-url", endpoint, "--force-path-style"];
+    let lm = MountGuard::mount(local, &[]);
+    let sm = MountGuard::mount(Path::new(url), &store_args);
+    for v in views {
+        let (lv, sv) = (tree(&lm.path().join(v)), tree(&sm.path().join(v)));
+        assert!(!lv.is_empty(), "{url}: empty {v}");
+        assert!(lv == sv, "{url}: {v} differs on the store");
+    }
+    (lm, sm)
 }

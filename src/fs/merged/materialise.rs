@@ -124,12 +124,13 @@ impl HudiFs {
             let Some(ms) = self.merged.get(*id) else {
                 continue;
             };
-            if ms.state() != SliceState::NotMerged || ms.ahead.swap(true, Ordering::AcqRel) {
+            if ms.state() != SliceState::NotMerged || ms.progress.ahead.swap(true, Ordering::AcqRel)
+            {
                 continue;
             }
             if running.fetch_add(1, Ordering::AcqRel) >= READ_AHEAD_RUNNING {
                 running.fetch_sub(1, Ordering::AcqRel);
-                ms.ahead.store(false, Ordering::Release);
+                ms.progress.ahead.store(false, Ordering::Release);
                 return;
             }
             let (job, done) = (job.clone(), running.clone());
@@ -165,7 +166,7 @@ impl HudiFs {
             Ok(_) | Err(_) => {}
         }
         // Evicted (or replaced): merge again.
-        *lock(&ms.done) = None;
+        *lock(&ms.progress.done) = None;
         match self.materialise(ms)? {
             Materialised::Merged { path: p, size: s } if s == size => {
                 open(&p).map_err(|e| Error::io(p.display().to_string(), e))
@@ -196,7 +197,7 @@ pub(super) struct MergeJob {
 impl MergeJob {
     /// Merge slice `ms` if it is not merged yet (once, however many ask): what to serve.
     fn materialise(&self, ms: &MergedSlice) -> Result<Materialised> {
-        let mut done = lock(&ms.done);
+        let mut done = lock(&ms.progress.done);
         if let Some(d) = &*done {
             return Ok(match d {
                 Done::Base(id) => Materialised::Base(*id),
@@ -206,7 +207,7 @@ impl MergeJob {
                 },
             });
         }
-        if let Some(e) = &*lock(&ms.refused) {
+        if let Some(e) = &*lock(&ms.progress.refused) {
             return Err(e.clone());
         }
         let started = std::time::Instant::now();
@@ -234,9 +235,9 @@ impl MergeJob {
             }
             Err(e) => {
                 if matches!(e, Error::Unsupported(_) | Error::TooBig(_)) {
-                    *lock(&ms.refused) = Some(e.clone());
+                    *lock(&ms.progress.refused) = Some(e.clone());
                 }
-                if !ms.logged.swap(true, Ordering::Relaxed) {
+                if !ms.progress.logged.swap(true, Ordering::Relaxed) {
                     log::warn!(
                         "merged file {}: {e}",
                         crate::fs::join(&ms.partition, &ms.name)

@@ -35,8 +35,13 @@ use hudifs_core::rules::WriteKind;
 use crate::fs::handles::{OpenHandle, OpenedParts};
 use crate::fs::inode::{Node, MERGED_LATEST_VIEW};
 use crate::fs::{DirEntry, Entry, HudiFs, Invalidations, ViewState};
+use std::collections::HashMap;
+
+use hudifs_core::instant_time::InstantTime;
 use hudifs_core::snapshot::Snapshot;
+use hudifs_core::timeline::Instant;
 use hudifs_merge::schema::ViewSchema;
+use hudifs_storage::sync::lock;
 
 /// Default size of the merge cache.
 pub const DEFAULT_CACHE_BYTES: u64 = 4 << 30;
@@ -125,6 +130,34 @@ impl MergedView {
 pub(super) struct ViewSchemaText {
     pub text: Arc<str>,
     pub arrow: Arc<ViewSchema>,
+    /// The schema each completed write at or before the view's time recorded, by requested
+    /// time (`None`: none recorded, or its metadata unreadable): what its files were written
+    /// under.
+    pub writers: HashMap<InstantTime, Option<Arc<str>>>,
+}
+
+/// Threads that read the commit metadata of a view's writes side by side.
+const SCHEMA_READERS: usize = 8;
+
+/// The schema each of `writes` recorded, read side by side (each instant's metadata is read
+/// once per mount and kept with it; on an object store each read is a GET).
+fn writer_schemas(
+    snap: &Snapshot,
+    writes: &[Arc<Instant>],
+) -> HashMap<InstantTime, Option<Arc<str>>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let found = std::sync::Mutex::new(HashMap::with_capacity(writes.len()));
+    std::thread::scope(|s| {
+        for _ in 0..SCHEMA_READERS.min(writes.len()) {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(i) = writes.get(k) else { break };
+                let schema = snap.meta.commit(i).ok().and_then(|m| m.schema.clone());
+                lock(&found).insert(i.requested.clone(), schema);
+            });
+        }
+    });
+    found.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The table schema of view `plan` (SEMANTICS.md §10.2): the schema the newest completed write
@@ -135,12 +168,17 @@ pub(super) struct ViewSchemaText {
 fn view_schema(snap: &Snapshot, plan: &hudifs_core::rules::Plan) -> Option<ViewSchemaText> {
     let tl = snap.timeline();
     let t = plan.t.as_ref().map(|t| t.as_str());
-    let text = tl
+    let writes: Vec<Arc<Instant>> = tl
         .completed
         .iter()
-        .rev()
         .filter(|(r, i)| t.is_none_or(|t| r.as_str() <= t) && i.is_completed_write())
-        .find_map(|(_, i)| snap.meta.commit(i).ok()?.schema.clone())?;
+        .map(|(_, i)| i.clone())
+        .collect();
+    let writers = writer_schemas(snap, &writes);
+    let text = writes
+        .iter()
+        .rev()
+        .find_map(|i| writers.get(&i.requested).cloned().flatten())?;
     let dropped = snap
         .cfg
         .properties
@@ -155,6 +193,7 @@ fn view_schema(snap: &Snapshot, plan: &hudifs_core::rules::Plan) -> Option<ViewS
         Ok(arrow) => Some(ViewSchemaText {
             text,
             arrow: Arc::new(arrow),
+            writers,
         }),
         Err(e) => {
             log::warn!("the table schema of a view cannot be read ({e}): each slice keeps its own");

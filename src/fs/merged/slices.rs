@@ -50,14 +50,21 @@ pub struct MergedSlice {
     pub cdc: Option<CdcGroup>,
     /// The newest modification time of the inputs: the merged file's mtime.
     pub mtime: SystemTime,
-    pub(super) done: Mutex<Option<Done>>,
+    /// How far its merge got (`HudiFs::materialise`).
+    pub(super) progress: Progress,
+}
+
+/// How far a merged slice's merge got: one value for every slice a view hands out.
+#[derive(Default)]
+pub(super) struct Progress {
+    pub done: Mutex<Option<Done>>,
     /// A refusal that the same inputs always give (EOPNOTSUPP, EFBIG): answered again without
     /// reading the logs.
-    pub(super) refused: Mutex<Option<Error>>,
+    pub refused: Mutex<Option<Error>>,
     /// A refusal was logged (one log line per slice).
-    pub(super) logged: AtomicBool,
+    pub logged: AtomicBool,
     /// A merge ahead of a reader was started for it (`HudiFs::read_ahead`: once).
-    pub(super) ahead: AtomicBool,
+    pub ahead: AtomicBool,
 }
 
 /// Where a merged slice stands, asked without waiting for a merge in progress.
@@ -72,20 +79,20 @@ pub(super) enum SliceState {
 impl MergedSlice {
     /// Where the slice stands now.
     pub(super) fn state(&self) -> SliceState {
-        match self.done.try_lock() {
+        match self.progress.done.try_lock() {
             Err(std::sync::TryLockError::WouldBlock) => SliceState::Merging,
             Err(std::sync::TryLockError::Poisoned(g)) if g.get_ref().is_some() => {
                 SliceState::Merged
             }
             Ok(g) if g.is_some() => SliceState::Merged,
-            _ if lock(&self.refused).is_some() => SliceState::Refused,
+            _ if lock(&self.progress.refused).is_some() => SliceState::Refused,
             _ => SliceState::NotMerged,
         }
     }
 
     /// Size, if merged already.
     pub fn size_if_known(&self, base_size: impl Fn(u64) -> Option<u64>) -> Option<u64> {
-        match &*lock(&self.done) {
+        match &*lock(&self.progress.done) {
             None => None,
             Some(Done::Base(id)) => base_size(*id),
             Some(Done::Merged { size, .. }) => Some(*size),
@@ -279,11 +286,7 @@ impl HudiFs {
             None => slices_of_view(&files),
         };
         if let Some(vs) = schema {
-            let tl = snap.timeline();
-            let schema_of = |instant: &str| {
-                let i = tl.completed.get(instant)?;
-                snap.meta.commit(i).ok()?.schema.clone()
-            };
+            let schema_of = |instant: &str| vs.writers.get(instant).cloned().flatten();
             apply_view_schema(&mut slices, &vs.arrow, &vs.text, schema_of);
         }
         for vs in slices {
@@ -345,10 +348,7 @@ impl HudiFs {
                     .map(|(_, end)| end.as_ref().map(|e| e.to_string())),
                 cdc: None,
                 mtime,
-                done: Mutex::new(None),
-                refused: Mutex::new(None),
-                logged: AtomicBool::new(false),
-                ahead: AtomicBool::new(false),
+                progress: Progress::default(),
             });
             entries.push((name, MergedNode::Slice(id)));
         }
@@ -435,10 +435,7 @@ impl HudiFs {
                 window_end: None,
                 cdc: Some(group.clone()),
                 mtime,
-                done: Mutex::new(None),
-                refused: Mutex::new(None),
-                logged: AtomicBool::new(false),
-                ahead: AtomicBool::new(false),
+                progress: Progress::default(),
             });
             entries.push((name, MergedNode::Slice(id)));
         }

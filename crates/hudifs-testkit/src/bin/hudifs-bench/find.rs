@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::record::{append, Record, Side};
+use crate::record::{append, sides, Record, Side};
 use crate::sys::{find_files, find_with, hudifs_bin, Mount};
 use crate::{Common, Res};
 
@@ -37,11 +37,7 @@ pub fn bench_find(table: &Path, c: &Common) -> Res<()> {
     let mnt = Mount::new(&hudifs, &canon, &c.mnt, &[])?;
     find_files(&mnt.latest())?;
     for rep in 0..c.reps {
-        let order = if rep % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
+        let order = sides(rep);
         for view in order {
             if view {
                 let (s, n) = find_files(&mnt.latest())?;

@@ -15,22 +15,24 @@ use std::time::Instant;
 
 use serde::Deserialize;
 
-use crate::record::{append, Record, Side};
+use crate::record::{append, sides, Record, Side};
 use crate::sys::{hudifs_bin, mib_per_s, read_file, Mount};
 use crate::{Common, Res};
 
+/// What `bench-hudi-rs-read.py read` prints.
 #[derive(Deserialize)]
-struct HudiRsRead {
-    seconds: f64,
-    read_seconds: f64,
-    write_seconds: f64,
-    rows: u64,
+pub(crate) struct HudiRsRead {
+    pub seconds: f64,
+    pub read_seconds: f64,
+    pub write_seconds: f64,
+    pub rows: u64,
 }
 
+/// What `bench-hudi-rs-read.py count` prints.
 #[derive(Deserialize)]
-struct Count {
-    rows: u64,
-    files: usize,
+pub(crate) struct Count {
+    pub rows: u64,
+    pub files: usize,
 }
 
 /// Every regular file below `dir`, sorted.
@@ -148,11 +150,7 @@ pub fn bench_merged(
     let reps = c.reps.clamp(1, 3);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     for rep in 0..reps {
-        let order = if rep % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
+        let order = sides(rep);
         for hudifs_side in order {
             if hudifs_side {
                 let _ = std::fs::remove_dir_all(&cache);

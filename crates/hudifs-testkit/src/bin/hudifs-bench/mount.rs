@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde::Deserialize;
 
-use crate::record::{append, median, Record, Side};
+use crate::record::{append, median, sides, Record, Side};
 use crate::sys::{find_files, hudifs_bin, Mount};
 use crate::{Common, Res};
 
@@ -26,11 +26,7 @@ pub fn bench_mount_list(table: &Path, python: &Path, script: &Path, c: &Common) 
     let (mut a, mut b, mut b_proc, mut b_build) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut n_view, mut n_slices) = (0, 0);
     for rep in 0..c.reps {
-        let order = if rep % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
+        let order = sides(rep);
         for hudifs_side in order {
             if hudifs_side {
                 let t = Instant::now();

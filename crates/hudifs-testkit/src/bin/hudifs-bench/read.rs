@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::record::{append, Record, Side};
+use crate::record::{append, sides, Record, Side};
 use crate::sys::{drop_caches, hudifs_bin, hudifs_supports, mib_per_s, read_file, Mount};
 use crate::{Common, Res};
 
@@ -51,11 +51,7 @@ pub fn bench_read(table: &Path, file: &str, modes: &[String], c: &Common) -> Res
             }
             for rep in 0..c.reps {
                 // Alternate which side goes first.
-                let order = if rep % 2 == 0 {
-                    [true, false]
-                } else {
-                    [false, true]
-                };
+                let order = sides(rep);
                 for through_view in order {
                     if cold {
                         drop_caches();

@@ -149,6 +149,16 @@ pub fn append(out: &Path, r: &Record) -> Res<()> {
     writeln!(f, "{line}").map_err(|e| e.to_string())
 }
 
+/// Which side goes first in repetition `rep` of a paired figure (`[true, false]`: the measured
+/// side, then the reference): alternating, so neither side always runs on a warmer machine.
+pub fn sides(rep: usize) -> [bool; 2] {
+    if rep.is_multiple_of(2) {
+        [true, false]
+    } else {
+        [false, true]
+    }
+}
+
 pub fn median(v: &[f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use hudifs_testkit::s3::{store_args, FaultProxy, KEYS};
 use serde::Deserialize;
 
-use crate::record::{append, median, Record, Side};
+use crate::record::{append, median, sides, Record, Side};
 use crate::s3server::{serve, S3Table, Served};
 use crate::sys::{find_files, hudifs_bin, Mount};
 use crate::{Common, Res};
@@ -43,11 +43,7 @@ pub fn bench_s3_list(s3: &S3Table, c: &Common) -> Res<()> {
         let (mut n_view, mut n_slices, mut mount_requests) = (0, 0, String::new());
         let mut mount_live = Vec::new();
         for rep in 0..c.reps {
-            let order = if rep % 2 == 0 {
-                [true, false]
-            } else {
-                [false, true]
-            };
+            let order = sides(rep);
             for hudifs_side in order {
                 if hudifs_side {
                     let w = first_walk(&hudifs, url, &proxy, &args, c)?;

@@ -16,26 +16,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hudifs_testkit::s3::store_args;
-use serde::Deserialize;
 
-use crate::merged::{files_below, python_json, read_parallel};
-use crate::record::{append, median, Record, Side};
+use crate::merged::{files_below, python_json, read_parallel, Count, HudiRsRead};
+use crate::record::{append, median, sides, Record, Side};
 use crate::s3list::hudi_rs_options;
 use crate::s3server::{serve, S3Table, Served};
 use crate::sys::{drop_caches, hudifs_bin, Mount};
 use crate::{Common, Res};
-
-#[derive(Deserialize)]
-struct HudiRsRead {
-    seconds: f64,
-    rows: u64,
-}
-
-#[derive(Deserialize)]
-struct Count {
-    rows: u64,
-    files: usize,
-}
 
 /// Files read at once by the parallel reader.
 const PARALLEL: usize = 4;
@@ -62,11 +49,7 @@ pub fn bench_s3_merged(s3: &S3Table, work: &Path, c: &Common) -> Res<()> {
             let (mut files, mut rs_rows) = (0, 0);
             let mut phases = Vec::new();
             for rep in 0..reps {
-                let order = if rep % 2 == 0 {
-                    [true, false]
-                } else {
-                    [false, true]
-                };
+                let order = sides(rep);
                 for hudifs_side in order {
                     drop_caches();
                     if hudifs_side {

@@ -25,7 +25,7 @@ use object_store::path::Path as ObjPath;
 use object_store::ObjectStore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::record::{append, median, Record, Side};
+use crate::record::{append, median, sides, Record, Side};
 use crate::sys::{
     cpu_seconds, hudifs_bin, machine_cpu_seconds, mib_per_s, read_file, status_bytes, Mount,
 };
@@ -289,11 +289,7 @@ pub fn bench_s3read(
         // and how busy the machine was: a side near 100 % is bound by the CPU, not the store.
         let mut cpu: [Vec<(f64, f64, f64)>; 2] = [Vec::new(), Vec::new()];
         for rep in 0..c.reps {
-            for through_mount in if rep % 2 == 0 {
-                [true, false]
-            } else {
-                [false, true]
-            } {
+            for through_mount in sides(rep) {
                 let (busy0, idle0) = machine_cpu_seconds();
                 let daemon0 = cpu_seconds(mnt.pid);
                 if through_mount {
@@ -358,11 +354,7 @@ pub fn bench_s3read(
         let ranges = parquet_ranges(size);
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for rep in 0..c.reps {
-            for through_mount in if rep % 2 == 0 {
-                [true, false]
-            } else {
-                [false, true]
-            } {
+            for through_mount in sides(rep) {
                 if through_mount {
                     forget_pages(&view)?;
                     let t = Instant::now();
