@@ -28,6 +28,7 @@ pub mod access;
 pub mod cli;
 pub mod csi;
 pub mod daemon;
+pub mod delta;
 pub mod error;
 pub mod follow;
 pub mod fs;

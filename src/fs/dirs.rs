@@ -15,13 +15,14 @@ use super::inode::Node;
 use super::kernel_cache::DirCache;
 use super::{join, DirEntry, Entry, HudiFs, OpenDir, TTL_FRESH};
 
-const ROOT_NAMES: [&str; 6] = [
+const ROOT_NAMES: [&str; 7] = [
     "latest",
     "as_of",
     "incremental",
     "timeline",
     "merged",
     "cdc",
+    "delta",
 ];
 
 /// How a lake renumbers the inodes of one of its tables (`lake/inode.rs`).
@@ -147,6 +148,8 @@ impl HudiFs {
                 out
             }
             Node::TimelineDir => self.timeline_entries(&snap),
+            Node::DeltaDir => self.delta_entries()?,
+            Node::DeltaLogDir => self.delta_log_entries()?,
             Node::ViewDir { view, dir: dir_id } => {
                 let v = self.view(view)?;
                 let path = self.dir_path(dir_id)?;
@@ -196,9 +199,10 @@ impl HudiFs {
                 }
                 out
             }
-            Node::ViewFile { .. } | Node::TimelineFile { .. } | Node::MergedFile { .. } => {
-                return Err(Error::Invalid("not a directory".into()))
-            }
+            Node::ViewFile { .. }
+            | Node::TimelineFile { .. }
+            | Node::MergedFile { .. }
+            | Node::DeltaLogFile { .. } => return Err(Error::Invalid("not a directory".into())),
         })
     }
 

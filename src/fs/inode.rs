@@ -6,7 +6,8 @@
 //!  63..62  kind   0 special, 1 directory in a view, 2 table file in a view, 3 merged file
 //!  61..36  view   interned view (as_of/<T>, incremental/<w>, latest, and the merged/ views)
 //!  35..0   item   kind 0: 1 root, 2 as_of/, 3 incremental/, 4 timeline/, 5 merged/,
-//!                 6 merged/as_of/, 7 merged/incremental/, 8 cdc/, or (view 1) a timeline file id; kind 1: interned directory
+//!                 6 merged/as_of/, 7 merged/incremental/, 8 cdc/, 9 delta/, 10 delta/_delta_log/,
+//!                 or (view 1) a timeline file id, or (view 2) a Delta log file; kind 1: interned directory
 //!                 path; kind 2: file id in the registry of table files; kind 3: slice id in the
 //!                 registry of merged slices
 //! ```
@@ -33,6 +34,8 @@ pub const MERGED_INO: u64 = 5;
 pub const MERGED_AS_OF_INO: u64 = 6;
 pub const MERGED_INCREMENTAL_INO: u64 = 7;
 pub const CDC_INO: u64 = 8;
+pub const DELTA_INO: u64 = 9;
+pub const DELTA_LOG_INO: u64 = 10;
 
 /// The view id of `latest/` and of `merged/latest/` (interned first).
 pub const LATEST_VIEW: u32 = 0;
@@ -44,6 +47,8 @@ const VIEW_MASK: u64 = (1 << 26) - 1;
 const ITEM_MASK: u64 = (1 << 36) - 1;
 /// The view field of timeline files (kind 0).
 const TIMELINE_FILES: u64 = 1;
+/// The view field of `delta/_delta_log/` files (kind 0).
+const DELTA_LOG_FILES: u64 = 2;
 
 /// What an inode number names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +61,12 @@ pub enum Node {
     MergedAsOfDir,
     MergedIncrementalDir,
     CdcDir,
+    DeltaDir,
+    DeltaLogDir,
+    /// One file of `delta/_delta_log/` (`DeltaLogName`'s number).
+    DeltaLogFile {
+        file: u64,
+    },
     /// One instant file of `timeline/`, by its interned name.
     TimelineFile {
         name: u32,
@@ -91,6 +102,9 @@ impl Node {
             Node::MergedAsOfDir => MERGED_AS_OF_INO,
             Node::MergedIncrementalDir => MERGED_INCREMENTAL_INO,
             Node::CdcDir => CDC_INO,
+            Node::DeltaDir => DELTA_INO,
+            Node::DeltaLogDir => DELTA_LOG_INO,
+            Node::DeltaLogFile { file } => pack(0, DELTA_LOG_FILES, file),
             Node::TimelineFile { name } => pack(0, TIMELINE_FILES, name as u64),
             Node::ViewDir { view, dir } => pack(1, view as u64, dir as u64),
             Node::ViewFile { view, file } => pack(2, view as u64, file),
@@ -111,6 +125,9 @@ impl Node {
             (0, 0, 6) => Node::MergedAsOfDir,
             (0, 0, 7) => Node::MergedIncrementalDir,
             (0, 0, 8) => Node::CdcDir,
+            (0, 0, 9) => Node::DeltaDir,
+            (0, 0, 10) => Node::DeltaLogDir,
+            (0, DELTA_LOG_FILES, file) => Node::DeltaLogFile { file },
             (0, TIMELINE_FILES, n) => Node::TimelineFile {
                 name: u32::try_from(n).ok()?,
             },
@@ -241,11 +258,13 @@ impl InodeTable {
             key: ViewKey::Latest,
             merged: false,
             cdc: false,
+            delta: false,
         }));
         t.views.id(&Arc::new(ViewName {
             key: ViewKey::Latest,
             merged: true,
             cdc: false,
+            delta: false,
         }));
         t
     }
@@ -332,6 +351,7 @@ mod tests {
                 key,
                 merged,
                 cdc: false,
+                delta: false,
             })
         };
         let as_of = || {

@@ -11,6 +11,7 @@
 //! merged/latest/, merged/as_of/<T>/   the same snapshots, one merged Parquet file per slice
 //! merged/incremental/<t1>..<t2>/      the window's groups merged, filtered to its writes' records
 //! cdc/<t1>..<t2>/         the window's change records, one Parquet file per file group
+//! delta/                  a Delta Lake table: _delta_log/ (a version per write), <instant>/ its files
 //! ```
 //!
 //! A view is planned against one table snapshot and its partitions are resolved only when a
@@ -27,6 +28,7 @@
 //! merging) in `merged` (SEMANTICS.md §2, §6, §10). `served` is what the FUSE adapter calls: one
 //! table, or a lake of them (`crate::lake`).
 
+mod delta;
 mod dirs;
 mod handles;
 mod inode;
@@ -179,6 +181,8 @@ pub struct HudiFs {
     kernel: KernelCache<Arc<ResolvedPartition>>,
     /// Owner, modes and times of every node.
     owner: Owner,
+    /// The Delta log of `delta/` and what building it keeps (`delta.rs`).
+    delta: delta::DeltaCache,
 }
 
 fn join(dir: &str, name: &str) -> String {
@@ -228,6 +232,7 @@ impl HudiFs {
             handles: Handles::default(),
             kernel: KernelCache::default(),
             owner,
+            delta: delta::DeltaCache::default(),
         })
     }
 

@@ -12,7 +12,9 @@ use hudifs_core::listing::{partition_dir, DataFile};
 use hudifs_core::viewkey::{self, ViewKey};
 
 use super::handles::OpenedParts;
-use super::inode::{Node, AS_OF_INO, CDC_INO, MERGED_AS_OF_INO, MERGED_INCREMENTAL_INO};
+use super::inode::{
+    Node, ViewName, AS_OF_INO, CDC_INO, DELTA_INO, MERGED_AS_OF_INO, MERGED_INCREMENTAL_INO,
+};
 use super::{
     join, Entry, HudiFs, Kind, OpenHandle, Opened, ReadAnswer, ResolvedPartition, ViewState,
     TTL_FRESH,
@@ -41,6 +43,7 @@ impl HudiFs {
             "cdc" => Ok(Node::CdcDir),
             "incremental" => Ok(Node::IncrementalDir),
             "timeline" => Ok(Node::TimelineDir),
+            "delta" => Ok(Node::DeltaDir),
             _ => Err(Error::NotFound(name.to_string())),
         }
     }
@@ -59,7 +62,10 @@ impl HudiFs {
             | Node::MergedDir
             | Node::MergedAsOfDir
             | Node::MergedIncrementalDir
-            | Node::CdcDir => Ok(self.dir_entry(ino, TTL_FRESH)),
+            | Node::CdcDir
+            | Node::DeltaDir
+            | Node::DeltaLogDir => Ok(self.dir_entry(ino, TTL_FRESH)),
+            Node::DeltaLogFile { file } => self.delta_log_file_entry(file),
             Node::MergedFile { view, slice } => {
                 let ttl = self.view(view).map(|v| v.ttl()).unwrap_or(TTL_FRESH);
                 self.merged_file_entry(ino, view, slice, ttl)
@@ -140,8 +146,13 @@ impl HudiFs {
                     .ok_or_else(|| Error::NotFound(name.to_string()))?;
                 Node::TimelineFile { name: id }
             }
+            Node::DeltaDir => self.delta_child(name)?,
+            Node::DeltaLogDir => self.delta_log_child(name)?,
             Node::ViewDir { view, dir } => return self.lookup_in_view(view, dir, name),
-            Node::ViewFile { .. } | Node::TimelineFile { .. } | Node::MergedFile { .. } => {
+            Node::ViewFile { .. }
+            | Node::TimelineFile { .. }
+            | Node::MergedFile { .. }
+            | Node::DeltaLogFile { .. } => {
                 return Err(Error::NotFound(format!(
                     "{name}: parent is not a directory"
                 )))
@@ -236,7 +247,7 @@ impl HudiFs {
 
     /// What opening `ino` holds: the handle, whether the kernel may keep its cached pages, and
     /// the local file to pass through.
-    fn open_parts(&self, ino: u64) -> Result<OpenedParts> {
+    pub(super) fn open_parts(&self, ino: u64) -> Result<OpenedParts> {
         Ok(match Self::node(ino)? {
             // Visibility was decided when the name was looked up (a listing of one snapshot); a
             // file that left the view since keeps opening for whoever listed it, as in a Hudi
@@ -251,6 +262,7 @@ impl HudiFs {
                     None,
                 )
             }
+            Node::DeltaLogFile { file } => (self.open_delta_log_file(file)?, false, None),
             _ => return Err(Error::Invalid("is a directory".into())),
         })
     }
@@ -330,9 +342,12 @@ impl HudiFs {
     }
 
     /// Where the root of a view of `as_of/`, `incremental/`, `merged/as_of/`,
-    /// `merged/incremental/` or `cdc/` lies: the parent directory and the name it has there.
-    pub(super) fn history_name(key: &ViewKey, merged: bool, cdc: bool) -> Option<(u64, String)> {
-        match key {
+    /// `merged/incremental/`, `cdc/` or `delta/` lies: the parent directory and the name it has
+    /// there.
+    pub(super) fn history_name(name: &ViewName) -> Option<(u64, String)> {
+        let (merged, cdc) = (name.merged, name.cdc);
+        match &name.key {
+            ViewKey::AsOf(t) if name.delta => Some((DELTA_INO, t.to_string())),
             ViewKey::Incremental { start, end } if cdc => Some((
                 CDC_INO,
                 viewkey::window_name(start.as_deref(), end.as_deref()),

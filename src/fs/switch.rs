@@ -115,7 +115,11 @@ impl HudiFs {
         // A clean that moved the retention bound refuses cached history: drop its names.
         if previous.ctx.retention_bound() != snap.ctx.retention_bound() {
             for (id, v) in self.views.cached() {
-                let Some(name) = HudiFs::history_name(&v.plan.key, v.merged.is_some(), v.is_cdc())
+                let Some(name) = self
+                    .inodes
+                    .views
+                    .get(id)
+                    .and_then(|n| HudiFs::history_name(&n))
                 else {
                     continue;
                 };

@@ -116,6 +116,7 @@ impl HudiFs {
             key,
             merged,
             cdc: false,
+            delta: false,
         })
     }
 
@@ -125,6 +126,22 @@ impl HudiFs {
             key,
             merged: true,
             cdc: true,
+            delta: false,
+        })
+    }
+
+    /// The data directory of `delta/` for completed write `t` (`delta/<t>/`): the snapshot as
+    /// of `t`, merged for a merge-on-read table.
+    pub(super) fn delta_root(
+        &self,
+        t: hudifs_core::instant_time::InstantTime,
+        merged: bool,
+    ) -> Result<Node> {
+        self.view_root_of(ViewName {
+            key: ViewKey::AsOf(t),
+            merged,
+            cdc: false,
+            delta: true,
         })
     }
 

@@ -216,7 +216,7 @@ impl Record {
 
 /// A view name: flags, then its key.
 fn encode_view(out: &mut Vec<u8>, v: &ViewName) {
-    out.push(u8::from(v.merged) | (u8::from(v.cdc) << 1));
+    out.push(u8::from(v.merged) | (u8::from(v.cdc) << 1) | (u8::from(v.delta) << 2));
     match &v.key {
         ViewKey::Latest => out.push(0),
         ViewKey::AsOf(t) => {
@@ -261,6 +261,7 @@ fn decode_view(f: &mut Fields<'_>) -> Option<ViewName> {
         key,
         merged: flags & 1 != 0,
         cdc: flags & 2 != 0,
+        delta: flags & 4 != 0,
     })
 }
 
@@ -406,6 +407,7 @@ mod tests {
                 key,
                 merged: i % 2 == 0,
                 cdc: i == 3,
+                delta: i == 1,
             }));
         }
         round_trip(Record::Dir("city=a/b".into()));

@@ -8,6 +8,7 @@ mod merge;
 
 mod cdc;
 mod crash_restart;
+mod delta;
 mod demo;
 mod lake_mount;
 mod lifecycle;

@@ -20,11 +20,14 @@ pub enum ViewKey {
 
 /// A view as a mount shows it: a view key, as table files or as merged slices (`merged/`),
 /// or (an incremental key) as change feeds (`cdc/`, whose files are merged like slices).
+/// `delta` marks the same view shown again as a data directory of `delta/` (a Delta Lake
+/// table's version files): its own inode numbers, the same files.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ViewName {
     pub key: ViewKey,
     pub merged: bool,
     pub cdc: bool,
+    pub delta: bool,
 }
 
 fn instant(t: String) -> Result<InstantTime> {

@@ -68,6 +68,31 @@ def read_dir(d):
     return [pq.read_table(f) for f in files]
 
 
+def read_delta(spec):
+    """A version of a Delta table read with delta-rs (`deltalake`): its rows, and the Hudi
+    instant its commitInfo names."""
+    from deltalake import DeltaTable
+    dt = DeltaTable(spec["root"], version=spec["version"])
+    t = dt.to_pyarrow_table()
+    log = os.path.join(spec["root"], "_delta_log", "%020d.json" % spec["version"])
+    with open(log) as f:
+        infos = [a["commitInfo"] for a in map(json.loads, f) if "commitInfo" in a]
+    return [t], (infos[0].get("hudi.instant") if infos else None)
+
+
+def all_null_columns(ours, theirs):
+    """Columns that hold a value somewhere in `theirs` but only nulls in `ours`."""
+    def valued(tables):
+        out = set()
+        for t in tables:
+            for c in t.column_names:
+                if t.column(c).null_count < t.num_rows:
+                    out.add(c)
+        return out
+    have = set().union(*[set(t.column_names) for t in ours]) if ours else set()
+    return sorted((valued(theirs) & have) - valued(ours))
+
+
 def stringified(tables, columns):
     out = []
     for t in tables:
@@ -113,7 +138,10 @@ def main():
         ours = None
         if not v.get("refused"):
             try:
-                ours = read_dir(v["dir"])
+                if v.get("delta") is not None:
+                    ours, r["delta_instant"] = read_delta(v["delta"])
+                else:
+                    ours = read_dir(v["dir"])
             except Exception as e:  # noqa: BLE001
                 m = re.search(r"errno (\d+)", str(e), re.I)
                 r["read_error"] = {
@@ -163,6 +191,14 @@ def main():
                 r["oracle"]["skipped"] = skipped
             except Exception as e:  # noqa: BLE001
                 r["oracle_error"] = repr(e)[:300]
+        if v.get("same_as_dir") is not None and ours is not None:
+            try:
+                files = read_dir(v["same_as_dir"])
+                cols = v.get("stringify") or []
+                r["same_as_dir"] = compare(stringified(ours, cols), stringified(files, cols))
+                r["same_as_dir"]["all_null"] = all_null_columns(ours, files)
+            except Exception as e:  # noqa: BLE001
+                r["same_as_dir_error"] = repr(e)[:300]
         if v.get("model") is not None and ours is not None:
             model = v["model"]
             cols = sorted(model[0].keys()) if model else ["id"]

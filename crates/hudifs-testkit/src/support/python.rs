@@ -8,8 +8,9 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 /// The Python packages the reader tests need: pyarrow and DuckDB (plain Parquet readers) and
-/// hudi 0.5.0 (hudi-rs, the reference reader of the merged view).
-const PYTHON_PACKAGES: [&str; 3] = ["pyarrow", "duckdb", "hudi==0.5.0"];
+/// hudi 0.5.0 (hudi-rs, the reference reader of the merged view), and delta-rs (`deltalake`, a
+/// Delta Lake reader of `delta/`).
+const PYTHON_PACKAGES: [&str; 4] = ["pyarrow", "duckdb", "hudi==0.5.0", "deltalake==1.6.6"];
 
 /// An exclusive lock on the test venv (target/pyenv.lock), held while packages are checked and
 /// installed: test threads and test binaries run side by side, and a program one of them is
@@ -63,7 +64,7 @@ pub fn python() -> PathBuf {
             Command::new(py)
                 .args([
                     "-c",
-                    "import duckdb, pyarrow, hudi; assert hudi.__version__ == '0.5.0'",
+                    "import duckdb, pyarrow, hudi, deltalake; assert hudi.__version__ == '0.5.0'",
                 ])
                 .stderr(std::process::Stdio::null())
                 .status()

@@ -1,0 +1,328 @@
+//! `delta/`: the table as a Delta Lake table (docs/SEMANTICS.md §11). `delta/_delta_log/`
+//! holds one version per completed write instant, rendered from the snapshot views this file
+//! system already serves; `delta/<instant>/` is the snapshot of that instant (`as_of/<instant>/`,
+//! or `merged/as_of/<instant>/` for a merge-on-read table) under its own inode numbers, and a
+//! version's `add` actions name the files there: each file under the instant of the version
+//! that added it, so an unchanged file keeps its path from version to version.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use hudifs_core::error::{Error, Result};
+use hudifs_core::instant_time::InstantTime;
+use hudifs_core::snapshot::Snapshot;
+use hudifs_storage::sync::lock;
+
+use crate::delta::{self, stats::FileFacts, DeltaFile, DeltaLog, TableFacts, Version};
+
+use super::inode::Node;
+use super::{join, DirEntry, Entry, HudiFs, Kind, OpenHandle, TTL_FRESH};
+
+/// The name of the log directory in `delta/`.
+pub const LOG_DIR: &str = "_delta_log";
+
+/// What `delta/` keeps: the log of the newest snapshot it was asked for, the files of every
+/// version whose view can no longer change, and the footer facts of every file a version named.
+#[derive(Default)]
+pub(super) struct DeltaCache {
+    log: Mutex<Option<Arc<Built>>>,
+    walked: Mutex<HashMap<InstantTime, Arc<Vec<Walked>>>>,
+    facts: Mutex<HashMap<String, Arc<FileFacts>>>,
+}
+
+/// A log as far as it could be built: the versions before the first that failed, and why that
+/// one failed (its log file and every later one fail to read with this error).
+struct Built {
+    log: DeltaLog,
+    /// The number the next version would have, and the error that stopped it.
+    failed: Option<(u64, Error)>,
+    /// Every version's number and instant, built or not: what `_delta_log/` lists.
+    numbers: Vec<(u64, InstantTime)>,
+}
+
+/// A data file of a version's view: its path in the view, inode and size.
+struct Walked {
+    rel: String,
+    ino: u64,
+    size: u64,
+}
+
+fn epoch_ms(instant: &str) -> i64 {
+    hudifs_core::timefmt::instant_as_utc(instant)
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl HudiFs {
+    /// The node a name in `delta/` stands for: the log directory, or the data directory of a
+    /// completed write instant.
+    pub(super) fn delta_child(&self, name: &str) -> Result<Node> {
+        if name == LOG_DIR {
+            return Ok(Node::DeltaLogDir);
+        }
+        let snap = self.snapshot();
+        let t = InstantTime::parse(name)
+            .filter(|t| snap.timeline().completed.contains_key(t) && t.as_str() == name)
+            .ok_or_else(|| Error::NotFound(format!("delta/{name}")))?;
+        self.delta_root(t, snap.cfg.is_mor())
+    }
+
+    /// The entries of `delta/`.
+    pub(super) fn delta_entries(&self) -> Result<Vec<DirEntry>> {
+        let snap = self.snapshot();
+        let mut out = vec![DirEntry {
+            name: Arc::from(LOG_DIR),
+            entry: self.dir_entry(Node::DeltaLogDir.ino(), TTL_FRESH),
+        }];
+        for t in snap.timeline().completed.keys() {
+            let node = self.delta_root(t.clone(), snap.cfg.is_mor())?;
+            out.push(DirEntry {
+                name: Arc::from(t.as_str()),
+                entry: self.dir_entry(node.ino(), TTL_FRESH),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The node of a name in `delta/_delta_log/`.
+    pub(super) fn delta_log_child(&self, name: &str) -> Result<Node> {
+        let n = delta::parse_log_file_name(name)
+            .ok_or_else(|| Error::NotFound(format!("delta/{LOG_DIR}/{name}")))?;
+        let built = self.delta_log()?;
+        if !built.numbers.iter().any(|(m, _)| *m == n) {
+            return Err(Error::NotFound(format!("delta/{LOG_DIR}/{name}")));
+        }
+        Ok(Node::DeltaLogFile { file: n })
+    }
+
+    /// The entries of `delta/_delta_log/`: every version, built or not (a version that could
+    /// not be built is listed, so a reader fails on it rather than taking an older version for
+    /// the newest).
+    pub(super) fn delta_log_entries(&self) -> Result<Vec<DirEntry>> {
+        let built = self.delta_log()?;
+        Ok(built
+            .numbers
+            .iter()
+            .map(|(n, _)| {
+                let ino = Node::DeltaLogFile { file: *n }.ino();
+                let entry = match built.log.file(*n) {
+                    Some((v, bytes)) => self.delta_log_entry(ino, v, bytes.len()),
+                    None => self.owner.rendered_file(ino, 0, None, Duration::ZERO),
+                };
+                DirEntry {
+                    name: Arc::from(delta::log_file_name(*n)),
+                    entry,
+                }
+            })
+            .collect())
+    }
+
+    fn delta_log_entry(&self, ino: u64, v: &Version, len: usize) -> Entry {
+        let mtime = UNIX_EPOCH + Duration::from_millis(u64::try_from(v.timestamp_ms).unwrap_or(0));
+        self.owner
+            .rendered_file(ino, len as u64, Some(mtime), TTL_FRESH)
+    }
+
+    /// The entry of log file `n`.
+    pub(super) fn delta_log_file_entry(&self, n: u64) -> Result<Entry> {
+        let built = self.delta_log()?;
+        let ino = Node::DeltaLogFile { file: n }.ino();
+        match built.log.file(n) {
+            Some((v, bytes)) => Ok(self.delta_log_entry(ino, v, bytes.len())),
+            None => Err(self.delta_log_missing(&built, n)),
+        }
+    }
+
+    /// What opening log file `n` holds.
+    pub(super) fn open_delta_log_file(&self, n: u64) -> Result<OpenHandle> {
+        let built = self.delta_log()?;
+        match built.log.file(n) {
+            Some((_, bytes)) => Ok(OpenHandle::Bytes(bytes.clone())),
+            None => Err(self.delta_log_missing(&built, n)),
+        }
+    }
+
+    fn delta_log_missing(&self, built: &Built, n: u64) -> Error {
+        match &built.failed {
+            Some((first, e)) if n >= *first => e.clone(),
+            _ => Error::NotFound(format!("delta/{LOG_DIR}/{}", delta::log_file_name(n))),
+        }
+    }
+
+    /// The log of the current snapshot, built on first use after each change of the table.
+    fn delta_log(&self) -> Result<Arc<Built>> {
+        let snap = self.snapshot();
+        if let Some(b) = lock(&self.delta.log).as_ref() {
+            if b.log.generation == snap.generation {
+                return Ok(b.clone());
+            }
+        }
+        let built = Arc::new(self.build_delta_log(&snap)?);
+        *lock(&self.delta.log) = Some(built.clone());
+        Ok(built)
+    }
+
+    fn build_delta_log(&self, snap: &Arc<Snapshot>) -> Result<Built> {
+        let tl = snap.timeline();
+        if tl.archive_nonempty {
+            // Version numbers count every write since the table began; the archived ones'
+            // files are gone, so the log would have to start at a checkpoint.
+            let e = Error::Unsupported(format!(
+                "delta/: table {} has archived instants; a Delta log of it needs a checkpoint at \
+                 its first active version, which hudifs does not write yet",
+                snap.cfg.name
+            ));
+            log::warn!("{e}");
+            return Err(e);
+        }
+        let merged = snap.cfg.is_mor();
+        let table = TableFacts {
+            id: delta::log::table_id(&format!("hudi:{}", snap.cfg.name)),
+            name: snap.cfg.name.clone(),
+            created_ms: tl
+                .completed
+                .keys()
+                .next()
+                .map_or(0, |t| epoch_ms(t.as_str())),
+        };
+        let numbers: Vec<(u64, InstantTime)> = tl
+            .completed
+            .keys()
+            .enumerate()
+            .map(|(n, t)| (n as u64, t.clone()))
+            .collect();
+        let mut versions: Vec<Arc<Version>> = Vec::with_capacity(numbers.len());
+        let mut failed = None;
+        for (n, t) in &numbers {
+            let inst = &tl.completed[t];
+            match self.delta_version(snap, merged, *n, t, inst, versions.last()) {
+                Ok(v) => versions.push(Arc::new(v)),
+                Err(e) => {
+                    log::warn!("delta/: version {n} (instant {t}) refused: {e}");
+                    failed = Some((*n, e));
+                    break;
+                }
+            }
+        }
+        Ok(Built {
+            log: DeltaLog::new(snap.generation, &table, versions),
+            failed,
+            numbers,
+        })
+    }
+
+    /// Version `n`: the files of instant `t`'s snapshot, each under the version that added it.
+    fn delta_version(
+        &self,
+        snap: &Arc<Snapshot>,
+        merged: bool,
+        n: u64,
+        t: &InstantTime,
+        inst: &hudifs_core::timeline::Instant,
+        prev: Option<&Arc<Version>>,
+    ) -> Result<Version> {
+        let completion = inst.completion.as_ref().map(|c| c.to_string());
+        let timestamp_ms = epoch_ms(completion.as_deref().unwrap_or(t.as_str()));
+        let walked = self.delta_walk(snap, t, merged)?;
+        let mut files = BTreeMap::new();
+        let mut schema = None;
+        for w in walked.iter() {
+            if let Some(f) = prev.and_then(|p| p.files.get(&w.rel)) {
+                files.insert(w.rel.clone(), f.clone());
+                continue;
+            }
+            if !w.rel.ends_with(".parquet") {
+                // A Lance or ORC base file: Delta tables hold Parquet files only.
+                return Err(Error::Unsupported(format!(
+                    "{}: Delta tables hold Parquet data files only",
+                    w.rel
+                )));
+            }
+            let path = delta::log::encode_path(&join(t.as_str(), &w.rel));
+            let facts = self.delta_facts(&path, w.ino)?;
+            if schema.is_none() {
+                schema = Some(
+                    delta::schema::delta_schema(&facts.schema)
+                        .map_err(|e| Error::Unsupported(format!("{}: {e}", w.rel)))?,
+                );
+            }
+            files.insert(
+                w.rel.clone(),
+                Arc::new(DeltaFile {
+                    path,
+                    size: w.size,
+                    modified_ms: timestamp_ms,
+                    stats: Some(facts.stats.clone()),
+                }),
+            );
+        }
+        Ok(Version {
+            number: n,
+            instant: t.to_string(),
+            completion: completion.filter(|_| snap.cfg.version >= 8),
+            action: inst.action.name().to_string(),
+            timestamp_ms,
+            schema: schema.or_else(|| prev.and_then(|p| p.schema.clone())),
+            files,
+        })
+    }
+
+    /// The data files of `delta/<t>/`, with their sizes (a merged slice is merged for it):
+    /// walked once for a view that can no longer change.
+    fn delta_walk(
+        &self,
+        snap: &Arc<Snapshot>,
+        t: &InstantTime,
+        merged: bool,
+    ) -> Result<Arc<Vec<Walked>>> {
+        if let Some(w) = lock(&self.delta.walked).get(t) {
+            return Ok(w.clone());
+        }
+        let root = self.delta_root(t.clone(), merged)?;
+        let Node::ViewDir { view, .. } = root else {
+            return Err(Error::NotFound(format!("delta/{t}")));
+        };
+        let final_view = self.view(view)?.is_final;
+        let mut out = Vec::new();
+        let mut stack = vec![(root.ino(), String::new())];
+        while let Some((ino, path)) = stack.pop() {
+            for e in self.readdir_entries(ino)? {
+                let rel = join(&path, &e.name);
+                match e.entry.attr.kind {
+                    Kind::Dir => stack.push((e.entry.attr.ino, rel)),
+                    Kind::File => {
+                        let attr = self.getattr(e.entry.attr.ino)?.attr;
+                        out.push(Walked {
+                            rel,
+                            ino: attr.ino,
+                            size: attr.size,
+                        });
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| a.rel.cmp(&b.rel));
+        let out = Arc::new(out);
+        if final_view && snap.timeline().completed.contains_key(t) {
+            lock(&self.delta.walked).insert(t.clone(), out.clone());
+        }
+        Ok(out)
+    }
+
+    /// The footer facts of the file at `path` in `delta/` (inode `ino`), read once.
+    fn delta_facts(&self, path: &str, ino: u64) -> Result<Arc<FileFacts>> {
+        if let Some(f) = lock(&self.delta.facts).get(path) {
+            return Ok(f.clone());
+        }
+        let (handle, _, _) = self.open_parts(ino)?;
+        let OpenHandle::Data(file) = handle else {
+            return Err(Error::Invalid(format!("delta/{path}: not a data file")));
+        };
+        let facts = delta::stats::read_facts(&*file)
+            .map_err(|e| Error::Corrupt(format!("delta/{path}: {e}")))?;
+        let facts = Arc::new(facts);
+        lock(&self.delta.facts).insert(path.to_string(), facts.clone());
+        Ok(facts)
+    }
+}
