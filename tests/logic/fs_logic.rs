@@ -54,7 +54,8 @@ fn views_walk_read_and_describe_themselves() {
             "incremental",
             "timeline",
             "merged",
-            "cdc"
+            "cdc",
+            "delta"
         ]
     );
     let as_of = walk(&fs, &["as_of"]).unwrap();

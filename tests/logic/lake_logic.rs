@@ -225,7 +225,7 @@ fn lake_story(lake: Arc<dyn StorageWrite>, pinned: bool) {
         contents(&fs, ino, "", &mut got, &mut all_inos);
         assert!(!want.is_empty());
         assert_eq!(got, want, "{path:?}");
-        for top in ["as_of", "incremental", "timeline", "merged", "cdc"] {
+        for top in ["as_of", "incremental", "timeline", "merged", "cdc", "delta"] {
             let mut there = path.to_vec();
             there.push(top);
             assert_eq!(names(&fs, &there), names(&single, &[top]), "{path:?} {top}");

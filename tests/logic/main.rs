@@ -7,6 +7,7 @@
 mod archive;
 mod bad_input;
 mod conformance;
+mod delta_log;
 mod fixture_cache;
 mod fs_logic;
 mod generated_views;

@@ -127,7 +127,7 @@ fn a_lake_in_one_mount() {
             "{t}"
         );
         assert!(got == want, "{t}: same names, other bytes");
-        for top in ["as_of", "incremental", "timeline", "merged", "cdc"] {
+        for top in ["as_of", "incremental", "timeline", "merged", "cdc", "delta"] {
             assert_eq!(
                 ls(&mnt.join(t).join(top)),
                 ls(&single.path().join(top)),

@@ -1,0 +1,199 @@
+//! `delta/` through the file system's logic (SEMANTICS.md §11), on tables the test kit writes:
+//! one version per completed write, each version's actions the change from the one before
+//! (a merged slice replaced when a log lands on its group, deletes applied in its record
+//! count), every `add` path found under `delta/`, a new write appearing as the next version
+//! only when `latest/` moves, a pending write never, and a table with archived instants refused.
+
+use std::ffi::OsStr;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use hudifs::follow::Follower;
+use hudifs::fs::{FsOptions, HudiFs, MergeSettings, ROOT};
+use hudifs_core::error::Error;
+use hudifs_core::table::TableType;
+use hudifs_core::timeline::Action;
+use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
+use serde_json::Value;
+
+fn open(root: &std::path::Path, cache: &std::path::Path) -> HudiFs {
+    let opts = FsOptions {
+        merge: MergeSettings {
+            cache_dir: Some(cache.to_path_buf()),
+            ..MergeSettings::default()
+        },
+        ..FsOptions::default()
+    };
+    HudiFs::new(root, opts).unwrap()
+}
+
+fn walk(fs: &HudiFs, path: &str) -> hudifs_core::error::Result<u64> {
+    let mut ino = ROOT;
+    for p in path.split('/') {
+        ino = fs.lookup(ino, OsStr::new(p))?.attr.ino;
+    }
+    Ok(ino)
+}
+
+fn read_all(fs: &HudiFs, ino: u64) -> Vec<u8> {
+    let size = fs.getattr(ino).unwrap().attr.size;
+    let fh = fs.open(ino).unwrap().fh;
+    let (tx, rx) = mpsc::channel();
+    fs.read(
+        ino,
+        fh,
+        0,
+        u32::try_from(size).unwrap(),
+        Box::new(move |r| tx.send(r.map(<[u8]>::to_vec)).unwrap()),
+    );
+    let bytes = rx.recv().unwrap().unwrap();
+    fs.release(fh);
+    bytes
+}
+
+fn log_names(fs: &HudiFs) -> Vec<String> {
+    let mut v: Vec<String> = fs
+        .readdir_entries(walk(fs, "delta/_delta_log").unwrap())
+        .unwrap()
+        .iter()
+        .map(|e| e.name.to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+fn actions(fs: &HudiFs, version: u64) -> Vec<Value> {
+    let ino = walk(fs, &format!("delta/_delta_log/{version:020}.json")).unwrap();
+    String::from_utf8(read_all(fs, ino))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn of<'a>(acts: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    acts.iter().filter_map(|a| a.get(kind)).collect()
+}
+
+fn refresh(fs: &HudiFs) {
+    if let Some(inv) = Follower::new().poll_once(fs, Duration::ZERO).unwrap() {
+        fs.switched(&inv);
+    }
+}
+
+#[test]
+fn versions_follow_the_writes_of_a_merge_on_read_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("t");
+    let spec = TableSpec::new("d", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
+    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let g0 = t.insert("city=a", &rows(1, 50)).unwrap();
+    let g1 = t.insert("city=a", &rows(2, 40)).unwrap();
+    let i0 = t.complete().unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.update("city=a", &g0, &rows_with_ids(9, &[1000, 1001, 7_000_000]))
+        .unwrap();
+    t.delete("city=a", &g1, &[2000, 2001, 2002]).unwrap();
+    let i1 = t.complete().unwrap();
+    // A write still in flight: never a version.
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.insert("city=b", &rows(3, 5)).unwrap();
+    let _pending = t.abandon();
+
+    let fs = open(&root, &tmp.path().join("cache"));
+    assert_eq!(
+        log_names(&fs),
+        ["00000000000000000000.json", "00000000000000000001.json"]
+    );
+    let v0 = actions(&fs, 0);
+    assert_eq!(v0[0]["commitInfo"]["hudi.instant"], i0);
+    assert!(v0[0]["commitInfo"]["hudi.completion"].is_string());
+    assert_eq!(of(&v0, "protocol").len(), 1);
+    assert_eq!(of(&v0, "metaData").len(), 1);
+    let adds0 = of(&v0, "add");
+    assert_eq!(adds0.len(), 2);
+    let count = |a: &Value| -> i64 {
+        let s: Value = serde_json::from_str(a["stats"].as_str().unwrap()).unwrap();
+        s["numRecords"].as_i64().unwrap()
+    };
+    let mut counts: Vec<i64> = adds0.iter().map(|a| count(a)).collect();
+    counts.sort();
+    assert_eq!(counts, [40, 50]);
+    let v1 = actions(&fs, 1);
+    assert_eq!(v1[0]["commitInfo"]["hudi.instant"], i1);
+    assert!(of(&v1, "metaData").is_empty(), "same schema: no metaData");
+    let removed: Vec<&str> = of(&v1, "remove")
+        .iter()
+        .map(|r| r["path"].as_str().unwrap())
+        .collect();
+    let mut removed_sorted = removed.clone();
+    removed_sorted.sort();
+    let mut added0: Vec<&str> = adds0.iter().map(|a| a["path"].as_str().unwrap()).collect();
+    added0.sort();
+    assert_eq!(removed_sorted, added0, "both groups changed");
+    let adds1 = of(&v1, "add");
+    let mut counts: Vec<i64> = adds1.iter().map(|a| count(a)).collect();
+    counts.sort();
+    // g0: 50 rows, two updated and one inserted; g1: 40 rows, three deleted.
+    assert_eq!(counts, [37, 51]);
+    for a in adds0.iter().chain(adds1.iter()) {
+        let path = a["path"].as_str().unwrap();
+        assert!(path.ends_with(".parquet"), "{path}");
+        let ino = walk(&fs, &format!("delta/{path}")).unwrap();
+        assert_eq!(
+            fs.getattr(ino).unwrap().attr.size,
+            a["size"].as_u64().unwrap(),
+            "{path}"
+        );
+    }
+    for a in &adds1 {
+        let path = a["path"].as_str().unwrap();
+        assert!(path.starts_with(&format!("{i1}/city=a/")), "{path}");
+        assert!(path.ends_with(".merged.parquet"), "{path}");
+    }
+
+    // A new write: the next version once latest/ moves, not before.
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.insert("city=c", &rows(4, 7)).unwrap();
+    let i2 = t.complete().unwrap();
+    assert_eq!(log_names(&fs).len(), 2, "before the switch");
+    refresh(&fs);
+    assert_eq!(fs.latest_instant().as_deref(), Some(i2.as_str()));
+    assert_eq!(log_names(&fs).len(), 3);
+    let v2 = actions(&fs, 2);
+    assert_eq!(v2[0]["commitInfo"]["hudi.instant"], i2);
+    assert!(of(&v2, "remove").is_empty(), "{v2:?}");
+    let adds2 = of(&v2, "add");
+    assert_eq!(adds2.len(), 1);
+    assert_eq!(count(adds2[0]), 7);
+    // Versions 0 and 1 read the same as before.
+    assert_eq!(actions(&fs, 1), v1);
+    assert!(matches!(
+        walk(&fs, "delta/_delta_log/00000000000000000003.json"),
+        Err(Error::NotFound(_))
+    ));
+}
+
+#[test]
+fn a_table_with_archived_instants_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("t");
+    let spec = TableSpec::new("d", TableType::CopyOnWrite, 6);
+    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    let mut last = String::new();
+    for i in 0..4 {
+        let mut t = w.begin(Action::Commit).unwrap();
+        t.insert("", &rows(i + 1, 5)).unwrap();
+        last = t.complete().unwrap();
+    }
+    let first_two: Vec<String> = w.completed_writes().keys().take(2).cloned().collect();
+    w.archive(&first_two[1]).unwrap();
+    let fs = open(&root, &tmp.path().join("cache"));
+    assert_eq!(fs.latest_instant().as_deref(), Some(last.as_str()));
+    let log = walk(&fs, "delta/_delta_log").unwrap();
+    match fs.readdir_entries(log) {
+        Err(Error::Unsupported(m)) => assert!(m.contains("archived"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
