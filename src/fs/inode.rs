@@ -318,6 +318,10 @@ mod tests {
             },
             Node::TimelineFile { name: 0 },
             Node::TimelineFile { name: 77 },
+            Node::DeltaDir,
+            Node::DeltaLogDir,
+            Node::DeltaLogFile { file: 0 },
+            Node::DeltaLogFile { file: 12_345 },
             Node::ViewDir { view: 0, dir: 0 },
             Node::ViewDir {
                 view: 5,
@@ -334,7 +338,7 @@ mod tests {
             assert_eq!(Node::from_ino(ino), Some(node), "{ino:#x}");
         }
         assert_eq!(Node::from_ino(0), None);
-        assert_eq!(Node::from_ino(9), None);
+        assert_eq!(Node::from_ino(11), None);
         assert_eq!(Node::from_ino(99), None);
         for ino in [1, 77, Node::ViewFile { view: 9, file: 12 }.ino(), u64::MAX] {
             let (k, v, i) = ino_fields(ino);

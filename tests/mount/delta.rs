@@ -144,3 +144,84 @@ fn every_version_of_every_fixture_reads_as_hudi_reads_it() {
         "{totals:#?}"
     );
 }
+
+/// DuckDB 1.5.5's `delta_scan` (the delta extension from its PyPI wheel) on the newest version
+/// of every fixture: the same row count and the same multiset of record keys as `read_parquet`
+/// of the files of `latest/` (copy-on-write) or `merged/latest/` (merge-on-read).
+#[test]
+fn duckdb_delta_scan_reads_every_fixture_as_its_files() {
+    let Some(dir) = support::fixtures_dir() else {
+        return;
+    };
+    if !support::fuse_available() {
+        return;
+    }
+    let py = support::python_duckdb_delta();
+    let script = format!(
+        "{}
+import json, sys
+req = json.load(sys.stdin)
+out = []
+for t in req:
+    r = {{}}
+    try:
+        cols = [d[0] for d in c.execute(\"select * from delta_scan(?) limit 0\", [t['delta']]).description]
+        key = '_hoodie_record_key' if '_hoodie_record_key' in cols else None
+        q = 'select count(*){{}} from {{}}'.format(
+            ', list(' + key + ' order by ' + key + ')' if key else '', '{{}}')
+        r['delta'] = c.execute(q.format('delta_scan(?)'), [t['delta']]).fetchall()[0]
+        r['files'] = c.execute(q.format('read_parquet(?, union_by_name=true)'), [t['files']]).fetchall()[0]
+    except Exception as e:
+        r['error'] = repr(e)[:300]
+    out.append(r)
+json.dump(out, sys.stdout, default=str)
+",
+        support::DUCKDB_DELTA_LOAD
+    );
+    let mut compared = 0;
+    for fx in support::fixtures(&dir) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = support::unzip(&fx.zip, tmp.path());
+        let cache = tmp.path().join("merge-cache");
+        let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+        let mor = fx.expected["table_type"] == "MERGE_ON_READ";
+        let latest = m.path().join(if mor { "merged/latest" } else { "latest" });
+        let files = support::walk_files(&latest).unwrap_or_default();
+        // An empty table has no Delta version; a refused one (Lance base files) fails to
+        // read, as the test above checks.
+        let log = m.path().join("delta/_delta_log");
+        let newest = std::fs::read_dir(&log)
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).max())
+            .ok()
+            .flatten();
+        if files.is_empty() || newest.is_none_or(|v| std::fs::read(v).is_err()) {
+            continue;
+        }
+        let req = json!([{"delta": m.path().join("delta"), "files": latest.join("**/*.parquet")}]);
+        let res = run_python(&py, &script, &req);
+        let r = &res[0];
+        assert!(r.get("error").is_none(), "{}: {r}", fx.name);
+        assert_eq!(r["delta"], r["files"], "{}", fx.name);
+        compared += 1;
+    }
+    assert!(compared >= 40, "{compared} tables compared");
+}
+
+fn run_python(py: &std::path::Path, script: &str, input: &Value) -> Value {
+    use std::io::Write;
+    let mut child = std::process::Command::new(py)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "python failed");
+    serde_json::from_slice(&out.stdout).unwrap()
+}

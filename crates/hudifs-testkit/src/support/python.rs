@@ -218,3 +218,49 @@ pub fn sample(parsed: &Value, family: &str, name: &str, labels: &[(&str, &str)])
         .and_then(|s| s[2].as_f64())
         .unwrap_or(0.0)
 }
+
+/// The DuckDB release the Delta and Iceberg reader tests pin (docs/SEMANTICS.md §11), with its
+/// delta extension from PyPI: a virtual environment of its own (target/pyenv-duckdb), since the
+/// reader tests' DuckDB is unpinned. The extension is `LOAD`ed from the file in its wheel
+/// ([`DUCKDB_DELTA_LOAD`]); nothing is downloaded at run time.
+pub fn python_duckdb_delta() -> PathBuf {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        use std::process::Command;
+        const PACKAGES: [&str; 2] = ["duckdb==1.5.5", "duckdb-extension-delta==1.5.5"];
+        let venv = crate::fixtures::workspace().join("target/pyenv-duckdb");
+        let py = venv.join("bin/python");
+        let _lock = venv_lock();
+        let ok = |py: &Path| {
+            Command::new(py)
+                .args([
+                    "-c",
+                    "import duckdb, duckdb_extension_delta; assert duckdb.__version__ == '1.5.5'",
+                ])
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !ok(&py) {
+            if !py.exists() {
+                let st = Command::new("python3")
+                    .args(["-m", "venv"])
+                    .arg(&venv)
+                    .status()
+                    .expect("python3 -m venv");
+                assert!(st.success(), "could not create {}", venv.display());
+            }
+            pip_install(&py, &PACKAGES);
+        }
+        assert!(ok(&py), "{} lacks {PACKAGES:?}", py.display());
+        py
+    })
+    .clone()
+}
+
+/// Python that loads the delta extension of [`python_duckdb_delta`]'s wheel into connection `c`.
+pub const DUCKDB_DELTA_LOAD: &str = "import duckdb, glob, os, duckdb_extension_delta
+ext = glob.glob(os.path.join(os.path.dirname(duckdb_extension_delta.__file__), 'extensions', '*', 'delta.duckdb_extension'))[0]
+c = duckdb.connect(config={'allow_unsigned_extensions': 'true'})
+c.execute(\"LOAD '\" + ext + \"'\")
+";
