@@ -70,25 +70,12 @@ pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<
     lines.push(json!({ "commitInfo": info }));
     let ntz = |v: &Version| v.schema.as_ref().is_some_and(|s| s.timestamp_ntz);
     if prev.is_none() || prev.is_some_and(|p| ntz(p) != ntz(cur)) {
-        lines.push(protocol(ntz(cur)));
+        lines.push(protocol(cur));
     }
     let schema_changed = prev.map(|p| p.schema.as_ref().map(|s| &s.string))
         != Some(cur.schema.as_ref().map(|s| &s.string));
     if schema_changed {
-        let schema = cur
-            .schema
-            .as_ref()
-            .map(|s| s.string.clone())
-            .unwrap_or_else(|| json!({"type": "struct", "fields": []}).to_string());
-        lines.push(json!({"metaData": {
-            "id": table.id,
-            "name": table.name,
-            "format": {"provider": "parquet", "options": {}},
-            "schemaString": schema,
-            "partitionColumns": [],
-            "configuration": {},
-            "createdTime": table.created_ms,
-        }}));
+        lines.push(metadata(table, cur));
     }
     let empty = BTreeMap::new();
     let before = prev.map_or(&empty, |p| &p.files);
@@ -108,16 +95,7 @@ pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<
         if before.get(key).is_some_and(|g| g.path == f.path) {
             continue;
         }
-        let mut add = Map::new();
-        add.insert("path".into(), json!(f.path));
-        add.insert("partitionValues".into(), json!({}));
-        add.insert("size".into(), json!(f.size));
-        add.insert("modificationTime".into(), json!(f.modified_ms));
-        add.insert("dataChange".into(), json!(true));
-        if let Some(s) = &f.stats {
-            add.insert("stats".into(), json!(s));
-        }
-        lines.push(json!({ "add": add }));
+        lines.push(add(f));
     }
     let mut out = Vec::new();
     for l in lines {
@@ -127,8 +105,9 @@ pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<
     out
 }
 
-fn protocol(ntz: bool) -> Value {
-    if ntz {
+/// The `protocol` action a version needs.
+pub fn protocol(v: &Version) -> Value {
+    if v.schema.as_ref().is_some_and(|s| s.timestamp_ntz) {
         json!({"protocol": {
             "minReaderVersion": 3,
             "minWriterVersion": 7,
@@ -138,6 +117,38 @@ fn protocol(ntz: bool) -> Value {
     } else {
         json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}})
     }
+}
+
+/// The `metaData` action of version `v`.
+pub fn metadata(table: &TableFacts, v: &Version) -> Value {
+    let schema = v
+        .schema
+        .as_ref()
+        .map(|s| s.string.clone())
+        .unwrap_or_else(|| json!({"type": "struct", "fields": []}).to_string());
+    json!({"metaData": {
+        "id": table.id,
+        "name": table.name,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": schema,
+        "partitionColumns": [],
+        "configuration": {},
+        "createdTime": table.created_ms,
+    }})
+}
+
+/// The `add` action of file `f`.
+pub fn add(f: &DeltaFile) -> Value {
+    let mut add = Map::new();
+    add.insert("path".into(), json!(f.path));
+    add.insert("partitionValues".into(), json!({}));
+    add.insert("size".into(), json!(f.size));
+    add.insert("modificationTime".into(), json!(f.modified_ms));
+    add.insert("dataChange".into(), json!(true));
+    if let Some(s) = &f.stats {
+        add.insert("stats".into(), json!(s));
+    }
+    json!({ "add": add })
 }
 
 /// A path relative to `delta/` as Delta's `add.path` spells it: a URI reference, so every byte

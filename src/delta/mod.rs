@@ -1,63 +1,183 @@
 //! `delta/`: the table as a Delta Lake table, for engines that read Delta but not Hudi
 //! (docs/SEMANTICS.md §11). Plain logic, no file system: the versions and their log files
-//! (`log`), the Delta schema of a Parquet schema (`schema`) and a data file's statistics from
-//! its footer (`stats`). The file system builds the versions from its own views
-//! (`fs/delta.rs`).
+//! (`log`), checkpoints (`checkpoint`), the Delta schema of a Parquet schema (`schema`) and a
+//! data file's statistics from its footer (`stats`). The file system builds the versions from
+//! its own views (`fs/delta.rs`).
 
+pub mod checkpoint;
 pub mod log;
 pub mod schema;
 pub mod stats;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 pub use log::{DeltaFile, TableFacts, Version};
 
-/// The name of a file in `_delta_log/`: the version's JSON, `<20 digits>.json`.
-pub fn log_file_name(version: u64) -> String {
-    format!("{version:020}.json")
+/// A file of `_delta_log/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LogFile {
+    /// `<20 digits>.json`: a version's actions.
+    Json(u64),
+    /// `<20 digits>.checkpoint.parquet`: a version's whole state.
+    Checkpoint(u64),
+    /// `_last_checkpoint`.
+    Last,
 }
 
-/// The version a `_delta_log/` file name stands for.
-pub fn parse_log_file_name(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(".json")?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+/// Versions above this have no file id (far beyond any table's count of writes).
+const MAX_VERSION: u64 = (1 << 33) - 1;
+
+impl LogFile {
+    pub fn name(self) -> String {
+        match self {
+            LogFile::Json(v) => format!("{v:020}.json"),
+            LogFile::Checkpoint(v) => format!("{v:020}.checkpoint.parquet"),
+            LogFile::Last => "_last_checkpoint".into(),
+        }
     }
-    digits.parse().ok()
+
+    pub fn parse(name: &str) -> Option<LogFile> {
+        if name == "_last_checkpoint" {
+            return Some(LogFile::Last);
+        }
+        let (digits, json) = match name.strip_suffix(".json") {
+            Some(d) => (d, true),
+            None => (name.strip_suffix(".checkpoint.parquet")?, false),
+        };
+        if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let v: u64 = digits.parse().ok().filter(|v| *v <= MAX_VERSION)?;
+        Some(if json {
+            LogFile::Json(v)
+        } else {
+            LogFile::Checkpoint(v)
+        })
+    }
+
+    /// A number for the file's inode (below 2^35).
+    pub fn id(self) -> u64 {
+        match self {
+            LogFile::Json(v) => v << 2,
+            LogFile::Checkpoint(v) => (v << 2) | 1,
+            LogFile::Last => 2,
+        }
+    }
+
+    pub fn from_id(id: u64) -> Option<LogFile> {
+        match (id & 3, id >> 2) {
+            (0, v) if v <= MAX_VERSION => Some(LogFile::Json(v)),
+            (1, v) if v <= MAX_VERSION => Some(LogFile::Checkpoint(v)),
+            (2, 0) => Some(LogFile::Last),
+            _ => None,
+        }
+    }
 }
 
-/// The whole log of one snapshot of the table: every version, rendered.
+/// A checkpoint as written, or why it could not be.
+type Written = Result<Arc<Vec<u8>>, String>;
+
+/// The whole log of one snapshot of the table: every version that could be built, rendered,
+/// and its checkpoints (written when first read).
 pub struct DeltaLog {
     /// The generation of the snapshot it was built from.
     pub generation: u64,
+    table: TableFacts,
     pub versions: Vec<Arc<Version>>,
     /// `rendered[i]` is the log file of `versions[i]`.
-    pub rendered: Vec<Arc<Vec<u8>>>,
+    rendered: Vec<Arc<Vec<u8>>>,
+    /// The versions with a checkpoint: the first built one when the log does not start at 0
+    /// (archived or cleaned history), and every [`checkpoint::INTERVAL`]-th.
+    checkpoints: Vec<u64>,
+    written: Mutex<HashMap<u64, Written>>,
 }
 
 impl DeltaLog {
     /// Render `versions` (in order, numbered from their first's number).
-    pub fn new(generation: u64, table: &TableFacts, versions: Vec<Arc<Version>>) -> DeltaLog {
+    pub fn new(generation: u64, table: TableFacts, versions: Vec<Arc<Version>>) -> DeltaLog {
         let rendered = versions
             .iter()
             .enumerate()
             .map(|(i, v)| {
                 let prev = i.checked_sub(1).map(|p| &*versions[p]);
-                Arc::new(log::render(table, prev, v))
+                Arc::new(log::render(&table, prev, v))
             })
+            .collect();
+        let checkpoints = versions
+            .iter()
+            .enumerate()
+            .filter(|(i, v)| v.number > 0 && (*i == 0 || v.number % checkpoint::INTERVAL == 0))
+            .map(|(_, v)| v.number)
             .collect();
         DeltaLog {
             generation,
+            table,
             versions,
             rendered,
+            checkpoints,
+            written: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The log file of version `number`, and its version.
-    pub fn file(&self, number: u64) -> Option<(&Arc<Version>, &Arc<Vec<u8>>)> {
+    fn version(&self, number: u64) -> Option<(usize, &Arc<Version>)> {
         let first = self.versions.first()?.number;
         let i = usize::try_from(number.checked_sub(first)?).ok()?;
-        Some((self.versions.get(i)?, self.rendered.get(i)?))
+        Some((i, self.versions.get(i)?))
+    }
+
+    /// The built versions' files in `_delta_log/`, in order.
+    pub fn files(&self) -> Vec<LogFile> {
+        let mut out: Vec<LogFile> = self
+            .versions
+            .iter()
+            .map(|v| LogFile::Json(v.number))
+            .collect();
+        out.extend(self.checkpoints.iter().map(|v| LogFile::Checkpoint(*v)));
+        if !self.checkpoints.is_empty() {
+            out.push(LogFile::Last);
+        }
+        out
+    }
+
+    /// The version a log file belongs to (`_last_checkpoint`: the newest checkpoint's).
+    pub fn version_of(&self, f: LogFile) -> Option<&Arc<Version>> {
+        match f {
+            LogFile::Json(n) => self.version(n).map(|(_, v)| v),
+            LogFile::Checkpoint(n) if self.checkpoints.contains(&n) => {
+                self.version(n).map(|(_, v)| v)
+            }
+            LogFile::Checkpoint(_) => None,
+            LogFile::Last => self.version(*self.checkpoints.last()?).map(|(_, v)| v),
+        }
+    }
+
+    /// The bytes of log file `f`, if this log has it (a checkpoint is written on first use).
+    pub fn bytes(&self, f: LogFile) -> Option<Result<Arc<Vec<u8>>, String>> {
+        match f {
+            LogFile::Json(n) => self.version(n).map(|(i, _)| Ok(self.rendered[i].clone())),
+            LogFile::Checkpoint(n) => {
+                let v = self.version_of(f)?.clone();
+                let mut written = hudifs_storage::sync::lock(&self.written);
+                Some(
+                    written
+                        .entry(n)
+                        .or_insert_with(|| {
+                            checkpoint::write(&self.table, &v).map(|(b, _)| Arc::new(b))
+                        })
+                        .clone(),
+                )
+            }
+            LogFile::Last => {
+                let v = self.version_of(f)?;
+                let size = checkpoint::actions(&self.table, v).len();
+                Some(Ok(Arc::new(checkpoint::last_checkpoint(
+                    v.number,
+                    size,
+                    v.files.len(),
+                ))))
+            }
+        }
     }
 }
 
@@ -66,15 +186,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn log_file_names_round_trip() {
-        assert_eq!(log_file_name(7), "00000000000000000007.json");
-        assert_eq!(parse_log_file_name("00000000000000000007.json"), Some(7));
+    fn log_file_names_and_ids_round_trip() {
+        for f in [
+            LogFile::Json(0),
+            LogFile::Json(7),
+            LogFile::Checkpoint(10),
+            LogFile::Last,
+        ] {
+            assert_eq!(LogFile::parse(&f.name()), Some(f));
+            assert_eq!(LogFile::from_id(f.id()), Some(f));
+        }
+        assert_eq!(LogFile::Json(7).name(), "00000000000000000007.json");
+        assert_eq!(
+            LogFile::Checkpoint(10).name(),
+            "00000000000000000010.checkpoint.parquet"
+        );
         for bad in [
             "7.json",
             "0000000000000000000a.json",
             "00000000000000000007.crc",
+            "99999999999999999999.json",
         ] {
-            assert_eq!(parse_log_file_name(bad), None, "{bad}");
+            assert_eq!(LogFile::parse(bad), None, "{bad}");
         }
     }
 }

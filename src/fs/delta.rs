@@ -14,7 +14,7 @@ use hudifs_core::instant_time::InstantTime;
 use hudifs_core::snapshot::Snapshot;
 use hudifs_storage::sync::lock;
 
-use crate::delta::{self, stats::FileFacts, DeltaFile, DeltaLog, TableFacts, Version};
+use crate::delta::{self, stats::FileFacts, DeltaFile, DeltaLog, LogFile, TableFacts, Version};
 
 use super::inode::Node;
 use super::{join, DirEntry, Entry, HudiFs, Kind, OpenHandle, TTL_FRESH};
@@ -35,10 +35,24 @@ pub(super) struct DeltaCache {
 /// one failed (its log file and every later one fail to read with this error).
 struct Built {
     log: DeltaLog,
-    /// The number the next version would have, and the error that stopped it.
+    /// The number of the first version that failed, and the error that stopped it.
     failed: Option<(u64, Error)>,
-    /// Every version's number and instant, built or not: what `_delta_log/` lists.
-    numbers: Vec<(u64, InstantTime)>,
+    /// Every version's number, built or not: the log files `_delta_log/` lists.
+    numbers: Vec<u64>,
+}
+
+impl Built {
+    /// What `_delta_log/` lists: a log file per version, built or not, then the checkpoints.
+    fn listed(&self) -> Vec<LogFile> {
+        let mut out: Vec<LogFile> = self.numbers.iter().map(|n| LogFile::Json(*n)).collect();
+        out.extend(
+            self.log
+                .files()
+                .into_iter()
+                .filter(|f| !matches!(f, LogFile::Json(_))),
+        );
+        out
+    }
 }
 
 /// A data file of a version's view: its path in the view, inode and size.
@@ -87,31 +101,39 @@ impl HudiFs {
 
     /// The node of a name in `delta/_delta_log/`.
     pub(super) fn delta_log_child(&self, name: &str) -> Result<Node> {
-        let n = delta::parse_log_file_name(name)
-            .ok_or_else(|| Error::NotFound(format!("delta/{LOG_DIR}/{name}")))?;
+        let missing = || Error::NotFound(format!("delta/{LOG_DIR}/{name}"));
+        let f = LogFile::parse(name).ok_or_else(missing)?;
         let built = self.delta_log()?;
-        if !built.numbers.iter().any(|(m, _)| *m == n) {
-            return Err(Error::NotFound(format!("delta/{LOG_DIR}/{name}")));
+        if !built.listed().contains(&f) {
+            return Err(missing());
         }
-        Ok(Node::DeltaLogFile { file: n })
+        Ok(Node::DeltaLogFile { file: f.id() })
     }
 
     /// The entries of `delta/_delta_log/`: every version, built or not (a version that could
     /// not be built is listed, so a reader fails on it rather than taking an older version for
-    /// the newest).
+    /// the newest), the checkpoints and `_last_checkpoint`.
     pub(super) fn delta_log_entries(&self) -> Result<Vec<DirEntry>> {
         let built = self.delta_log()?;
         Ok(built
-            .numbers
-            .iter()
-            .map(|(n, _)| {
-                let ino = Node::DeltaLogFile { file: *n }.ino();
-                let entry = match built.log.file(*n) {
-                    Some((v, bytes)) => self.delta_log_entry(ino, v, bytes.len()),
-                    None => self.owner.rendered_file(ino, 0, None, Duration::ZERO),
+            .listed()
+            .into_iter()
+            .map(|f| {
+                let ino = Node::DeltaLogFile { file: f.id() }.ino();
+                let entry = match (built.log.version_of(f), f) {
+                    // A checkpoint's size is known once it is written: on `stat`.
+                    (Some(v), LogFile::Json(_) | LogFile::Last) => {
+                        let len = built
+                            .log
+                            .bytes(f)
+                            .and_then(|b| b.ok())
+                            .map_or(0, |b| b.len());
+                        self.delta_log_entry(ino, v, len)
+                    }
+                    _ => self.owner.rendered_file(ino, 0, None, Duration::ZERO),
                 };
                 DirEntry {
-                    name: Arc::from(delta::log_file_name(*n)),
+                    name: Arc::from(f.name()),
                     entry,
                 }
             })
@@ -124,30 +146,35 @@ impl HudiFs {
             .rendered_file(ino, len as u64, Some(mtime), TTL_FRESH)
     }
 
-    /// The entry of log file `n`.
-    pub(super) fn delta_log_file_entry(&self, n: u64) -> Result<Entry> {
-        let built = self.delta_log()?;
-        let ino = Node::DeltaLogFile { file: n }.ino();
-        match built.log.file(n) {
-            Some((v, bytes)) => Ok(self.delta_log_entry(ino, v, bytes.len())),
-            None => Err(self.delta_log_missing(&built, n)),
-        }
+    /// The entry of log file `id`.
+    pub(super) fn delta_log_file_entry(&self, id: u64) -> Result<Entry> {
+        let (bytes, v) = self.delta_log_bytes(id)?;
+        let ino = Node::DeltaLogFile { file: id }.ino();
+        Ok(self.delta_log_entry(ino, &v, bytes.len()))
     }
 
-    /// What opening log file `n` holds.
-    pub(super) fn open_delta_log_file(&self, n: u64) -> Result<OpenHandle> {
-        let built = self.delta_log()?;
-        match built.log.file(n) {
-            Some((_, bytes)) => Ok(OpenHandle::Bytes(bytes.clone())),
-            None => Err(self.delta_log_missing(&built, n)),
-        }
+    /// What opening log file `id` holds.
+    pub(super) fn open_delta_log_file(&self, id: u64) -> Result<OpenHandle> {
+        Ok(OpenHandle::Bytes(self.delta_log_bytes(id)?.0))
     }
 
-    fn delta_log_missing(&self, built: &Built, n: u64) -> Error {
-        match &built.failed {
-            Some((first, e)) if n >= *first => e.clone(),
-            _ => Error::NotFound(format!("delta/{LOG_DIR}/{}", delta::log_file_name(n))),
-        }
+    fn delta_log_bytes(&self, id: u64) -> Result<(Arc<Vec<u8>>, Arc<Version>)> {
+        let f = LogFile::from_id(id)
+            .ok_or_else(|| Error::NotFound(format!("delta/{LOG_DIR} file {id}")))?;
+        let built = self.delta_log()?;
+        let missing = || match (&built.failed, f) {
+            (Some((first, e)), LogFile::Json(n) | LogFile::Checkpoint(n)) if n >= *first => {
+                e.clone()
+            }
+            _ => Error::NotFound(format!("delta/{LOG_DIR}/{}", f.name())),
+        };
+        let v = built.log.version_of(f).ok_or_else(missing)?.clone();
+        let bytes = built.log.bytes(f).ok_or_else(missing)?.map_err(|e| {
+            let e = Error::Corrupt(format!("delta/{LOG_DIR}/{}: {e}", f.name()));
+            log::warn!("{e}");
+            e
+        })?;
+        Ok((bytes, v))
     }
 
     /// The log of the current snapshot, built on first use after each change of the table.
@@ -165,17 +192,10 @@ impl HudiFs {
 
     fn build_delta_log(&self, snap: &Arc<Snapshot>) -> Result<Built> {
         let tl = snap.timeline();
-        if tl.archive_nonempty {
-            // Version numbers count every write since the table began; the archived ones'
-            // files are gone, so the log would have to start at a checkpoint.
-            let e = Error::Unsupported(format!(
-                "delta/: table {} has archived instants; a Delta log of it needs a checkpoint at \
-                 its first active version, which hudifs does not write yet",
-                snap.cfg.name
-            ));
-            log::warn!("{e}");
-            return Err(e);
-        }
+        // Version numbers count every write since the table began, archived ones included.
+        let offset = snap.archived_write_count().inspect_err(|e| {
+            log::warn!("delta/: {e}");
+        })? as u64;
         let merged = snap.cfg.is_mor();
         let table = TableFacts {
             id: delta::log::table_id(&format!("hudi:{}", snap.cfg.name)),
@@ -186,27 +206,37 @@ impl HudiFs {
                 .next()
                 .map_or(0, |t| epoch_ms(t.as_str())),
         };
-        let numbers: Vec<(u64, InstantTime)> = tl
-            .completed
-            .keys()
-            .enumerate()
-            .map(|(n, t)| (n as u64, t.clone()))
-            .collect();
-        let mut versions: Vec<Arc<Version>> = Vec::with_capacity(numbers.len());
+        let mut numbers: Vec<u64> = Vec::new();
+        let mut versions: Vec<Arc<Version>> = Vec::new();
         let mut failed = None;
-        for (n, t) in &numbers {
-            let inst = &tl.completed[t];
-            match self.delta_version(snap, merged, *n, t, inst, versions.last()) {
-                Ok(v) => versions.push(Arc::new(v)),
+        let cleaned = snap.ctx.retention_bound();
+        for (i, (t, inst)) in tl.completed.iter().enumerate() {
+            let n = offset + i as u64;
+            if failed.is_some() {
+                numbers.push(n);
+                continue;
+            }
+            match self.delta_version(snap, merged, n, t, inst, versions.last()) {
+                Ok(v) => {
+                    numbers.push(n);
+                    versions.push(Arc::new(v));
+                }
+                // History the cleaner removed (§5.3): the log starts after it, at a
+                // checkpoint, and a savepoint before it is not a version.
+                Err(Error::Refused(why)) if cleaned.is_some_and(|b| t < b) => {
+                    log::debug!("delta/: version {n} (instant {t}) not served: {why}");
+                    versions.clear();
+                    numbers.clear();
+                }
                 Err(e) => {
                     log::warn!("delta/: version {n} (instant {t}) refused: {e}");
-                    failed = Some((*n, e));
-                    break;
+                    numbers.push(n);
+                    failed = Some((n, e));
                 }
             }
         }
         Ok(Built {
-            log: DeltaLog::new(snap.generation, &table, versions),
+            log: DeltaLog::new(snap.generation, table, versions),
             failed,
             numbers,
         })

@@ -13,7 +13,9 @@ use hudifs::fs::{FsOptions, HudiFs, MergeSettings, ROOT};
 use hudifs_core::error::Error;
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
-use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
+use hudifs_testkit::generator::{
+    build_cleaned_and_archived, rows, rows_with_ids, TableSpec, TableWriter,
+};
 use serde_json::Value;
 
 fn open(root: &std::path::Path, cache: &std::path::Path) -> HudiFs {
@@ -176,24 +178,49 @@ fn versions_follow_the_writes_of_a_merge_on_read_table() {
 }
 
 #[test]
-fn a_table_with_archived_instants_is_refused() {
+fn cleaned_and_archived_history_starts_at_a_checkpoint() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("t");
-    let spec = TableSpec::new("d", TableType::CopyOnWrite, 6);
-    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
-    let mut last = String::new();
-    for i in 0..4 {
-        let mut t = w.begin(Action::Commit).unwrap();
-        t.insert("", &rows(i + 1, 5)).unwrap();
-        last = t.complete().unwrap();
-    }
-    let first_two: Vec<String> = w.completed_writes().keys().take(2).cloned().collect();
-    w.archive(&first_two[1]).unwrap();
+    let commits = build_cleaned_and_archived(&root).unwrap();
     let fs = open(&root, &tmp.path().join("cache"));
-    assert_eq!(fs.latest_instant().as_deref(), Some(last.as_str()));
-    let log = walk(&fs, "delta/_delta_log").unwrap();
-    match fs.readdir_entries(log) {
-        Err(Error::Unsupported(m)) => assert!(m.contains("archived"), "{m}"),
-        other => panic!("{other:?}"),
-    }
+    let mut want: Vec<String> = (5..12).map(|n| format!("{n:020}.json")).collect();
+    want.extend([
+        "00000000000000000005.checkpoint.parquet".to_string(),
+        "00000000000000000010.checkpoint.parquet".to_string(),
+        "_last_checkpoint".to_string(),
+    ]);
+    want.sort();
+    assert_eq!(log_names(&fs), want);
+    let last: Value = serde_json::from_slice(&read_all(
+        &fs,
+        walk(&fs, "delta/_delta_log/_last_checkpoint").unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(last["version"], 10);
+    assert_eq!(last["size"], 3, "protocol, metaData, one add");
+    assert_eq!(
+        actions(&fs, 10)[0]["commitInfo"]["hudi.instant"],
+        commits[10]
+    );
+    assert_eq!(actions(&fs, 5)[0]["commitInfo"]["hudi.instant"], commits[5]);
+    // The checkpoint is a Parquet file whose one add names version 10's file.
+    let cp = read_all(
+        &fs,
+        walk(
+            &fs,
+            "delta/_delta_log/00000000000000000010.checkpoint.parquet",
+        )
+        .unwrap(),
+    );
+    assert_eq!(&cp[..4], b"PAR1");
+    let text = String::from_utf8_lossy(&cp);
+    assert!(
+        text.contains(&format!("{}/", commits[10])),
+        "the add's path"
+    );
+    // Versions the cleaner removed are not there.
+    assert!(matches!(
+        walk(&fs, "delta/_delta_log/00000000000000000004.json"),
+        Err(Error::NotFound(_))
+    ));
 }

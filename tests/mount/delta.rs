@@ -225,3 +225,58 @@ fn run_python(py: &std::path::Path, script: &str, input: &Value) -> Value {
     assert!(out.status.success(), "python failed");
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// A table with cleaned and archived history (`build_cleaned_and_archived`) through a real
+/// mount: delta-rs reads the newest version from its checkpoint and the log after it, rows equal
+/// to `latest/`'s files; the first version the cleaner kept reads as `as_of/` of its instant;
+/// a version the cleaner removed is not there; DuckDB's `delta_scan` agrees.
+#[test]
+fn a_cleaned_and_archived_table_reads_from_its_checkpoints() {
+    if !support::fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("t");
+    let commits = hudifs_testkit::generator::build_cleaned_and_archived(&root).unwrap();
+    let m = MountGuard::mount(&root, &[]);
+    let delta = m.path().join("delta");
+    let py = support::python();
+    let mut views = vec![json!({"label": "newest", "as_of": commits[11], "dir": null,
+        "delta": {"root": delta, "version": 11}, "same_as_dir": m.path().join("latest")})];
+    views.push(
+        json!({"label": "first kept", "as_of": commits[5], "dir": null,
+        "delta": {"root": delta, "version": 5},
+        "same_as_dir": m.path().join("as_of").join(&commits[5])}),
+    );
+    views.push(json!({"label": "cleaned", "as_of": commits[4], "dir": null,
+        "delta": {"root": delta, "version": 4}}));
+    let res = merge::compare(&py, &json!({"table": root, "gold": null, "views": views}));
+    let v = res["views"].as_array().unwrap();
+    for (i, n) in [(0, 11), (1, 5)] {
+        assert!(v[i].get("read_error").is_none(), "{}", v[i]);
+        assert_eq!(v[i]["delta_instant"], commits[n]);
+        assert_eq!(v[i]["same_as_dir"]["match"], true, "{}", v[i]);
+        assert_eq!(v[i]["same_as_dir"]["rows"], 20, "{}", v[i]);
+        assert_eq!(v[i]["hudi_rs"]["match"], true, "{}", v[i]);
+    }
+    assert!(
+        v[2].get("read_error").is_some(),
+        "version 4 was cleaned: {}",
+        v[2]
+    );
+    let script = format!(
+        "{}\nprint(c.execute(\"select count(*) from delta_scan('{}')\").fetchall()[0][0])",
+        support::DUCKDB_DELTA_LOAD,
+        delta.display()
+    );
+    let out = std::process::Command::new(support::python_duckdb_delta())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "20");
+}

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use hudifs_storage::Storage;
 
 use crate::archive;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::instant_time::InstantTime;
 use crate::listing::{self, DataFile};
 use crate::listing_source::{self, ListingMode};
@@ -151,6 +151,19 @@ impl Snapshot {
             return got;
         }
         self.archive.get_or_init(|| got).clone()
+    }
+
+    /// How many completed writes the archived timeline holds (read on first use): what the
+    /// active timeline's first write is preceded by. A damaged archive refuses.
+    pub fn archived_write_count(&self) -> Result<usize> {
+        if !self.timeline().archive_nonempty {
+            return Ok(0);
+        }
+        match self.archived() {
+            Archived::Read(f) => Ok(f.writes.len()),
+            Archived::Damaged(e) => Err(Error::Refused(format!("the archived timeline: {e}"))),
+            Archived::NotNeeded => Ok(0),
+        }
     }
 
     /// Decide a view (reading the archived timeline first if the view reaches into it).

@@ -63,6 +63,7 @@ mod cdc;
 mod create;
 mod demo;
 mod expect;
+mod history;
 mod logfile;
 mod metadata_table;
 #[cfg(test)]
@@ -93,6 +94,7 @@ pub use self::bulk::build_wide_table;
 pub use self::cdc::CdcMode;
 pub use self::demo::{build_demo, DEMO_CLOCK_START_MS};
 pub use self::expect::ExpectedFile;
+pub use self::history::build_cleaned_and_archived;
 pub use self::logfile::{blocks, read_blocks, ReadBlock};
 pub use self::metadata_table::{
     decode_files_record, merge_file_info, merge_records, partition_key, record_partitions,
