@@ -180,6 +180,8 @@ mod tests {
             files: [("a".to_string(), f("i/a")), ("b".to_string(), f("i/b"))]
                 .into_iter()
                 .collect(),
+            removed: Vec::new(),
+            added: Vec::new(),
         };
         let (bytes, n) = write(&table, &v).unwrap();
         assert_eq!(n, 4);

@@ -2,7 +2,6 @@
 //! the set of data files of that instant's snapshot, and the actions that turn the version
 //! before it into it (docs/SEMANTICS.md §11).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
@@ -35,7 +34,30 @@ pub struct Version {
     pub schema: Option<super::schema::DeltaSchema>,
     /// The data files, by their path in the table (partition and name): a file keeps its
     /// `DeltaFile` from the version that added it for as long as it stays.
-    pub files: BTreeMap<String, Arc<DeltaFile>>,
+    /// (A persistent map: a version shares what it keeps with the one before.)
+    pub files: imbl::OrdMap<String, Arc<DeltaFile>>,
+    /// The files of the version before that this one no longer has, and the files it adds.
+    pub removed: Vec<Arc<DeltaFile>>,
+    pub added: Vec<Arc<DeltaFile>>,
+}
+
+impl Version {
+    /// Set `removed` and `added` by comparing every file with version `prev`'s.
+    pub fn set_changes(&mut self, prev: Option<&Version>) {
+        let empty = imbl::OrdMap::new();
+        let before = prev.map_or(&empty, |p| &p.files);
+        self.removed = before
+            .iter()
+            .filter(|(k, f)| self.files.get(*k).is_none_or(|g| g.path != f.path))
+            .map(|(_, f)| f.clone())
+            .collect();
+        self.added = self
+            .files
+            .iter()
+            .filter(|(k, f)| before.get(*k).is_none_or(|g| g.path != f.path))
+            .map(|(_, f)| f.clone())
+            .collect();
+    }
 }
 
 /// What every version shares: the table's identity.
@@ -77,24 +99,17 @@ pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<
     if schema_changed {
         lines.push(metadata(table, cur));
     }
-    let empty = BTreeMap::new();
-    let before = prev.map_or(&empty, |p| &p.files);
-    for (key, f) in before {
-        if cur.files.get(key).is_none_or(|g| g.path != f.path) {
-            lines.push(json!({"remove": {
-                "path": f.path,
-                "deletionTimestamp": cur.timestamp_ms,
-                "dataChange": true,
-                "extendedFileMetadata": true,
-                "partitionValues": {},
-                "size": f.size,
-            }}));
-        }
+    for f in &cur.removed {
+        lines.push(json!({"remove": {
+            "path": f.path,
+            "deletionTimestamp": cur.timestamp_ms,
+            "dataChange": true,
+            "extendedFileMetadata": true,
+            "partitionValues": {},
+            "size": f.size,
+        }}));
     }
-    for (key, f) in &cur.files {
-        if before.get(key).is_some_and(|g| g.path == f.path) {
-            continue;
-        }
+    for f in &cur.added {
         lines.push(add(f));
     }
     let mut out = Vec::new();
@@ -213,6 +228,8 @@ mod tests {
                 .iter()
                 .map(|(k, p)| (k.to_string(), file(p, 10)))
                 .collect(),
+            removed: Vec::new(),
+            added: Vec::new(),
         }
     }
 
@@ -231,8 +248,10 @@ mod tests {
             name: "t".into(),
             created_ms: 5,
         };
-        let v0 = version(0, &[("p/a", "i0/p/a"), ("p/b", "i0/p/b")]);
-        let v1 = version(1, &[("p/a", "i0/p/a"), ("p/c", "i1/p/c")]);
+        let mut v0 = version(0, &[("p/a", "i0/p/a"), ("p/b", "i0/p/b")]);
+        v0.set_changes(None);
+        let mut v1 = version(1, &[("p/a", "i0/p/a"), ("p/c", "i1/p/c")]);
+        v1.set_changes(Some(&v0));
         let a0 = actions(&render(&t, None, &v0));
         assert_eq!(a0[0]["commitInfo"]["hudi.instant"], v0.instant);
         assert!(a0[1].get("protocol").is_some());

@@ -5,7 +5,7 @@
 //! version's `add` actions name the files there: each file under the instant of the version
 //! that added it, so an unchanged file keeps its path from version to version.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -19,15 +19,20 @@ use crate::delta::{self, stats::FileFacts, DeltaFile, DeltaLog, LogFile, TableFa
 use super::inode::Node;
 use super::{join, DirEntry, Entry, HudiFs, Kind, OpenHandle, TTL_FRESH};
 
+/// A new file's size and footer facts.
+type Sized = (u64, Arc<FileFacts>);
+
+/// Footers read side by side while a version is built.
+const FOOTER_READERS: usize = 8;
+
 /// The name of the log directory in `delta/`.
 pub const LOG_DIR: &str = "_delta_log";
 
-/// What `delta/` keeps: the log of the newest snapshot it was asked for, the files of every
-/// version whose view can no longer change, and the footer facts of every file a version named.
+/// What `delta/` keeps: the log of the newest snapshot it was asked for and the footer facts of
+/// every file a version named.
 #[derive(Default)]
 pub(super) struct DeltaCache {
     log: Mutex<Option<Arc<Built>>>,
-    walked: Mutex<HashMap<InstantTime, Arc<Vec<Walked>>>>,
     facts: Mutex<HashMap<String, Arc<FileFacts>>>,
 }
 
@@ -55,11 +60,21 @@ impl Built {
     }
 }
 
-/// A data file of a version's view: its path in the view, inode and size.
-struct Walked {
-    rel: String,
-    ino: u64,
-    size: u64,
+/// The partitions write `inst` changed: those its write stats name and those of the groups
+/// it replaced; `None` when its metadata cannot be read (then every partition is walked).
+fn touched_partitions(
+    snap: &Snapshot,
+    inst: &hudifs_core::timeline::Instant,
+) -> Option<BTreeSet<String>> {
+    let m = snap.meta.commit(inst).ok()?;
+    let mut out: BTreeSet<String> = m.write_stats.iter().map(|w| w.partition.clone()).collect();
+    out.extend(m.replaced.iter().map(|g| g.partition.clone()));
+    Some(out)
+}
+
+/// The partition of a file's path in a view.
+fn partition_of(rel: &str) -> &str {
+    rel.rsplit_once('/').map_or("", |(p, _)| p)
 }
 
 fn epoch_ms(instant: &str) -> i64 {
@@ -210,10 +225,31 @@ impl HudiFs {
         let mut versions: Vec<Arc<Version>> = Vec::new();
         let mut failed = None;
         let cleaned = snap.ctx.retention_bound();
+        let pending = tl.oldest_pending();
+        let old = lock(&self.delta.log).clone();
         for (i, (t, inst)) in tl.completed.iter().enumerate() {
             let n = offset + i as u64;
             if failed.is_some() {
                 numbers.push(n);
+                continue;
+            }
+            // A version the last build made is kept while nothing can change it: no pending
+            // instant before it, not cleaned since, the versions before it kept as well.
+            let kept = old.as_ref().and_then(|o| {
+                let v = o.log.version_of(LogFile::Json(n))?;
+                let chained = match versions.last() {
+                    Some(l) => o
+                        .log
+                        .version_of(LogFile::Json(n.checked_sub(1)?))
+                        .is_some_and(|p| Arc::ptr_eq(p, l)),
+                    None => o.log.versions.first().is_some_and(|f| f.number == n),
+                };
+                let stable = pending.is_none_or(|p| t < p) && cleaned.is_none_or(|b| t >= b);
+                (v.instant == t.as_str() && chained && stable).then(|| v.clone())
+            });
+            if let Some(v) = kept {
+                numbers.push(n);
+                versions.push(v);
                 continue;
             }
             match self.delta_version(snap, merged, n, t, inst, versions.last()) {
@@ -243,6 +279,8 @@ impl HudiFs {
     }
 
     /// Version `n`: the files of instant `t`'s snapshot, each under the version that added it.
+    /// After the first, only the partitions the write changed are walked (its commit metadata
+    /// says which); every other keeps the files of the version before.
     fn delta_version(
         &self,
         snap: &Arc<Snapshot>,
@@ -254,38 +292,71 @@ impl HudiFs {
     ) -> Result<Version> {
         let completion = inst.completion.as_ref().map(|c| c.to_string());
         let timestamp_ms = epoch_ms(completion.as_deref().unwrap_or(t.as_str()));
-        let walked = self.delta_walk(snap, t, merged)?;
-        let mut files = BTreeMap::new();
+        let root = self.delta_root(t.clone(), merged)?;
+        // A view that refuses (cleaned history, unreadable metadata) refuses the version.
+        if let Node::ViewDir { view, .. } = root {
+            self.view(view)?;
+        }
+        // The previous version's files, less those of the partitions walked again (`dropped`):
+        // what the walk finds again with the same name stays as it was.
+        let mut files = prev.map(|p| p.files.clone()).unwrap_or_default();
+        let mut dropped: imbl::OrdMap<String, Arc<DeltaFile>> = imbl::OrdMap::new();
+        let mut walked = Vec::new();
+        match prev.and_then(|_| touched_partitions(snap, inst)) {
+            Some(touched) => {
+                for part in &touched {
+                    let keys: Vec<String> = if part.is_empty() {
+                        files.keys().filter(|k| !k.contains('/')).cloned().collect()
+                    } else {
+                        let prefix = format!("{part}/");
+                        files
+                            .range(prefix.clone()..)
+                            .take_while(|(k, _)| k.starts_with(&prefix))
+                            .filter(|(k, _)| partition_of(k) == part)
+                            .map(|(k, _)| k.clone())
+                            .collect()
+                    };
+                    for k in keys {
+                        if let Some(f) = files.remove(&k) {
+                            dropped.insert(k, f);
+                        }
+                    }
+                    self.delta_walk(root, part, false, &mut walked)?;
+                }
+            }
+            None => {
+                dropped = std::mem::take(&mut files);
+                self.delta_walk(root, "", true, &mut walked)?;
+            }
+        }
+        walked.sort();
+        let mut new = Vec::new();
+        for (rel, ino) in walked {
+            match dropped.remove(&rel) {
+                Some(f) => {
+                    files.insert(rel, f);
+                }
+                None => new.push((rel, ino)),
+            }
+        }
+        let mut added = Vec::new();
         let mut schema = None;
-        for w in walked.iter() {
-            if let Some(f) = prev.and_then(|p| p.files.get(&w.rel)) {
-                files.insert(w.rel.clone(), f.clone());
-                continue;
-            }
-            if !w.rel.ends_with(".parquet") {
-                // A Lance or ORC base file: Delta tables hold Parquet files only.
-                return Err(Error::Unsupported(format!(
-                    "{}: Delta tables hold Parquet data files only",
-                    w.rel
-                )));
-            }
-            let path = delta::log::encode_path(&join(t.as_str(), &w.rel));
-            let facts = self.delta_facts(&path, w.ino)?;
+        for (rel, (size, facts)) in self.delta_new_files(t, &new)? {
+            let path = delta::log::encode_path(&join(t.as_str(), &rel));
             if schema.is_none() {
                 schema = Some(
                     delta::schema::delta_schema(&facts.schema)
-                        .map_err(|e| Error::Unsupported(format!("{}: {e}", w.rel)))?,
+                        .map_err(|e| Error::Unsupported(format!("{rel}: {e}")))?,
                 );
             }
-            files.insert(
-                w.rel.clone(),
-                Arc::new(DeltaFile {
-                    path,
-                    size: w.size,
-                    modified_ms: timestamp_ms,
-                    stats: Some(facts.stats.clone()),
-                }),
-            );
+            let f = Arc::new(DeltaFile {
+                path,
+                size,
+                modified_ms: timestamp_ms,
+                stats: Some(facts.stats.clone()),
+            });
+            added.push(f.clone());
+            files.insert(rel, f);
         }
         Ok(Version {
             number: n,
@@ -295,49 +366,93 @@ impl HudiFs {
             timestamp_ms,
             schema: schema.or_else(|| prev.and_then(|p| p.schema.clone())),
             files,
+            removed: dropped.values().cloned().collect(),
+            added,
         })
     }
 
-    /// The data files of `delta/<t>/`, with their sizes (a merged slice is merged for it):
-    /// walked once for a view that can no longer change.
+    /// The size and footer facts of the files version `t` adds (`(path in the view, inode)`, in
+    /// order), read side by side: a version of a big write adds thousands, each two small reads
+    /// and a footer to decode (a merged slice is merged for its size).
+    fn delta_new_files(
+        &self,
+        t: &InstantTime,
+        new: &[(String, u64)],
+    ) -> Result<Vec<(String, Sized)>> {
+        let one = |rel: &str, ino: u64| -> Result<Sized> {
+            if !rel.ends_with(".parquet") {
+                // A Lance or ORC base file: Delta tables hold Parquet files only.
+                return Err(Error::Unsupported(format!(
+                    "{rel}: Delta tables hold Parquet data files only"
+                )));
+            }
+            let size = self.getattr(ino)?.attr.size;
+            let path = delta::log::encode_path(&join(t.as_str(), rel));
+            Ok((size, self.delta_facts(&path, ino)?))
+        };
+        let threads = FOOTER_READERS.min(new.len());
+        if threads <= 1 {
+            return new
+                .iter()
+                .map(|(rel, ino)| Ok((rel.clone(), one(rel, *ino)?)))
+                .collect();
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut got: Vec<Option<Result<Sized>>> = Vec::new();
+        got.resize_with(new.len(), || None);
+        let got = Mutex::new(got);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((rel, ino)) = new.get(i) else { break };
+                    let r = one(rel, *ino);
+                    lock(&got)[i] = Some(r);
+                });
+            }
+        });
+        let got = got.into_inner().unwrap_or_else(|e| e.into_inner());
+        new.iter()
+            .zip(got)
+            .map(|((rel, _), r)| {
+                let r = r.ok_or_else(|| Error::Invalid(format!("{rel}: not read")))?;
+                Ok((rel.clone(), r?))
+            })
+            .collect()
+    }
+
+    /// The files of directory `dir` of the view whose root is `root` (and of every directory
+    /// below it when `deep`), as (path in the view, inode); none when the view has no such
+    /// directory.
     fn delta_walk(
         &self,
-        snap: &Arc<Snapshot>,
-        t: &InstantTime,
-        merged: bool,
-    ) -> Result<Arc<Vec<Walked>>> {
-        if let Some(w) = lock(&self.delta.walked).get(t) {
-            return Ok(w.clone());
+        root: Node,
+        dir: &str,
+        deep: bool,
+        out: &mut Vec<(String, u64)>,
+    ) -> Result<()> {
+        let mut ino = root.ino();
+        if !dir.is_empty() {
+            for c in dir.split('/') {
+                match self.lookup(ino, std::ffi::OsStr::new(c)) {
+                    Ok(e) if e.attr.kind == Kind::Dir => ino = e.attr.ino,
+                    Ok(_) | Err(Error::NotFound(_)) => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            }
         }
-        let root = self.delta_root(t.clone(), merged)?;
-        let Node::ViewDir { view, .. } = root else {
-            return Err(Error::NotFound(format!("delta/{t}")));
-        };
-        let final_view = self.view(view)?.is_final;
-        let mut out = Vec::new();
-        let mut stack = vec![(root.ino(), String::new())];
+        let mut stack = vec![(ino, dir.to_string())];
         while let Some((ino, path)) = stack.pop() {
             for e in self.readdir_entries(ino)? {
                 let rel = join(&path, &e.name);
                 match e.entry.attr.kind {
-                    Kind::Dir => stack.push((e.entry.attr.ino, rel)),
-                    Kind::File => {
-                        let attr = self.getattr(e.entry.attr.ino)?.attr;
-                        out.push(Walked {
-                            rel,
-                            ino: attr.ino,
-                            size: attr.size,
-                        });
-                    }
+                    Kind::Dir if deep => stack.push((e.entry.attr.ino, rel)),
+                    Kind::Dir => {}
+                    Kind::File => out.push((rel, e.entry.attr.ino)),
                 }
             }
         }
-        out.sort_by(|a, b| a.rel.cmp(&b.rel));
-        let out = Arc::new(out);
-        if final_view && snap.timeline().completed.contains_key(t) {
-            lock(&self.delta.walked).insert(t.clone(), out.clone());
-        }
-        Ok(out)
+        Ok(())
     }
 
     /// The footer facts of the file at `path` in `delta/` (inode `ino`), read once.
