@@ -97,17 +97,23 @@ impl HudiFs {
         self.delta_root(t, snap.cfg.is_mor())
     }
 
-    /// The entries of `delta/`.
+    /// The entries of `delta/`: the log directory and the data directory of every version in
+    /// the log.
     pub(super) fn delta_entries(&self) -> Result<Vec<DirEntry>> {
         let snap = self.snapshot();
         let mut out = vec![DirEntry {
             name: Arc::from(LOG_DIR),
             entry: self.dir_entry(Node::DeltaLogDir.ino(), TTL_FRESH),
         }];
-        for t in snap.timeline().completed.keys() {
-            let node = self.delta_root(t.clone(), snap.cfg.is_mor())?;
+        // The data directories of the versions the log has (not those of history the cleaner
+        // removed, whose views refuse).
+        let built = self.delta_log()?;
+        for v in &built.log.versions {
+            let t = InstantTime::parse(&v.instant)
+                .ok_or_else(|| Error::Invalid(format!("instant {}", v.instant)))?;
+            let node = self.delta_root(t, snap.cfg.is_mor())?;
             out.push(DirEntry {
-                name: Arc::from(t.as_str()),
+                name: Arc::from(v.instant.as_str()),
                 entry: self.dir_entry(node.ino(), TTL_FRESH),
             });
         }

@@ -5,6 +5,7 @@
 //!
 //! Never run by the test suite; nothing here asserts a timing.
 
+mod delta;
 mod find;
 mod freshness;
 mod gen;
@@ -148,6 +149,17 @@ enum Cmd {
         #[arg(long, default_value_t = 10)]
         update_pct: usize,
     },
+    /// Figure 12: delta/: a cold mount until a Delta reader has the newest snapshot's metadata
+    /// (vs a cold first listing of latest/), and DuckDB's count(*) through delta_scan vs
+    /// read_parquet of the same files.
+    Delta {
+        table: PathBuf,
+        /// Python of a virtual environment with duckdb 1.5.5 and duckdb-extension-delta.
+        #[arg(long)]
+        python: PathBuf,
+        #[command(flatten)]
+        c: Common,
+    },
     /// Figure 6: the merged view: first read of merged/latest/ vs hudi-rs read() + pyarrow
     /// write, a cached second read vs the cache's files, and `ls -lR` over a warm cache; then
     /// the last write's window through merged/incremental/ (vs hudi-rs's incremental read) and
@@ -274,6 +286,7 @@ fn main() -> std::process::ExitCode {
             c,
         } => read::bench_read(table, file, modes, c),
         Cmd::Find { table, c } => find::bench_find(table, c),
+        Cmd::Delta { table, python, c } => delta::bench_delta(table, python, c),
         Cmd::MountList {
             table,
             python,
