@@ -57,15 +57,23 @@ fn build(root: &Path, table_type: TableType) -> (TableWriter, BTreeMap<String, S
     let c = t.complete().unwrap();
     models.insert(c, model(&w));
     let mut t = w.begin(write).unwrap();
-    t.update("city=a", &a, &rows_with_ids(3, &[1000, 1001]))
-        .unwrap();
+    let newer: Vec<_> = rows_with_ids(3, &[1000, 1001])
+        .into_iter()
+        .map(|mut r| {
+            r.ts = 1_800_000_000_000 + r.id;
+            r
+        })
+        .collect();
+    t.update("city=a", &a, &newer).unwrap();
     let c = t.complete().unwrap();
     models.insert(c, model(&w));
     w.add_column("score", true);
+    // Newer event times than the rows they update: they win under either ordering.
     let scored = |seed, ids: &[i64]| -> Vec<_> {
         rows_with_ids(seed, ids)
             .into_iter()
-            .map(|r| {
+            .map(|mut r| {
+                r.ts = 1_800_000_000_000 + r.id;
                 let s = (r.id * 7).to_string();
                 r.with_extra(&[Some(&s)])
             })
@@ -160,6 +168,119 @@ fn every_merged_view_has_one_schema_after_a_column_is_added() {
             assert!(
                 plain.iter().all(|n| !n.ends_with(".merged.parquet")),
                 "{plain:?}"
+            );
+        }
+        assert!(!m.log_text().contains("refused"), "{}", m.log_text());
+    }
+}
+
+/// A change record as `cdc_schema_rows.py` gives it: op, ts_ms, id, before.score,
+/// after.score, whether there is a before image, whether there is an after image.
+type CdcRow = (String, String, i64, Option<i64>, Option<i64>, bool, bool);
+
+/// The change records of `writes` (of `build`) that `window` selects, by hand from what the
+/// writer wrote: the first write inserted 1000..1019 (city=a) and 2000..2019 (city=b), the
+/// second updated 1000 and 1001, the third (after `score` was added) updated 2000 and 2002
+/// with score id·7 and inserted 5000..5009 (city=c) with score id. Rows written before the
+/// column have it null.
+fn expected_feed(writes: &[&String], selected: &[usize]) -> Vec<CdcRow> {
+    let mut out = Vec::new();
+    let rec = |op: &str, w: usize, id, before: Option<Option<i64>>, after: Option<i64>| {
+        (
+            op.to_string(),
+            writes[w].clone(),
+            id,
+            before.flatten(),
+            after,
+            before.is_some(),
+            true,
+        )
+    };
+    for &w in selected {
+        match w {
+            0 => {
+                for id in (1000..1020).chain(2000..2020) {
+                    out.push(rec("i", 0, id, None, None));
+                }
+            }
+            1 => {
+                for id in [1000, 1001] {
+                    out.push(rec("u", 1, id, Some(None), None));
+                }
+            }
+            _ => {
+                for id in [2000, 2002] {
+                    out.push(rec("u", 2, id, Some(None), Some(id * 7)));
+                }
+                for id in 5000..5010 {
+                    out.push(rec("i", 2, id, None, Some(id)));
+                }
+            }
+        }
+    }
+    out.sort_by_key(|r| serde_json::to_string(&json!(r)).unwrap());
+    out
+}
+
+#[test]
+fn every_change_feed_file_of_a_window_has_the_window_schema() {
+    if !support::fuse_available() {
+        return;
+    }
+    let py = support::python();
+    for table_type in [TableType::MergeOnRead, TableType::CopyOnWrite] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("table");
+        let (_w, models) = build(&root, table_type);
+        let cache = tmp.path().join("merge-cache");
+        let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+        let writes: Vec<&String> = models.keys().collect();
+        // One window per write, by the time that selects it (completion times on v9).
+        let mut listed: Vec<String> = std::fs::read_dir(m.path().join("cdc"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        listed.sort();
+        assert_eq!(listed.len(), 3, "{listed:?}");
+        let end_of_second = listed[1].split_once("..").unwrap().1;
+        // (window, the writes it selects, whether its schema has score)
+        let windows = [
+            ("earliest..latest".to_string(), vec![0, 1, 2], true),
+            (format!("earliest..{end_of_second}"), vec![0, 1], false),
+            (listed[2].clone(), vec![2], true),
+        ];
+        let dirs: Vec<String> = windows
+            .iter()
+            .map(|(w, _, _)| m.path().join("cdc").join(w).display().to_string())
+            .collect();
+        let res = crate::merge::run_script(&py, "cdc_schema_rows.py", &json!(dirs));
+
+        let name = format!("{table_type:?}");
+        for (i, (window, selected, scored)) in windows.iter().enumerate() {
+            let r = &res[&dirs[i]];
+            let schemas = r["schemas"].as_array().unwrap();
+            assert!(r["files"].as_u64().unwrap() >= 1, "{name} {window}: {r}");
+            assert_eq!(schemas.len(), 1, "{name} {window}: {schemas:?}");
+            let cols: std::collections::BTreeMap<&str, &str> = schemas[0]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| (c[0].as_str().unwrap(), c[1].as_str().unwrap()))
+                .collect();
+            for image in ["before", "after"] {
+                let t = cols[image];
+                assert_eq!(
+                    t.contains("score: int64"),
+                    *scored,
+                    "{name} {window} {image}: {t}"
+                );
+                assert!(!t.contains("_hoodie_"), "{name} {window} {image}: {t}");
+            }
+            let got: Vec<CdcRow> = serde_json::from_value(r["rows"].clone()).unwrap();
+            assert_eq!(
+                got,
+                expected_feed(&writes, selected),
+                "{name} {window}: records"
             );
         }
         assert!(!m.log_text().contains("refused"), "{}", m.log_text());

@@ -245,6 +245,7 @@ pub fn cdc_groups(
             partition: partition.to_string(),
             file_id,
             steps,
+            schema: None,
         })
         .collect())
 }

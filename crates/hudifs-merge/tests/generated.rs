@@ -1518,6 +1518,7 @@ fn a_cached_change_feed_is_found_without_reading_a_log_whole() {
             after: Some(state(vec![log], "002")),
             cdc_logs: vec![],
         }],
+        schema: None,
     };
     let dir = tempfile::tempdir().unwrap();
     let opts = CacheOptions {

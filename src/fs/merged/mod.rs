@@ -136,6 +136,14 @@ pub(super) struct ViewSchemaText {
     pub writers: HashMap<InstantTime, Option<Arc<str>>>,
 }
 
+impl ViewSchemaText {
+    /// Whether a write up to the view's time recorded another schema than the view's: the
+    /// table's schema changed.
+    pub fn changed(&self) -> bool {
+        self.writers.values().flatten().any(|s| **s != *self.text)
+    }
+}
+
 /// Threads that read the commit metadata of a view's writes side by side.
 const SCHEMA_READERS: usize = 8;
 
@@ -224,7 +232,9 @@ impl HudiFs {
             });
             if touched {
                 let listing = self.views.listing_of(v, partition)?;
-                self.cdc_partition(&v.snap, &v.plan, partition, &listing)?
+                let schema = m.schema.get_or_init(|| view_schema(&v.snap, &v.plan));
+                let window = schema.as_ref().filter(|s| s.changed()).map(|s| &s.arrow);
+                self.cdc_partition(&v.snap, &v.plan, partition, &listing, window)?
             } else {
                 MergedPartition::default()
             }

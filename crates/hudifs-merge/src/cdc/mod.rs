@@ -44,6 +44,7 @@ use crate::materialise::{
     identity, read_counted, BlockVisibility, Identity, InputFile, Materialise, MergeOptions, Quick,
     Ready,
 };
+use crate::schema::ViewSchema;
 
 /// The `created_by` of every change-feed file.
 pub const CDC_CREATED_BY: &str = "hudifs-cdc version 2";
@@ -78,6 +79,9 @@ pub struct CdcGroup {
     pub file_id: String,
     /// In commit order; not empty.
     pub steps: Vec<CdcStep>,
+    /// The window's table schema the images are written in (SEMANTICS §10.10), where the
+    /// table's schema changed; `None`: the images take the states' own schemas.
+    pub schema: Option<Arc<ViewSchema>>,
 }
 
 /// A step's missing state in a feed's claim.
@@ -293,6 +297,10 @@ impl Materialise for CdcGroup {
 
     fn keep_commits(&self) -> Option<Vec<String>> {
         Some(self.steps.iter().map(|s| s.instant.clone()).collect())
+    }
+
+    fn schema_id(&self) -> Option<String> {
+        self.schema.as_ref().map(|s| s.id.clone())
     }
 
     fn quick(&self, storage: &dyn Storage, committed: &dyn BlockVisibility) -> Option<Quick> {
