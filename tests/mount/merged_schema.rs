@@ -286,3 +286,310 @@ fn every_change_feed_file_of_a_window_has_the_window_schema() {
         assert!(!m.log_text().contains("refused"), "{}", m.log_text());
     }
 }
+
+/// A change record of `build_renamed`'s feed: op, id, before's price and tip, after's.
+type FeedRow = (
+    String,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// (id, price or fare, tip) rows, sorted.
+type Priced = Vec<(i64, Option<i64>, Option<i64>)>;
+
+/// A schema-on-read table (Java's layout: `latestSchema` in every commit, the history in
+/// `.hoodie/.schema/`): long columns `fare` and `tip`; the first write inserts city=a
+/// (1000..1019) and city=b (2000..2009) with fare id·3 and tip id; then `fare` is renamed to
+/// `price`, `tip` dropped and added again (a new field id); the last write updates 1000 and
+/// 1001 (a log under the new names on a base under the old ones on merge-on-read) and inserts
+/// city=c (5000..5004), with price id·5 and tip id·11. Returns the writer, the first write and
+/// the last.
+fn build_renamed(
+    root: &Path,
+    table_type: TableType,
+    version: u32,
+) -> (TableWriter, String, String) {
+    let spec = TableSpec::new("renamed", table_type, version)
+        .partitioned_by(&["city"], true)
+        .with_long_columns(&["fare", "tip"]);
+    let mut w = TableWriter::create(root, spec, 1_767_225_600_000).unwrap();
+    w.enable_schema_on_read();
+    let write = w.write_action();
+    let valued = |r: hudifs_testkit::generator::Row, a: i64, b: i64| {
+        let (a, b) = ((r.id * a).to_string(), (r.id * b).to_string());
+        r.with_extra(&[Some(&a), Some(&b)])
+    };
+    let mut t = w.begin(write).unwrap();
+    let a: Vec<_> = rows(1, 20).into_iter().map(|r| valued(r, 3, 1)).collect();
+    let b: Vec<_> = rows(2, 10).into_iter().map(|r| valued(r, 3, 1)).collect();
+    let ga = t.insert("city=a", &a).unwrap();
+    t.insert("city=b", &b).unwrap();
+    let first = t.complete().unwrap();
+    w.rename_column("fare", "price").unwrap();
+    w.drop_column("tip").unwrap();
+    w.add_column("tip", true);
+    let mut t = w.begin(write).unwrap();
+    let upd: Vec<_> = rows_with_ids(3, &[1000, 1001])
+        .into_iter()
+        .map(|mut r| {
+            r.ts = 1_800_000_000_000 + r.id;
+            valued(r, 5, 11)
+        })
+        .collect();
+    t.update("city=a", &ga, &upd).unwrap();
+    let c: Vec<_> = rows(5, 5).into_iter().map(|r| valued(r, 5, 11)).collect();
+    t.insert("city=c", &c).unwrap();
+    let last = t.complete().unwrap();
+    (w, first, last)
+}
+
+/// The rows of `build_renamed` after its last write, by the rule: a value keeps its field id
+/// (fare is served as price), a column dropped and added again starts null.
+fn renamed_latest() -> Priced {
+    let mut out: Priced = Vec::new();
+    for id in 1000..1020 {
+        out.push(if id < 1002 {
+            (id, Some(id * 5), Some(id * 11))
+        } else {
+            (id, Some(id * 3), None)
+        });
+    }
+    out.extend((2000..2010).map(|id| (id, Some(id * 3), None)));
+    out.extend((5000..5005).map(|id| (id, Some(id * 5), Some(id * 11))));
+    out.sort();
+    out
+}
+
+fn priced(v: &serde_json::Value) -> Priced {
+    let mut out: Priced = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r[0].as_i64().unwrap(), r[1].as_i64(), r[2].as_i64()))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn renamed_columns_are_served_by_field_id() {
+    if !support::fuse_available() {
+        return;
+    }
+    let py = support::python();
+    for (table_type, version) in [
+        (TableType::MergeOnRead, 9),
+        (TableType::CopyOnWrite, 9),
+        (TableType::MergeOnRead, 6),
+    ] {
+        let name = format!("{table_type:?} v{version}");
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("table");
+        let (_w, first, _last) = build_renamed(&root, table_type, version);
+
+        let schema_dir = root.join(".hoodie/.schema");
+        assert!(
+            std::fs::read_dir(&schema_dir).unwrap().count() >= 3 * 4,
+            "{name}: a schema commit per write"
+        );
+        let cache = tmp.path().join("merge-cache");
+        let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+        let mut listed: Vec<String> = std::fs::read_dir(m.path().join("cdc"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        listed.sort();
+        let last_window = listed.last().unwrap().clone();
+        let dir = |v: &str| m.path().join(v).display().to_string();
+        let views = [
+            dir("merged/latest"),
+            dir(&format!("merged/as_of/{first}")),
+            dir("merged/incremental/earliest..latest"),
+            dir(&format!("cdc/{last_window}")),
+        ];
+        let res = crate::merge::run_script(
+            &py,
+            "renamed_rows.py",
+            &json!({"dirs": views, "columns": ["price", "tip"]}),
+        );
+        // merged/latest: one schema, the new names, old values under them, tip null where
+        // it was written before it was dropped.
+        let r = &res[&views[0]];
+        let schemas = r["schemas"].as_array().unwrap();
+        assert_eq!(schemas.len(), 1, "{name}: {schemas:?}");
+        let cols: Vec<&str> = schemas[0]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        assert!(
+            cols.contains(&"price") && cols.contains(&"tip") && !cols.contains(&"fare"),
+            "{name}: {cols:?}"
+        );
+        assert_eq!(
+            priced(&r["rows"]),
+            renamed_latest(),
+            "{name}: merged/latest"
+        );
+        // The window over the whole history: the same records (all written in it).
+        let r = &res[&views[2]];
+        assert_eq!(r["schemas"].as_array().unwrap().len(), 1, "{name}: {r}");
+        assert_eq!(priced(&r["rows"]), renamed_latest(), "{name}: window");
+        // as_of the first write: its own names and values.
+        let old = crate::merge::run_script(
+            &py,
+            "renamed_rows.py",
+            &json!({"dirs": [views[1]], "columns": ["fare", "tip"]}),
+        );
+        let r = &old[&views[1]];
+        assert_eq!(r["schemas"].as_array().unwrap().len(), 1, "{name}: {r}");
+        let mut want: Priced = (1000..1020)
+            .chain(2000..2010)
+            .map(|id| (id, Some(id * 3), Some(id)))
+            .collect();
+        want.sort();
+        assert_eq!(priced(&r["rows"]), want, "{name}: as_of {first}");
+        // cdc/ of the last write: the updates' before images carry the old values under the
+        // new names (tip null), the after images the new ones.
+        let r = &res[&views[3]];
+        assert_eq!(r["schemas"].as_array().unwrap().len(), 1, "{name}: {r}");
+        let mut got: Vec<FeedRow> = r["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                (
+                    x[0].as_str().unwrap().to_string(),
+                    x[1].as_i64().unwrap(),
+                    x[2].as_i64(),
+                    x[3].as_i64(),
+                    x[4].as_i64(),
+                    x[5].as_i64(),
+                )
+            })
+            .collect();
+        got.sort();
+        let mut want: Vec<_> = [1000i64, 1001]
+            .iter()
+            .map(|&id| {
+                (
+                    "u".to_string(),
+                    id,
+                    Some(id * 3),
+                    None,
+                    Some(id * 5),
+                    Some(id * 11),
+                )
+            })
+            .chain(
+                (5000..5005)
+                    .map(|id| ("i".to_string(), id, None, None, Some(id * 5), Some(id * 11))),
+            )
+            .collect();
+        want.sort();
+        assert_eq!(got, want, "{name}: cdc/{last_window}");
+        assert!(!m.log_text().contains("refused"), "{}", m.log_text());
+    }
+}
+
+/// A type change Hudi allows but hudifs does not convert (long → string through schema-on-read)
+/// is refused (`EOPNOTSUPP`, the column named), never served by name; a damaged schema history
+/// fails the files that need it (`EIO`, the file named), while files whose commit recorded
+/// their schema are served.
+#[test]
+fn schema_changes_hudifs_cannot_map_are_refused() {
+    if !support::fuse_available() {
+        return;
+    }
+    let py = support::python();
+    // long → string.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("table");
+    let spec = TableSpec::new("retyped", TableType::MergeOnRead, 9)
+        .partitioned_by(&["city"], true)
+        .with_long_columns(&["fare"]);
+    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    w.enable_schema_on_read();
+    let with_fare = |seed, n| -> Vec<_> {
+        rows(seed, n)
+            .into_iter()
+            .map(|r| {
+                let v = (r.id * 3).to_string();
+                r.with_extra(&[Some(&v)])
+            })
+            .collect()
+    };
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.insert("city=a", &with_fare(1, 5)).unwrap();
+    t.complete().unwrap();
+    w.change_column_type("fare", false).unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.insert("city=b", &with_fare(2, 5)).unwrap();
+    t.complete().unwrap();
+    let cache = tmp.path().join("merge-cache");
+    let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+    let a = m.path().join("merged/latest/city=a");
+    let names = crate::merge::names(&a);
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].ends_with(".merged.parquet"), "{names:?}");
+    let (se, oe) = crate::merge::refused_errno(&a.join(&names[0]));
+    assert_eq!((se, oe), (libc::EOPNOTSUPP, libc::EOPNOTSUPP));
+    let log = m.log_text();
+    assert!(
+        log.contains("fare changed type from long to string"),
+        "{log}"
+    );
+    let b = m.path().join("merged/latest/city=b").display().to_string();
+    let res = crate::merge::run_script(
+        &py,
+        "renamed_rows.py",
+        &json!({"dirs": [b], "columns": ["fare"]}),
+    );
+    assert_eq!(res[&b]["rows"].as_array().unwrap().len(), 5, "{res}");
+    drop(m);
+
+    // A damaged history: the first write predates schema-on-read, so its files' schema is
+    // looked up in the history.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("table");
+    let spec = TableSpec::new("damaged", TableType::CopyOnWrite, 9)
+        .partitioned_by(&["city"], true)
+        .with_long_columns(&["fare"]);
+    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.insert("city=a", &with_fare(1, 5)).unwrap();
+    t.complete().unwrap();
+    w.enable_schema_on_read();
+    w.rename_column("fare", "price").unwrap();
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.insert("city=b", &with_fare(2, 5)).unwrap();
+    t.complete().unwrap();
+    let damaged = w
+        .damage_schema_history(b"{\"schemas\": [{\"type\": 1")
+        .unwrap();
+    let cache = tmp.path().join("merge-cache");
+    let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+    let a = m.path().join("merged/latest/city=a");
+    let names = crate::merge::names(&a);
+    assert_eq!(names.len(), 1, "{names:?}");
+    let (se, oe) = crate::merge::refused_errno(&a.join(&names[0]));
+    assert_eq!((se, oe), (libc::EIO, libc::EIO));
+    let log = m.log_text();
+    assert!(log.contains(&damaged) && log.contains("malformed"), "{log}");
+    // city=b's commit recorded its schema: served, under the new name.
+    let b = m.path().join("merged/latest/city=b").display().to_string();
+    let res = crate::merge::run_script(
+        &py,
+        "renamed_rows.py",
+        &json!({"dirs": [b], "columns": ["price"]}),
+    );
+    let rows = res[&b]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 5, "{res}");
+    assert!(rows
+        .iter()
+        .all(|r| r[1].as_i64() == Some(r[0].as_i64().unwrap() * 3)));
+}

@@ -2170,6 +2170,7 @@ fn slices_written_under_an_older_schema_take_the_views() {
     sl.schema = Some(SliceSchema {
         view: view.clone(),
         rewrite_base: true,
+        evolution: None,
     });
     assert!(sl.needs_merge());
     let out = merge(&*t.store, &commit_time(), &sl, |_: &str| true, &opts).unwrap();
@@ -2185,6 +2186,7 @@ fn slices_written_under_an_older_schema_take_the_views() {
     sl.schema = Some(SliceSchema {
         view,
         rewrite_base: true,
+        evolution: None,
     });
     let out = merge(&*t.store, &commit_time(), &sl, |_: &str| true, &opts).unwrap();
     assert_eq!(columns(out.clone()), want);

@@ -128,6 +128,20 @@ impl CdcGroup {
         }
     }
 
+    /// Names the schema the feed is written in (cache claims, registry keys): the window's,
+    /// and under schema-on-read the mapping its states are read with.
+    pub fn schema_id(&self) -> Option<String> {
+        let states = self
+            .steps
+            .iter()
+            .flat_map(|s| s.before.iter().chain(&s.after));
+        states
+            .filter_map(|st| st.slice.schema.as_ref())
+            .map(|s| s.claim_id())
+            .next()
+            .or_else(|| self.schema.as_ref().map(|s| s.id.clone()))
+    }
+
     /// Every table file read, once each (base files first in each state).
     pub fn inputs(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
@@ -188,6 +202,22 @@ pub fn prepare_cdc(
         let before = prep(&s.before)?;
         let after = prep(&s.after)?;
         states.push((before, after));
+    }
+    // Schema-on-read: CDC log images are written under the write's schema; a write whose
+    // columns the view names otherwise is refused rather than served by name.
+    for s in group.steps.iter().filter(|s| !s.cdc_logs.is_empty()) {
+        let states = s.before.iter().chain(&s.after);
+        let e = states.filter_map(|st| st.slice.schema.as_ref()?.evolution.as_ref());
+        if let Some(e) = e.into_iter().next() {
+            let m = e.columns(&s.instant)?;
+            if !m.is_identity() {
+                return Err(MergeError::unsupported(format!(
+                    "the CDC logs of write {} name columns the window renamed or dropped \
+                     (schema-on-read): not served",
+                    s.instant
+                )));
+            }
+        }
     }
     let mut logged = Vec::with_capacity(group.steps.len());
     let mut schemas = HashMap::new();
@@ -300,7 +330,7 @@ impl Materialise for CdcGroup {
     }
 
     fn schema_id(&self) -> Option<String> {
-        self.schema.as_ref().map(|s| s.id.clone())
+        CdcGroup::schema_id(self)
     }
 
     fn quick(&self, storage: &dyn Storage, committed: &dyn BlockVisibility) -> Option<Quick> {

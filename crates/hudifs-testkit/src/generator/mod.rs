@@ -62,6 +62,7 @@ mod bulk;
 mod cdc;
 mod create;
 mod demo;
+mod evolution;
 mod expect;
 mod logfile;
 mod metadata_table;
@@ -576,6 +577,8 @@ pub struct TableWriter {
     cdc: BTreeMap<String, Vec<String>>,
     /// The metadata table, when the table has one.
     mdt: Option<metadata_table::MetadataTable>,
+    /// Schema-on-read ([`TableWriter::enable_schema_on_read`]).
+    sor: Option<evolution::WriterSchemas>,
 }
 
 impl TableWriter {
