@@ -14,7 +14,7 @@ use std::path::Path;
 
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
-use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
+use hudifs_testkit::generator::{build_renamed, rows, rows_with_ids, TableSpec, TableWriter};
 use serde_json::json;
 use support::MountGuard;
 
@@ -300,52 +300,6 @@ type FeedRow = (
 /// (id, price or fare, tip) rows, sorted.
 type Priced = Vec<(i64, Option<i64>, Option<i64>)>;
 
-/// A schema-on-read table (Java's layout: `latestSchema` in every commit, the history in
-/// `.hoodie/.schema/`): long columns `fare` and `tip`; the first write inserts city=a
-/// (1000..1019) and city=b (2000..2009) with fare id·3 and tip id; then `fare` is renamed to
-/// `price`, `tip` dropped and added again (a new field id); the last write updates 1000 and
-/// 1001 (a log under the new names on a base under the old ones on merge-on-read) and inserts
-/// city=c (5000..5004), with price id·5 and tip id·11. Returns the writer, the first write and
-/// the last.
-fn build_renamed(
-    root: &Path,
-    table_type: TableType,
-    version: u32,
-) -> (TableWriter, String, String) {
-    let spec = TableSpec::new("renamed", table_type, version)
-        .partitioned_by(&["city"], true)
-        .with_long_columns(&["fare", "tip"]);
-    let mut w = TableWriter::create(root, spec, 1_767_225_600_000).unwrap();
-    w.enable_schema_on_read();
-    let write = w.write_action();
-    let valued = |r: hudifs_testkit::generator::Row, a: i64, b: i64| {
-        let (a, b) = ((r.id * a).to_string(), (r.id * b).to_string());
-        r.with_extra(&[Some(&a), Some(&b)])
-    };
-    let mut t = w.begin(write).unwrap();
-    let a: Vec<_> = rows(1, 20).into_iter().map(|r| valued(r, 3, 1)).collect();
-    let b: Vec<_> = rows(2, 10).into_iter().map(|r| valued(r, 3, 1)).collect();
-    let ga = t.insert("city=a", &a).unwrap();
-    t.insert("city=b", &b).unwrap();
-    let first = t.complete().unwrap();
-    w.rename_column("fare", "price").unwrap();
-    w.drop_column("tip").unwrap();
-    w.add_column("tip", true);
-    let mut t = w.begin(write).unwrap();
-    let upd: Vec<_> = rows_with_ids(3, &[1000, 1001])
-        .into_iter()
-        .map(|mut r| {
-            r.ts = 1_800_000_000_000 + r.id;
-            valued(r, 5, 11)
-        })
-        .collect();
-    t.update("city=a", &ga, &upd).unwrap();
-    let c: Vec<_> = rows(5, 5).into_iter().map(|r| valued(r, 5, 11)).collect();
-    t.insert("city=c", &c).unwrap();
-    let last = t.complete().unwrap();
-    (w, first, last)
-}
-
 /// The rows of `build_renamed` after its last write, by the rule: a value keeps its field id
 /// (fare is served as price), a column dropped and added again starts null.
 fn renamed_latest() -> Priced {
@@ -388,7 +342,7 @@ fn renamed_columns_are_served_by_field_id() {
         let name = format!("{table_type:?} v{version}");
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("table");
-        let (_w, first, _last) = build_renamed(&root, table_type, version);
+        let (_w, first, _last) = build_renamed(&root, table_type, version).unwrap();
 
         let schema_dir = root.join(".hoodie/.schema");
         assert!(

@@ -15,7 +15,9 @@
 //!   operation `ALTER_SCHEMA` whose `latestSchema` is the new version). A renamed column keeps
 //!   its id; a column dropped and added again gets a new one.
 
+use super::parquet::{rows, rows_with_ids, Row};
 use super::*;
+use hudifs_core::table::TableType;
 
 /// An `InternalSchema`'s fields: id, name, optional, type.
 type Fields = Vec<(i64, String, bool, String)>;
@@ -244,4 +246,50 @@ impl TableWriter {
         let (v, max, f) = sor.versions.first()?;
         Some(version_json(*max, v, f).to_string())
     }
+}
+
+/// A schema-on-read table (Java's layout: `latestSchema` in every commit, the history in
+/// `.hoodie/.schema/`): long columns `fare` and `tip`; the first write inserts city=a
+/// (1000..1019) and city=b (2000..2009) with fare id·3 and tip id; then `fare` is renamed to
+/// `price`, `tip` dropped and added again (a new field id); the last write updates 1000 and
+/// 1001 (a log under the new names on a base under the old ones on merge-on-read) and inserts
+/// city=c (5000..5004), with price id·5 and tip id·11. Returns the writer, the first write and
+/// the last.
+pub fn build_renamed(
+    root: &Path,
+    table_type: TableType,
+    version: u32,
+) -> Result<(TableWriter, String, String)> {
+    let spec = TableSpec::new("renamed", table_type, version)
+        .partitioned_by(&["city"], true)
+        .with_long_columns(&["fare", "tip"]);
+    let mut w = TableWriter::create(root, spec, 1_767_225_600_000)?;
+    w.enable_schema_on_read();
+    let write = w.write_action();
+    let valued = |r: Row, a: i64, b: i64| {
+        let (a, b) = ((r.id * a).to_string(), (r.id * b).to_string());
+        r.with_extra(&[Some(&a), Some(&b)])
+    };
+    let mut t = w.begin(write)?;
+    let a: Vec<_> = rows(1, 20).into_iter().map(|r| valued(r, 3, 1)).collect();
+    let b: Vec<_> = rows(2, 10).into_iter().map(|r| valued(r, 3, 1)).collect();
+    let ga = t.insert("city=a", &a)?;
+    t.insert("city=b", &b)?;
+    let first = t.complete()?;
+    w.rename_column("fare", "price")?;
+    w.drop_column("tip")?;
+    w.add_column("tip", true);
+    let mut t = w.begin(write)?;
+    let upd: Vec<_> = rows_with_ids(3, &[1000, 1001])
+        .into_iter()
+        .map(|mut r| {
+            r.ts = 1_800_000_000_000 + r.id;
+            valued(r, 5, 11)
+        })
+        .collect();
+    t.update("city=a", &ga, &upd)?;
+    let c: Vec<_> = rows(5, 5).into_iter().map(|r| valued(r, 5, 11)).collect();
+    t.insert("city=c", &c)?;
+    let last = t.complete()?;
+    Ok((w, first, last))
 }

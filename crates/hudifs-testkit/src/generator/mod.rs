@@ -93,6 +93,7 @@ use hudifs_core::timeline::{self, Action, Layout, State};
 pub use self::bulk::build_wide_table;
 pub use self::cdc::CdcMode;
 pub use self::demo::{build_demo, DEMO_CLOCK_START_MS};
+pub use self::evolution::build_renamed;
 pub use self::expect::ExpectedFile;
 pub use self::logfile::{blocks, read_blocks, ReadBlock};
 pub use self::metadata_table::{
