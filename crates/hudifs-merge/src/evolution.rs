@@ -542,4 +542,31 @@ mod tests {
         );
         assert_eq!(schema_file_instant("x.schemacommit"), None);
     }
+
+    #[test]
+    fn a_damaged_history_is_an_error_never_a_panic() {
+        let nested = serde_json::json!({"schemas": [{"version-id": 5, "type": "record", "fields": [
+            {"id": 1, "name": "m", "optional": true, "type": {"type": "map", "key-id": 2,
+             "key": "string", "value-id": 3, "value": {"type": "array", "element-id": 4,
+             "element": "decimal(10, 2)", "element_optional": true}, "value_optional": true}}]}]})
+        .to_string();
+        assert!(parse_history(&nested).is_ok());
+        for end in 0..nested.len() {
+            if nested.is_char_boundary(end) {
+                assert!(parse_history(&nested[..end]).is_err(), "{}", &nested[..end]);
+            }
+        }
+        let bad_types = [
+            r#"{"schemas":[{"version-id":1,"type":"record","fields":[{"id":1,"name":"a","type":"decimal(x, 2)"}]}]}"#,
+            r#"{"schemas":[{"version-id":1,"type":"record","fields":[{"id":"z","name":"a","type":"int"}]}]}"#,
+            r#"{"schemas":[{"version-id":1,"type":"record","fields":[{"id":1,"name":"a","type":{"type":"set"}}]}]}"#,
+            r#"{"schemas":[{"type":"record","fields":[]}]}"#,
+            r#"{"schemas":{}}"#,
+        ];
+        for b in bad_types {
+            assert!(parse_history(b).is_err(), "{b}");
+        }
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_history(&deep).is_err());
+    }
 }
