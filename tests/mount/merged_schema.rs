@@ -94,6 +94,27 @@ fn build(root: &Path, table_type: TableType) -> (TableWriter, BTreeMap<String, S
     (w, models)
 }
 
+/// `hudifs ls --merged` (with `extra` arguments) names what the mount shows in `view`.
+fn ls_names_what_the_mount_shows(root: &Path, m: &MountGuard, view: &str, extra: &[&str]) {
+    let out = std::process::Command::new(hudifs_testkit::mount::binary("hudifs"))
+        .arg("ls")
+        .args(extra)
+        .arg("--merged")
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let named: std::collections::BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    let shown: std::collections::BTreeSet<String> = support::walk_files(&m.path().join(view))
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(named, shown, "hudifs ls --merged {extra:?} vs {view}");
+}
+
 #[test]
 fn every_merged_view_has_one_schema_after_a_column_is_added() {
     if !support::fuse_available() {
@@ -170,6 +191,9 @@ fn every_merged_view_has_one_schema_after_a_column_is_added() {
                 "{plain:?}"
             );
         }
+        ls_names_what_the_mount_shows(&root, &m, "merged/latest", &[]);
+        let window = ["--incremental", "earliest..latest"];
+        ls_names_what_the_mount_shows(&root, &m, "merged/incremental/earliest..latest", &window);
         assert!(!m.log_text().contains("refused"), "{}", m.log_text());
     }
 }
@@ -446,6 +470,9 @@ fn renamed_columns_are_served_by_field_id() {
             .collect();
         want.sort();
         assert_eq!(got, want, "{name}: cdc/{last_window}");
+        ls_names_what_the_mount_shows(&root, &m, "merged/latest", &[]);
+        let as_of = ["--as-of", first.as_str()];
+        ls_names_what_the_mount_shows(&root, &m, &format!("merged/as_of/{first}"), &as_of);
         assert!(!m.log_text().contains("refused"), "{}", m.log_text());
     }
 }

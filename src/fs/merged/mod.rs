@@ -130,7 +130,7 @@ impl MergedView {
 }
 
 /// A view's table schema: its Avro text and its Arrow form.
-pub(super) struct ViewSchemaText {
+pub(crate) struct ViewSchemaText {
     pub text: Arc<str>,
     pub arrow: Arc<ViewSchema>,
     /// The schema each completed write at or before the view's time recorded, by requested
@@ -257,7 +257,7 @@ fn schema_on_read(
 /// `TableSchemaResolver` takes it; `None` where no write recorded one (or it cannot be read as
 /// a schema: each slice then keeps its own). Partition columns a table does not store in its
 /// files (`hoodie.datasource.write.drop.partition.columns`) are left out.
-fn view_schema(
+pub(crate) fn view_schema(
     store: &dyn Storage,
     snap: &Snapshot,
     plan: &hudifs_core::rules::Plan,
