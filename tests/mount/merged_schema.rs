@@ -574,3 +574,83 @@ fn schema_changes_hudifs_cannot_map_are_refused() {
         .iter()
         .all(|r| r[1].as_i64() == Some(r[0].as_i64().unwrap() * 3)));
 }
+
+/// CDC log files written before a rename (a copy-on-write table with
+/// `hoodie.table.cdc.enabled`, every supplemental logging mode): their images carry the old
+/// name, and `cdc/` serves their values under the new one, as it serves the states'. The
+/// first write inserts 1000..1004 with fare id·3; the second updates 1000 to id·5 (a CDC log
+/// under `fare`); `fare` is renamed to `price`; the third updates 1001 to id·7 (a CDC log
+/// under `price`).
+#[test]
+fn cdc_logs_written_before_a_rename_are_read_by_field_id() {
+    use hudifs_testkit::generator::CdcMode;
+    if !support::fuse_available() {
+        return;
+    }
+    let py = support::python();
+    for mode in CdcMode::ALL {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("table");
+        let spec = TableSpec::new("cdc_renamed", TableType::CopyOnWrite, 9)
+            .partitioned_by(&["city"], true)
+            .with_long_columns(&["fare"])
+            .with_cdc(mode);
+        let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+        w.enable_schema_on_read();
+        let priced = |ids: &[i64], k: i64| -> Vec<_> {
+            rows_with_ids(7, ids)
+                .into_iter()
+                .map(|mut r| {
+                    r.ts = 1_800_000_000_000 + r.id * k;
+                    let v = (r.id * k).to_string();
+                    r.with_extra(&[Some(&v)])
+                })
+                .collect()
+        };
+        let mut t = w.begin(Action::Commit).unwrap();
+        let g = t
+            .insert("city=a", &priced(&[1000, 1001, 1002, 1003, 1004], 3))
+            .unwrap();
+        t.complete().unwrap();
+        let mut t = w.begin(Action::Commit).unwrap();
+        t.update("city=a", &g, &priced(&[1000], 5)).unwrap();
+        let second = t.complete().unwrap();
+        assert!(!w.cdc_files(&second).is_empty(), "{mode:?}: a CDC log");
+        w.rename_column("fare", "price").unwrap();
+        let mut t = w.begin(Action::Commit).unwrap();
+        t.update("city=a", &g, &priced(&[1001], 7)).unwrap();
+        t.complete().unwrap();
+        let cache = tmp.path().join("merge-cache");
+        let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+        let d = m.path().join("cdc/earliest..latest").display().to_string();
+        let res = crate::merge::run_script(
+            &py,
+            "renamed_rows.py",
+            &json!({"dirs": [d], "columns": ["price"]}),
+        );
+        let r = &res[&d];
+        assert_eq!(r["schemas"].as_array().unwrap().len(), 1, "{mode:?}: {r}");
+        let mut got: Vec<(String, i64, Option<i64>, Option<i64>)> = r["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                let s = x[0].as_str().unwrap().to_string();
+                (s, x[1].as_i64().unwrap(), x[2].as_i64(), x[3].as_i64())
+            })
+            .collect();
+        got.sort();
+        let mut want: Vec<(String, i64, Option<i64>, Option<i64>)> = (1000..1005)
+            .map(|id| ("i".to_string(), id, None, Some(id * 3)))
+            .collect();
+        want.push(("u".into(), 1000, Some(3000), Some(5000)));
+        want.push(("u".into(), 1001, Some(3003), Some(7007)));
+        want.sort();
+        assert_eq!(got, want, "{mode:?}");
+        assert!(
+            !m.log_text().contains("refused"),
+            "{mode:?}: {}",
+            m.log_text()
+        );
+    }
+}

@@ -18,8 +18,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow_array::{RecordBatch, RecordBatchOptions};
-use arrow_schema::{Field, Schema, SchemaRef};
+use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions, StructArray};
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use serde_json::Value;
 
 use crate::error::MergeError;
@@ -322,15 +322,57 @@ impl ColumnMap {
         if self.is_identity() {
             return schema.clone();
         }
-        let fields: Vec<Field> = schema
-            .fields()
+        Arc::new(Schema::new_with_metadata(
+            self.apply_fields(schema.fields()),
+            schema.metadata().clone(),
+        ))
+    }
+
+    /// `fields` (a file's top-level columns, or a CDC log image's) with the view's names.
+    pub fn apply_fields(&self, fields: &Fields) -> Fields {
+        fields
             .iter()
             .map(|f| match self.renamed(f.name()) {
                 Some(n) => f.as_ref().clone().with_name(n).with_nullable(true),
                 None => f.as_ref().clone(),
             })
-            .collect();
-        Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+            .collect()
+    }
+
+    /// A CDC log record batch with its `before` / `after` images' fields under the view's
+    /// names (the images are the write's record schema without meta fields).
+    pub fn apply_images(&self, batch: RecordBatch) -> Result<RecordBatch, String> {
+        if self.is_identity() {
+            return Ok(batch);
+        }
+        let schema = batch.schema();
+        let mut fields = Vec::with_capacity(schema.fields().len());
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for (f, c) in schema.fields().iter().zip(batch.columns()) {
+            match (f.name().as_str(), c.as_any().downcast_ref::<StructArray>()) {
+                ("before" | "after", Some(st)) => {
+                    let renamed = self.apply_fields(st.fields());
+                    let st = StructArray::try_new(
+                        renamed.clone(),
+                        st.columns().to_vec(),
+                        st.nulls().cloned(),
+                    )
+                    .map_err(|e| e.to_string())?;
+                    fields.push(Field::new(f.name(), DataType::Struct(renamed), true));
+                    columns.push(Arc::new(st) as ArrayRef);
+                }
+                _ => {
+                    fields.push(f.as_ref().clone());
+                    columns.push(c.clone());
+                }
+            }
+        }
+        RecordBatch::try_new_with_options(
+            Arc::new(Schema::new(fields)),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+        )
+        .map_err(|e| e.to_string())
     }
 
     /// `batch` with the view's names.

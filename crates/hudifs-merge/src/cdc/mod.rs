@@ -203,34 +203,37 @@ pub fn prepare_cdc(
         let after = prep(&s.after)?;
         states.push((before, after));
     }
-    // Schema-on-read: CDC log images are written under the write's schema; a write whose
-    // columns the view names otherwise is refused rather than served by name.
-    for s in group.steps.iter().filter(|s| !s.cdc_logs.is_empty()) {
-        let states = s.before.iter().chain(&s.after);
-        let e = states.filter_map(|st| st.slice.schema.as_ref()?.evolution.as_ref());
-        if let Some(e) = e.into_iter().next() {
-            let m = e.columns(&s.instant)?;
-            if !m.is_identity() {
-                return Err(MergeError::unsupported(format!(
-                    "the CDC logs of write {} name columns the window renamed or dropped \
-                     (schema-on-read): not served",
-                    s.instant
-                )));
-            }
-        }
-    }
     let mut logged = Vec::with_capacity(group.steps.len());
     let mut schemas = HashMap::new();
     let mut held = 0u64;
     for s in &group.steps {
-        logged.push(read_cdc_logs(
+        let records = read_cdc_logs(
             storage,
             &s.cdc_logs,
             &mut schemas,
             &mut identities,
             &mut held,
             opts,
-        )?);
+        )?;
+        // Schema-on-read: the images were written in the write's schema; their columns are
+        // matched to the window's by field id, as the states' are.
+        let states = s.before.iter().chain(&s.after);
+        let mut e = states.filter_map(|st| st.slice.schema.as_ref()?.evolution.as_ref());
+        let records = match (records, e.next()) {
+            (Some(batches), Some(e)) => {
+                let m = e.columns(&s.instant)?;
+                let renamed = batches
+                    .into_iter()
+                    .map(|b| m.apply_images(b))
+                    .collect::<std::result::Result<Vec<_>, String>>()
+                    .map_err(|e| {
+                        MergeError::corrupt(format!("the CDC logs of write {}: {e}", s.instant))
+                    })?;
+                Some(renamed)
+            }
+            (records, _) => records,
+        };
+        logged.push(records);
     }
     Ok(PreparedCdc {
         cfg: cfg.clone(),
