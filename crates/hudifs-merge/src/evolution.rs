@@ -220,7 +220,7 @@ pub struct SchemaOnRead {
     pub query: InternalSchema,
     /// Each completed write's `latestSchema`, by requested time (an error names the instant
     /// file it could not be read from).
-    pub commits: BTreeMap<String, Result<InternalSchema, String>>,
+    pub commits: BTreeMap<String, Result<Arc<InternalSchema>, String>>,
     /// The history of the newest completed `.schemacommit` file (empty where there is none; an
     /// error names the file).
     pub history: Result<BTreeMap<i64, InternalSchema>, String>,
@@ -240,7 +240,7 @@ impl SchemaOnRead {
     /// `query_text`: the view's `latestSchema` text.
     pub fn new(
         query_text: &str,
-        commits: BTreeMap<String, Result<InternalSchema, String>>,
+        commits: BTreeMap<String, Result<Arc<InternalSchema>, String>>,
         history: Result<BTreeMap<i64, InternalSchema>, String>,
     ) -> Result<SchemaOnRead, String> {
         Ok(SchemaOnRead {
@@ -269,7 +269,7 @@ impl SchemaOnRead {
     /// columns are then matched by name, as Java matches them against an empty schema).
     pub fn file_schema(&self, instant: &str) -> Result<Option<&InternalSchema>, String> {
         if let Some(c) = self.commits.get(instant) {
-            return c.as_ref().map(Some).map_err(Clone::clone);
+            return c.as_deref().map(Some).map_err(Clone::clone);
         }
         let Ok(version) = instant.parse::<i64>() else {
             return Ok(None);

@@ -2268,8 +2268,11 @@ fn schema_on_read_matches_columns_by_field_id() {
     );
     let sor = |query: &str, file: &str| {
         let commits = BTreeMap::from([
-            ("001".to_string(), InternalSchema::parse(file)),
-            ("002".to_string(), InternalSchema::parse(query)),
+            ("001".to_string(), InternalSchema::parse(file).map(Arc::new)),
+            (
+                "002".to_string(),
+                InternalSchema::parse(query).map(Arc::new),
+            ),
         ]);
         Arc::new(SchemaOnRead::new(query, commits, Ok(BTreeMap::new())).unwrap())
     };

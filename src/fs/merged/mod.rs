@@ -231,17 +231,23 @@ fn schema_on_read(
     recorded: &HashMap<InstantTime, Recorded>,
     query: &str,
 ) -> SchemaOnRead {
+    // Most writes record the same version: each text is parsed once.
+    let mut parsed: HashMap<Arc<str>, Result<Arc<InternalSchema>, String>> = HashMap::new();
     let commits = writes
         .iter()
         .filter_map(|i| {
             let text = recorded.get(&i.requested)?.1.as_ref()?;
-            let parsed = InternalSchema::parse(text).map_err(|e| {
-                format!(
-                    "extraMetadata.latestSchema of instant {} ({:?}) is malformed: {e}",
-                    i.requested, i.action
-                )
-            });
-            Some((i.requested.to_string(), parsed))
+            let schema = parsed
+                .entry(text.clone())
+                .or_insert_with(|| InternalSchema::parse(text).map(Arc::new))
+                .clone()
+                .map_err(|e| {
+                    format!(
+                        "extraMetadata.latestSchema of instant {} ({:?}) is malformed: {e}",
+                        i.requested, i.action
+                    )
+                });
+            Some((i.requested.to_string(), schema))
         })
         .collect();
     let history = schema_history(store, snap);
