@@ -184,7 +184,9 @@ pub fn run_ls(args: &LsArgs, out: &mut dyn Write) -> Result<()> {
     let view = table.resolve(&key, args.read_optimized)?;
     let w = |e: std::io::Error| Error::io("<stdout>", e);
     if args.merged {
-        return print_merged(&key, &view, args.json, out);
+        let plan = table.plan(&key, args.read_optimized)?;
+        let schema = crate::fs::view_schema(&*table.store, &table, &plan);
+        return print_merged(&key, &view, schema.as_ref(), args.json, out);
     }
     if args.json {
         let mut v = view_json(&key, &view, args.read_optimized);
@@ -199,15 +201,32 @@ pub fn run_ls(args: &LsArgs, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// `hudifs ls --merged`: the slices of a view as `merged/` names them, each with its inputs.
-fn print_merged(key: &ViewKey, view: &View, json: bool, out: &mut dyn Write) -> Result<()> {
+/// `hudifs ls --merged`: the slices of a view as `merged/` names them, each with its inputs
+/// (a slice rewritten in the view's schema, SEMANTICS.md §10.2, under its merged name).
+fn print_merged(
+    key: &ViewKey,
+    view: &View,
+    schema: Option<&crate::fs::ViewSchemaText>,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
     let w = |e: std::io::Error| Error::io("<stdout>", e);
-    let slices = match key {
+    let mut slices = match key {
         ViewKey::Incremental { .. } => {
             hudifs_merge::slices_of_window(&view.files, &view.selected, &view.groups_written)
         }
         _ => hudifs_merge::slices_of_view(&view.files),
     };
+    if let Some(vs) = schema {
+        let schema_of = |instant: &str| vs.writers.get(instant).cloned().flatten();
+        hudifs_merge::apply_view_schema(
+            &mut slices,
+            &vs.arrow,
+            &vs.text,
+            schema_of,
+            vs.evolution.as_ref(),
+        );
+    }
     let path = |partition: &str, name: &str| {
         if partition.is_empty() {
             name.to_string()

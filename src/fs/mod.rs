@@ -65,6 +65,7 @@ pub use inode::{
 };
 pub use kernel_cache::{Deferred, DirCache, AGAIN};
 pub use merged::{default_cache_dir, MergeSettings, DEFAULT_CACHE_BYTES, DEFAULT_MEMORY_CAP};
+pub(crate) use merged::{view_schema, ViewSchemaText};
 pub use owner::{PAGE_BLKSIZE, STORE_BLKSIZE};
 pub use served::Served;
 pub use switch::{Invalidations, KernelNotifier};

@@ -391,6 +391,35 @@ fn upgraded_tables_read_the_same_on_s3() {
     assert!(!sm.log_text().contains("refused"), "{}", sm.log_text());
 }
 
+/// Schema-on-read on S3 (SEMANTICS §10.2): the test kit's table whose `fare` was renamed to
+/// `price` and whose `tip` was dropped and added again (`build_renamed`, checked row by row
+/// through a local mount by `mount::merged_schema`), uploaded with its `.hoodie/.schema/`
+/// history. Through a mount of the `s3://` table, `merged/latest/`, `merged/as_of/` before
+/// the rename, the whole-history window of `merged/incremental/` and `cdc/` hold the local
+/// mount's names and bytes.
+#[test]
+fn renamed_columns_read_the_same_on_s3() {
+    use hudifs_core::table::TableType;
+    use hudifs_testkit::generator::build_renamed;
+    if !fuse_available() {
+        return;
+    }
+    let moto = support::moto();
+    let tmp = tempfile::tempdir().unwrap();
+    let local = tmp.path().join("renamed");
+    let (_, first, _) = build_renamed(&local, TableType::MergeOnRead, 9).unwrap();
+    let views = [
+        "merged/latest".to_string(),
+        format!("merged/as_of/{first}"),
+        "merged/incremental/earliest..latest".to_string(),
+        "cdc/earliest..latest".to_string(),
+    ];
+    let (lm, sm) = same_on_the_store(&local, "s3://lake/renamed/t", &moto.endpoint, &views);
+    for m in [&lm, &sm] {
+        assert!(!m.log_text().contains("refused"), "{}", m.log_text());
+    }
+}
+
 /// Upload the table at `local` to the server at `endpoint` as `url`, mount both, and check
 /// that each of `views` is not empty and holds the same names and bytes on the store as on the
 /// local disk; the two mounts (local, store).

@@ -33,6 +33,7 @@ pub mod config;
 mod deletes;
 pub mod engine;
 mod error;
+pub mod evolution;
 pub mod logread;
 pub mod materialise;
 pub mod memory;

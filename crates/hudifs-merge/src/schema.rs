@@ -108,6 +108,19 @@ pub struct SliceSchema {
     /// The slice's base file itself is not in the view's schema: a slice without logs is
     /// rewritten, not served as it is.
     pub rewrite_base: bool,
+    /// Schema-on-read: each file's columns are matched to the view's by field id
+    /// ([`crate::evolution`]); `None`: by name.
+    pub evolution: Option<Arc<crate::evolution::SchemaOnRead>>,
+}
+
+impl SliceSchema {
+    /// Names the schema the slice is written in, in cache claims and registry keys.
+    pub fn claim_id(&self) -> String {
+        match &self.evolution {
+            Some(e) => format!("{}+{}", self.view.id, e.id),
+            None => self.view.id.clone(),
+        }
+    }
 }
 
 /// `slice` (a merge's output schema) in the view's schema `view`: the meta columns the slice
@@ -301,9 +314,13 @@ pub fn parquet_schema(
     let mut fields: Vec<Arc<Type>> = Vec::new();
     for (i, f) in output.fields().iter().enumerate() {
         let conv = conv_root.get_fields()[i].clone();
+        // (A column renamed through schema-on-read takes the writer's own type: the base's
+        // carries the old name.)
         let from_base = field_index(base_arrow.fields(), f.name())
             .filter(|&j| base_arrow.field(j).data_type() == f.data_type())
-            .and_then(|j| base_root.get_fields().get(j).cloned())
+            .and_then(|j| Some((j, base_root.get_fields().get(j).cloned()?)))
+            .filter(|(j, b)| b.name() == base_arrow.field(*j).name().as_str())
+            .map(|(_, b)| b)
             .filter(|b| compatible(b, &conv));
         fields.push(from_base.unwrap_or(conv));
     }

@@ -81,24 +81,37 @@ pub fn slices_of_view(files: &[VisibleFile]) -> Vec<ViewSlice> {
 /// newest write was written under another schema text is written in the view's; one without
 /// logs whose base file was is rewritten instead of served as it is. Slices whose writes
 /// recorded no schema keep their own.
+///
+/// Under schema-on-read (`evolution`) every slice with logs is written in the view's schema
+/// (each log block's columns matched by id), and so is a slice whose base file's columns are
+/// not the view's by name (renamed, dropped, or a file schema that cannot be read: its merge
+/// then fails with the reason).
 pub fn apply_view_schema(
     slices: &mut [ViewSlice],
     view: &Arc<ViewSchema>,
     view_text: &str,
     schema_of: impl Fn(&str) -> Option<Arc<str>>,
+    evolution: Option<&Arc<crate::evolution::SchemaOnRead>>,
 ) {
     let differs = |instant: &str| schema_of(instant).is_some_and(|s| &*s != view_text);
     for vs in slices {
-        let base_differs = vs.slice.base.as_ref().is_some_and(|b| {
+        let base_instant = vs.slice.base.as_ref().and_then(|b| {
             let exts = [b.path.name().rsplit('.').next().unwrap_or("").to_string()];
-            hudifs_core::listing::parse_base_name(b.path.name(), &exts)
-                .is_some_and(|n| differs(&n.instant))
+            hudifs_core::listing::parse_base_name(b.path.name(), &exts).map(|n| n.instant)
         });
-        let newest_differs = !vs.slice.logs.is_empty() && differs(&vs.newest_instant);
+        let renamed = evolution.is_some_and(|e| {
+            base_instant
+                .as_deref()
+                .is_some_and(|i| e.columns(i).map_or(true, |m| !m.is_identity()))
+        });
+        let base_differs = renamed || base_instant.as_deref().is_some_and(differs);
+        let newest_differs =
+            !vs.slice.logs.is_empty() && (evolution.is_some() || differs(&vs.newest_instant));
         if base_differs || newest_differs {
             vs.slice.schema = Some(SliceSchema {
                 view: view.clone(),
                 rewrite_base: base_differs,
+                evolution: evolution.cloned(),
             });
         }
     }
@@ -245,6 +258,7 @@ pub fn cdc_groups(
             partition: partition.to_string(),
             file_id,
             steps,
+            schema: None,
         })
         .collect())
 }

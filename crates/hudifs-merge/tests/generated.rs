@@ -1518,6 +1518,7 @@ fn a_cached_change_feed_is_found_without_reading_a_log_whole() {
             after: Some(state(vec![log], "002")),
             cdc_logs: vec![],
         }],
+        schema: None,
     };
     let dir = tempfile::tempdir().unwrap();
     let opts = CacheOptions {
@@ -2169,6 +2170,7 @@ fn slices_written_under_an_older_schema_take_the_views() {
     sl.schema = Some(SliceSchema {
         view: view.clone(),
         rewrite_base: true,
+        evolution: None,
     });
     assert!(sl.needs_merge());
     let out = merge(&*t.store, &commit_time(), &sl, |_: &str| true, &opts).unwrap();
@@ -2184,6 +2186,7 @@ fn slices_written_under_an_older_schema_take_the_views() {
     sl.schema = Some(SliceSchema {
         view,
         rewrite_base: true,
+        evolution: None,
     });
     let out = merge(&*t.store, &commit_time(), &sl, |_: &str| true, &opts).unwrap();
     assert_eq!(columns(out.clone()), want);
@@ -2206,4 +2209,119 @@ fn slices_written_under_an_older_schema_take_the_views() {
     own_slice.schema = None;
     assert_ne!(ensure(&sl), ensure(&own_slice));
     assert_eq!(cache.merges(), 2);
+}
+
+/// Schema-on-read (SEMANTICS §10.2): a base file written when `v` was called `old_v` (field id
+/// 3), and a column `gone` (id 5) the view dropped; a log block written after the rename. In
+/// the view, the base's values come out under `v`, `gone` is not served, and a view column
+/// whose id the base lacks (`extra`, id 6) is null. Read by name (no schema-on-read), the
+/// base's `v` would be null. A type change hudifs does not convert is refused.
+#[test]
+fn schema_on_read_matches_columns_by_field_id() {
+    use hudifs_merge::evolution::{InternalSchema, SchemaOnRead};
+    use hudifs_merge::schema::{SliceSchema, ViewSchema};
+    use std::collections::BTreeMap;
+    let t = Table::new();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("_hoodie_commit_time", DataType::Utf8, true),
+        Field::new("_hoodie_record_key", DataType::Utf8, true),
+        Field::new("id", DataType::Utf8, false),
+        Field::new("old_v", DataType::Int64, true),
+        Field::new("ts", DataType::Int64, false),
+        Field::new("gone", DataType::Utf8, true),
+    ]));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(vec!["001", "001"])),
+        Arc::new(StringArray::from(vec!["k1", "k2"])),
+        Arc::new(StringArray::from(vec!["k1", "k2"])),
+        Arc::new(Int64Array::from(vec![Some(7), Some(8)])),
+        Arc::new(Int64Array::from(vec![10, 10])),
+        Arc::new(StringArray::from(vec!["x", "y"])),
+    ];
+    let base = t.put("p/f1_0-1-1_001.parquet", &parquet_of(schema, cols));
+    let log = avro_log(&t, "002", &[rec("002", "k2", Some(5), 11)]);
+    let version = |v: i64, fields: &[(i64, &str, &str)]| {
+        let fields: Vec<serde_json::Value> = fields
+            .iter()
+            .map(|(id, n, t)| serde_json::json!({"id": id, "name": n, "optional": true, "type": t}))
+            .collect();
+        serde_json::json!({"max_column_id": 6, "version-id": v, "type": "record", "fields": fields})
+            .to_string()
+    };
+    let old = version(
+        1,
+        &[
+            (2, "id", "string"),
+            (3, "old_v", "long"),
+            (4, "ts", "long"),
+            (5, "gone", "string"),
+        ],
+    );
+    let new = version(
+        2,
+        &[
+            (2, "id", "string"),
+            (3, "v", "long"),
+            (4, "ts", "long"),
+            (6, "extra", "string"),
+        ],
+    );
+    let sor = |query: &str, file: &str| {
+        let commits = BTreeMap::from([
+            ("001".to_string(), InternalSchema::parse(file).map(Arc::new)),
+            (
+                "002".to_string(),
+                InternalSchema::parse(query).map(Arc::new),
+            ),
+        ]);
+        Arc::new(SchemaOnRead::new(query, commits, Ok(BTreeMap::new())).unwrap())
+    };
+    let view = Arc::new(ViewSchema::from_avro(SCHEMA_EXTRA, &[]).unwrap());
+    let mut sl = slice(Some(base), vec![log]);
+    let opts = MergeOptions::default();
+    let by_name = read_rows(&merge(&*t.store, &commit_time(), &sl, |_: &str| true, &opts).unwrap());
+    assert_eq!(by_name["k1"].0, None, "read by name, old_v is not v");
+    sl.schema = Some(SliceSchema {
+        view: view.clone(),
+        rewrite_base: true,
+        evolution: Some(sor(&new, &old)),
+    });
+    let out = merge(&*t.store, &commit_time(), &sl, |_: &str| true, &opts).unwrap();
+    let names: Vec<String> = columns(out.clone()).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "_hoodie_commit_time",
+            "_hoodie_record_key",
+            "id",
+            "v",
+            "ts",
+            "extra"
+        ]
+    );
+    let rows = read_rows(&out);
+    assert_eq!(rows["k1"], (Some(7), 10, "001".into()));
+    assert_eq!(rows["k2"], (Some(5), 11, "002".into()));
+    // old_v written as a string, read as a long: Hudi allows string → decimal/date only, and
+    // hudifs converts neither; refused, naming the column.
+    let retyped = version(
+        1,
+        &[
+            (2, "id", "string"),
+            (3, "old_v", "string"),
+            (4, "ts", "long"),
+        ],
+    );
+    sl.schema = Some(SliceSchema {
+        view,
+        rewrite_base: true,
+        evolution: Some(sor(&new, &retyped)),
+    });
+    let e = merge(&*t.store, &commit_time(), &sl, |_: &str| true, &opts).unwrap_err();
+    assert_eq!(e.kind, hudifs_merge::Refusal::Unsupported);
+    assert!(
+        e.reason
+            .contains("column v changed type from string to long"),
+        "{e}"
+    );
 }

@@ -40,8 +40,11 @@ use std::collections::HashMap;
 use hudifs_core::instant_time::InstantTime;
 use hudifs_core::snapshot::Snapshot;
 use hudifs_core::timeline::Instant;
+use hudifs_merge::evolution::{self, InternalSchema, SchemaOnRead};
 use hudifs_merge::schema::ViewSchema;
 use hudifs_storage::sync::lock;
+use hudifs_storage::{Storage, TablePath};
+use std::collections::BTreeMap;
 
 /// Default size of the merge cache.
 pub const DEFAULT_CACHE_BYTES: u64 = 4 << 30;
@@ -127,24 +130,36 @@ impl MergedView {
 }
 
 /// A view's table schema: its Avro text and its Arrow form.
-pub(super) struct ViewSchemaText {
+pub(crate) struct ViewSchemaText {
     pub text: Arc<str>,
     pub arrow: Arc<ViewSchema>,
     /// The schema each completed write at or before the view's time recorded, by requested
     /// time (`None`: none recorded, or its metadata unreadable): what its files were written
     /// under.
     pub writers: HashMap<InstantTime, Option<Arc<str>>>,
+    /// Schema-on-read: the view's `InternalSchema` and its files' (columns matched by field
+    /// id); `None` where the view's writes recorded none.
+    pub evolution: Option<Arc<SchemaOnRead>>,
+}
+
+impl ViewSchemaText {
+    /// Whether a write up to the view's time recorded another schema than the view's: the
+    /// table's schema changed.
+    pub fn changed(&self) -> bool {
+        self.evolution.is_some() || self.writers.values().flatten().any(|s| **s != *self.text)
+    }
 }
 
 /// Threads that read the commit metadata of a view's writes side by side.
 const SCHEMA_READERS: usize = 8;
 
-/// The schema each of `writes` recorded, read side by side (each instant's metadata is read
+/// What a write recorded of its schema: `extraMetadata.schema` and, under schema-on-read,
+/// `extraMetadata.latestSchema`.
+type Recorded = (Option<Arc<str>>, Option<Arc<str>>);
+
+/// The schemas each of `writes` recorded, read side by side (each instant's metadata is read
 /// once per mount and kept with it; on an object store each read is a GET).
-fn writer_schemas(
-    snap: &Snapshot,
-    writes: &[Arc<Instant>],
-) -> HashMap<InstantTime, Option<Arc<str>>> {
+fn writer_schemas(snap: &Snapshot, writes: &[Arc<Instant>]) -> HashMap<InstantTime, Recorded> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let found = std::sync::Mutex::new(HashMap::with_capacity(writes.len()));
     std::thread::scope(|s| {
@@ -152,12 +167,95 @@ fn writer_schemas(
             s.spawn(|| loop {
                 let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(i) = writes.get(k) else { break };
-                let schema = snap.meta.commit(i).ok().and_then(|m| m.schema.clone());
-                lock(&found).insert(i.requested.clone(), schema);
+                let recorded = snap
+                    .meta
+                    .commit(i)
+                    .ok()
+                    .map(|m| (m.schema.clone(), m.internal_schema.clone()))
+                    .unwrap_or_default();
+                lock(&found).insert(i.requested.clone(), recorded);
             });
         }
     });
     found.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The schema history of the table (`.hoodie/.schema/`), as Java's
+/// `FileBasedInternalSchemaStorageManager.getHistorySchemaStr` reads it: the completed
+/// `.schemacommit` file of the greatest name whose requested time is a completed write's.
+/// Empty where there is none; an error names the file that cannot be read.
+fn schema_history(
+    store: &dyn Storage,
+    snap: &Snapshot,
+) -> std::result::Result<BTreeMap<i64, InternalSchema>, String> {
+    let Ok(dir) = TablePath::new(".hoodie/.schema") else {
+        return Ok(BTreeMap::new());
+    };
+    let names = match store.list_names(&dir) {
+        Ok(n) => n,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) => return Err(format!("{}: cannot be listed: {e}", store.describe(&dir))),
+    };
+    let tl = snap.timeline();
+    let newest = names
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| {
+            evolution::schema_file_instant(n).is_some_and(|(t, done)| {
+                done && tl
+                    .completed
+                    .iter()
+                    .any(|(r, i)| r.as_str() == t && i.is_completed_write())
+            })
+        })
+        .max();
+    let Some(name) = newest else {
+        return Ok(BTreeMap::new());
+    };
+    let path = dir.child(&name).map_err(|e| format!("{name}: {e:?}"))?;
+    let what = store.describe(&path);
+    let bytes = store
+        .read(&path)
+        .map_err(|e| format!("schema history {what} cannot be read: {e}"))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| format!("schema history {what} is not UTF-8 text"))?;
+    evolution::parse_history(&text).map_err(|e| format!("schema history {what} is malformed: {e}"))
+}
+
+/// Schema-on-read of a view whose newest write that recorded one has `latestSchema` `query`
+/// (SEMANTICS.md §10.2): every write's own, and the table's schema history.
+fn schema_on_read(
+    store: &dyn Storage,
+    snap: &Snapshot,
+    writes: &[Arc<Instant>],
+    recorded: &HashMap<InstantTime, Recorded>,
+    query: &str,
+) -> SchemaOnRead {
+    // Most writes record the same version: each text is parsed once.
+    let mut parsed: HashMap<Arc<str>, Result<Arc<InternalSchema>, String>> = HashMap::new();
+    let commits = writes
+        .iter()
+        .filter_map(|i| {
+            let text = recorded.get(&i.requested)?.1.as_ref()?;
+            let schema = parsed
+                .entry(text.clone())
+                .or_insert_with(|| InternalSchema::parse(text).map(Arc::new))
+                .clone()
+                .map_err(|e| {
+                    format!(
+                        "extraMetadata.latestSchema of instant {} ({:?}) is malformed: {e}",
+                        i.requested, i.action
+                    )
+                });
+            Some((i.requested.to_string(), schema))
+        })
+        .collect();
+    let history = schema_history(store, snap);
+    SchemaOnRead::new(query, commits, history).unwrap_or_else(|e| {
+        SchemaOnRead::broken(format!(
+            "the view's schema (extraMetadata.latestSchema) is malformed: {e}"
+        ))
+    })
 }
 
 /// The table schema of view `plan` (SEMANTICS.md §10.2): the schema the newest completed write
@@ -165,7 +263,11 @@ fn writer_schemas(
 /// `TableSchemaResolver` takes it; `None` where no write recorded one (or it cannot be read as
 /// a schema: each slice then keeps its own). Partition columns a table does not store in its
 /// files (`hoodie.datasource.write.drop.partition.columns`) are left out.
-fn view_schema(snap: &Snapshot, plan: &hudifs_core::rules::Plan) -> Option<ViewSchemaText> {
+pub(crate) fn view_schema(
+    store: &dyn Storage,
+    snap: &Snapshot,
+    plan: &hudifs_core::rules::Plan,
+) -> Option<ViewSchemaText> {
     let tl = snap.timeline();
     let t = plan.t.as_ref().map(|t| t.as_str());
     let writes: Vec<Arc<Instant>> = tl
@@ -174,11 +276,20 @@ fn view_schema(snap: &Snapshot, plan: &hudifs_core::rules::Plan) -> Option<ViewS
         .filter(|(r, i)| t.is_none_or(|t| r.as_str() <= t) && i.is_completed_write())
         .map(|(_, i)| i.clone())
         .collect();
-    let writers = writer_schemas(snap, &writes);
+    let recorded = writer_schemas(snap, &writes);
     let text = writes
         .iter()
         .rev()
-        .find_map(|i| writers.get(&i.requested).cloned().flatten())?;
+        .find_map(|i| recorded.get(&i.requested)?.0.clone())?;
+    let query = writes
+        .iter()
+        .rev()
+        .find_map(|i| recorded.get(&i.requested)?.1.clone());
+    let evolution = query.map(|q| Arc::new(schema_on_read(store, snap, &writes, &recorded, &q)));
+    let writers = recorded
+        .into_iter()
+        .map(|(k, (schema, _))| (k, schema))
+        .collect();
     let dropped = snap
         .cfg
         .properties
@@ -194,6 +305,7 @@ fn view_schema(snap: &Snapshot, plan: &hudifs_core::rules::Plan) -> Option<ViewS
             text,
             arrow: Arc::new(arrow),
             writers,
+            evolution,
         }),
         Err(e) => {
             log::warn!("the table schema of a view cannot be read ({e}): each slice keeps its own");
@@ -224,14 +336,20 @@ impl HudiFs {
             });
             if touched {
                 let listing = self.views.listing_of(v, partition)?;
-                self.cdc_partition(&v.snap, &v.plan, partition, &listing)?
+                let schema = m
+                    .schema
+                    .get_or_init(|| view_schema(&*self.store, &v.snap, &v.plan));
+                let window = schema.as_ref().filter(|s| s.changed());
+                self.cdc_partition(&v.snap, &v.plan, partition, &listing, window)?
             } else {
                 MergedPartition::default()
             }
         } else {
             let pv = self.views.part(v, i)?;
             let written = m.groups_written.get_or_init(|| v.plan.groups_written());
-            let schema = m.schema.get_or_init(|| view_schema(&v.snap, &v.plan));
+            let schema = m
+                .schema
+                .get_or_init(|| view_schema(&*self.store, &v.snap, &v.plan));
             self.merged_partition(
                 &v.snap,
                 &v.plan,

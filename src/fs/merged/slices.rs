@@ -16,6 +16,7 @@ use hudifs_core::rules::{PartitionChoice, Plan, VisibleFile};
 use hudifs_core::snapshot::Snapshot;
 use hudifs_core::timeline::Layout;
 use hudifs_core::viewkey::ViewKey;
+use hudifs_merge::schema::SliceSchema;
 use hudifs_merge::{apply_view_schema, slices_of_view, slices_of_window, CdcGroup, Slice};
 use hudifs_storage::sync::lock;
 
@@ -287,7 +288,13 @@ impl HudiFs {
         };
         if let Some(vs) = schema {
             let schema_of = |instant: &str| vs.writers.get(instant).cloned().flatten();
-            apply_view_schema(&mut slices, &vs.arrow, &vs.text, schema_of);
+            apply_view_schema(
+                &mut slices,
+                &vs.arrow,
+                &vs.text,
+                schema_of,
+                vs.evolution.as_ref(),
+            );
         }
         for vs in slices {
             let name: Arc<str> = Arc::from(vs.file_name());
@@ -359,13 +366,15 @@ impl HudiFs {
 
     /// The change feeds of a partition of window `plan` (`cdc/`): one file per file group a data
     /// write of the window touched, named and registered from the timeline and the listing
-    /// alone (nothing is merged).
+    /// alone (nothing is merged). `schema`: the window's table schema, where the table's
+    /// schema changed, which every feed's images are written in (SEMANTICS.md §10.10).
     pub(super) fn cdc_partition(
         &self,
         snap: &Snapshot,
         plan: &Plan,
         partition: &str,
         listing: &PartitionListing,
+        schema: Option<&super::ViewSchemaText>,
     ) -> Result<MergedPartition> {
         let files: Vec<DataFile> = listing.files.to_vec();
         let mut ids: HashMap<String, (u64, SystemTime)> = HashMap::new();
@@ -373,7 +382,25 @@ impl HudiFs {
             ids.insert(f.rel_path(), (*id, f.mtime()));
         }
         let mut entries = Vec::new();
-        for group in hudifs_merge::cdc_groups(snap, plan, partition, &files)? {
+        for mut group in hudifs_merge::cdc_groups(snap, plan, partition, &files)? {
+            group.schema = schema.map(|s| s.arrow.clone());
+            // Schema-on-read: every state's files are read with their columns matched to
+            // the window's by field id.
+            let evolution = schema.and_then(|s| s.evolution.as_ref());
+            if let (Some(e), Some(view)) = (evolution, group.schema.clone()) {
+                for st in group
+                    .steps
+                    .iter_mut()
+                    .flat_map(|s| [&mut s.before, &mut s.after])
+                    .flatten()
+                {
+                    st.slice.schema = Some(SliceSchema {
+                        view: view.clone(),
+                        rewrite_base: true,
+                        evolution: Some(e.clone()),
+                    });
+                }
+            }
             let name: Arc<str> = Arc::from(group.file_name());
             let mut mtime = SystemTime::UNIX_EPOCH;
             let states: Vec<(String, String, Vec<u64>)> = group
@@ -411,7 +438,7 @@ impl HudiFs {
                 admitted: None,
                 window: None,
                 cdc: Some(states),
-                schema: None,
+                schema: group.schema_id(),
             };
             let id = self.merged.register(key, || MergedSlice {
                 partition: Arc::from(partition),

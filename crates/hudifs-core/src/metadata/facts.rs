@@ -88,6 +88,10 @@ pub struct CommitMetadata {
     /// The table schema the write wrote under (`extraMetadata.schema`, Avro JSON text), where
     /// it recorded one.
     pub schema: Option<std::sync::Arc<str>>,
+    /// Schema-on-read: the `InternalSchema` the write wrote under
+    /// (`extraMetadata.latestSchema`, Java's `SerDeHelper.LATEST_SCHEMA`), where it recorded
+    /// one.
+    pub internal_schema: Option<std::sync::Arc<str>>,
 }
 
 impl CommitMetadata {
@@ -102,6 +106,12 @@ impl CommitMetadata {
             schema: v
                 .get("extraMetadata")
                 .and_then(|e| e.get("schema"))
+                .and_then(Value::as_str)
+                .filter(|s| !s.trim().is_empty())
+                .map(std::sync::Arc::from),
+            internal_schema: v
+                .get("extraMetadata")
+                .and_then(|e| e.get("latestSchema"))
                 .and_then(Value::as_str)
                 .filter(|s| !s.trim().is_empty())
                 .map(std::sync::Arc::from),

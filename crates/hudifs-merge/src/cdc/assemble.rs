@@ -1,6 +1,7 @@
 //! The change feed written: the images of every change record assembled from the merged
-//! states (one schema for all: the newest state's columns, then those only older states
-//! have), as op / ts_ms / record key / partition path / before / after records.
+//! states (one schema for all: the window's table schema where the group has one, else the
+//! newest state's columns, then those only older states have), as op / ts_ms / record key /
+//! partition path / before / after records.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -18,14 +19,16 @@ use super::{CdcGroup, CDC_CREATED_BY};
 use crate::chunks::Counting;
 use crate::engine::writer_properties;
 use crate::error::{MergeError, Result};
-use crate::schema::{conform_batch, output_schema, META_COLUMNS};
+use crate::schema::{aligned, conform_batch, output_schema, ViewSchema, META_COLUMNS};
 
 /// Every state's rows conformed to the images' schema, as columns of batches, then one
 /// all-null row: what the `before` and `after` images are interleaved from.
 struct Images {
     /// The images' fields: all states' data columns (the newest state's columns and types,
     /// then the columns only older states have; a column whose type changed takes the newest
-    /// type), nullable.
+    /// type), nullable; in the window's schema where there is one (`crate::schema::aligned`:
+    /// its columns in its order, promoted types, null where no state has a column, no column
+    /// it lacks).
     fields: Vec<Field>,
     /// Per field, its array of every batch of every state, then the all-null one.
     arrays: Vec<Vec<ArrayRef>>,
@@ -36,7 +39,7 @@ struct Images {
 }
 
 impl Images {
-    fn of(states: &[State], schemas: &[SchemaRef]) -> Result<Images> {
+    fn of(states: &[State], schemas: &[SchemaRef], window: Option<&ViewSchema>) -> Result<Images> {
         let full = schemas
             .iter()
             .rev()
@@ -47,6 +50,10 @@ impl Images {
                 })
             })
             .unwrap_or_else(|| Arc::new(Schema::empty()));
+        let full = match window {
+            Some(w) => aligned(&full, &w.arrow),
+            None => full,
+        };
         let fields: Vec<Field> = full
             .fields()
             .iter()
@@ -129,7 +136,7 @@ pub(super) fn write_feed<W: Write + Send>(group: &CdcGroup, found: Changes, out:
         changes,
     } = found;
     let partition = group.partition.clone();
-    let images = Images::of(&states, &schemas)?;
+    let images = Images::of(&states, &schemas, group.schema.as_deref())?;
     let before = images.column(&changes, &|c| c.before)?;
     let after = images.column(&changes, &|c| c.after)?;
     let strings = |f: &dyn Fn(&Change) -> Option<String>| -> ArrayRef {

@@ -44,6 +44,7 @@ use crate::materialise::{
     identity, read_counted, BlockVisibility, Identity, InputFile, Materialise, MergeOptions, Quick,
     Ready,
 };
+use crate::schema::ViewSchema;
 
 /// The `created_by` of every change-feed file.
 pub const CDC_CREATED_BY: &str = "hudifs-cdc version 2";
@@ -78,6 +79,9 @@ pub struct CdcGroup {
     pub file_id: String,
     /// In commit order; not empty.
     pub steps: Vec<CdcStep>,
+    /// The window's table schema the images are written in (SEMANTICS §10.10), where the
+    /// table's schema changed; `None`: the images take the states' own schemas.
+    pub schema: Option<Arc<ViewSchema>>,
 }
 
 /// A step's missing state in a feed's claim.
@@ -122,6 +126,20 @@ impl CdcGroup {
                 self.partition, self.file_id
             )
         }
+    }
+
+    /// Names the schema the feed is written in (cache claims, registry keys): the window's,
+    /// and under schema-on-read the mapping its states are read with.
+    pub fn schema_id(&self) -> Option<String> {
+        let states = self
+            .steps
+            .iter()
+            .flat_map(|s| s.before.iter().chain(&s.after));
+        states
+            .filter_map(|st| st.slice.schema.as_ref())
+            .map(|s| s.claim_id())
+            .next()
+            .or_else(|| self.schema.as_ref().map(|s| s.id.clone()))
     }
 
     /// Every table file read, once each (base files first in each state).
@@ -189,14 +207,33 @@ pub fn prepare_cdc(
     let mut schemas = HashMap::new();
     let mut held = 0u64;
     for s in &group.steps {
-        logged.push(read_cdc_logs(
+        let records = read_cdc_logs(
             storage,
             &s.cdc_logs,
             &mut schemas,
             &mut identities,
             &mut held,
             opts,
-        )?);
+        )?;
+        // Schema-on-read: the images were written in the write's schema; their columns are
+        // matched to the window's by field id, as the states' are.
+        let states = s.before.iter().chain(&s.after);
+        let mut e = states.filter_map(|st| st.slice.schema.as_ref()?.evolution.as_ref());
+        let records = match (records, e.next()) {
+            (Some(batches), Some(e)) => {
+                let m = e.columns(&s.instant)?;
+                let renamed = batches
+                    .into_iter()
+                    .map(|b| m.apply_images(b))
+                    .collect::<std::result::Result<Vec<_>, String>>()
+                    .map_err(|e| {
+                        MergeError::corrupt(format!("the CDC logs of write {}: {e}", s.instant))
+                    })?;
+                Some(renamed)
+            }
+            (records, _) => records,
+        };
+        logged.push(records);
     }
     Ok(PreparedCdc {
         cfg: cfg.clone(),
@@ -293,6 +330,10 @@ impl Materialise for CdcGroup {
 
     fn keep_commits(&self) -> Option<Vec<String>> {
         Some(self.steps.iter().map(|s| s.instant.clone()).collect())
+    }
+
+    fn schema_id(&self) -> Option<String> {
+        CdcGroup::schema_id(self)
     }
 
     fn quick(&self, storage: &dyn Storage, committed: &dyn BlockVisibility) -> Option<Quick> {

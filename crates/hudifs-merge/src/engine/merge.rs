@@ -258,6 +258,30 @@ impl Prepared {
                 format!("{}: block at byte {}", self.log_names[b.file], b.offset)
             })?;
             let r = decode_block(b, &self.logs[b.file], &self.log_names[b.file], &mut schemas)?;
+            // Schema-on-read: the block's columns under the view's names (by field id).
+            let r = match (r, self.evolution()) {
+                (
+                    BlockRecords::Data {
+                        batch,
+                        partial,
+                        instant,
+                    },
+                    Some(e),
+                ) => {
+                    let place =
+                        || format!("{}: block at byte {}", self.log_names[b.file], b.offset);
+                    let batch = e
+                        .columns(&instant)
+                        .and_then(|m| m.apply(batch).map_err(MergeError::corrupt))
+                        .map_err(|e| e.prefixed(&place()))?;
+                    BlockRecords::Data {
+                        batch,
+                        partial,
+                        instant,
+                    }
+                }
+                (r, _) => r,
+            };
             held += match &r {
                 BlockRecords::Data { batch, .. } => batch.get_array_memory_size() as u64,
                 BlockRecords::Deletes { keys, .. } => {
@@ -309,7 +333,29 @@ impl Prepared {
                 ))
             }
         };
-        let base_arrow = base_reader.as_ref().map(|b| b.schema().clone());
+        // Schema-on-read: the base file's columns under the view's names (by field id).
+        let base_map = match (self.evolution(), &self.base) {
+            (Some(e), Some(Base { name, .. })) => {
+                let instant = self
+                    .slice
+                    .base
+                    .as_ref()
+                    .and_then(|b| {
+                        hudifs_core::listing::parse_base_name(
+                            b.path.name(),
+                            &[String::from("parquet")],
+                        )
+                    })
+                    .map(|n| n.instant)
+                    .unwrap_or_default();
+                Some(e.columns(&instant).map_err(|e| e.prefixed(name))?)
+            }
+            _ => None,
+        };
+        let base_arrow = base_reader.as_ref().map(|b| match &base_map {
+            Some(m) => m.apply_schema(b.schema()),
+            None => b.schema().clone(),
+        });
         let base_descr = base_reader
             .as_ref()
             .map(|b| b.metadata().file_metadata().schema_descr().clone());
@@ -420,6 +466,12 @@ impl Prepared {
                 .map_err(|e| MergeError::corrupt(format!("{name}: {e}")))?;
             for batch in reader {
                 let batch = batch.map_err(|e| MergeError::corrupt(format!("{name}: {e}")))?;
+                let batch = match &base_map {
+                    Some(m) => m
+                        .apply(batch)
+                        .map_err(|e| MergeError::corrupt(format!("{name}: {e}")))?,
+                    None => batch,
+                };
                 stats.base_rows += batch.num_rows() as u64;
                 let out = merger
                     .merge_base_batch(&batch, &schema)
@@ -446,6 +498,11 @@ impl Prepared {
 }
 
 impl Prepared {
+    /// The schema-on-read mapping of the slice's view, where it has one.
+    fn evolution(&self) -> Option<&crate::evolution::SchemaOnRead> {
+        self.slice.schema.as_ref()?.evolution.as_deref()
+    }
+
     /// The rows of `batch` the slice's row filter keeps (all without one): those whose
     /// `_hoodie_commit_time` is one of the kept instants. A batch without the column keeps none
     /// (incremental views are refused on tables without meta fields before they get here).

@@ -76,7 +76,7 @@ impl Materialise for Slice {
     }
 
     fn schema_id(&self) -> Option<String> {
-        self.schema.as_ref().map(|s| s.view.id.clone())
+        self.schema.as_ref().map(|s| s.claim_id())
     }
 
     fn served_as_is(&self) -> bool {

@@ -100,6 +100,7 @@ impl TableWriter {
             template_count: 0,
             cdc: BTreeMap::new(),
             mdt: None,
+            sor: None,
             spec,
         };
         let props = w.properties_text()?;

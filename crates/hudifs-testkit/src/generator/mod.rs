@@ -62,6 +62,7 @@ mod bulk;
 mod cdc;
 mod create;
 mod demo;
+mod evolution;
 mod expect;
 mod history;
 mod logfile;
@@ -93,6 +94,7 @@ use hudifs_core::timeline::{self, Action, Layout, State};
 pub use self::bulk::build_wide_table;
 pub use self::cdc::CdcMode;
 pub use self::demo::{build_demo, DEMO_CLOCK_START_MS};
+pub use self::evolution::build_renamed;
 pub use self::expect::ExpectedFile;
 pub use self::history::build_cleaned_and_archived;
 pub use self::logfile::{blocks, read_blocks, ReadBlock};
@@ -578,6 +580,8 @@ pub struct TableWriter {
     cdc: BTreeMap<String, Vec<String>>,
     /// The metadata table, when the table has one.
     mdt: Option<metadata_table::MetadataTable>,
+    /// Schema-on-read ([`TableWriter::enable_schema_on_read`]).
+    sor: Option<evolution::WriterSchemas>,
 }
 
 impl TableWriter {

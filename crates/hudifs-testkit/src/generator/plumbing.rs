@@ -194,10 +194,11 @@ impl TableWriter {
         let mut o = serde_json::Map::new();
         o.insert("partitionToWriteStats".into(), json!(by_partition));
         o.insert("compacted".into(), json!(compacted));
-        o.insert(
-            "extraMetadata".into(),
-            json!({"schema": self.table_schema_text()}),
-        );
+        let mut extra = json!({"schema": self.table_schema_text()});
+        if let Some(latest) = self.latest_schema_text() {
+            extra["latestSchema"] = json!(latest);
+        }
+        o.insert("extraMetadata".into(), extra);
         o.insert("operationType".into(), json!(operation));
         if is_replace {
             let mut m: BTreeMap<&str, Vec<&str>> = BTreeMap::new();

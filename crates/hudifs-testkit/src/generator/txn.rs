@@ -907,6 +907,8 @@ impl Txn<'_> {
             let records = metadata_table::commit_records(&metadata_table::stat_files(&stats));
             w.mdt_deltacommit(&self.instant, records, true)?;
         }
+        // Schema-on-read: the history persisted before the write completes.
+        w.persist_schema_history(&self.instant)?;
         let completion = w.next_time()?;
         let is_replace = self.action == Action::ReplaceCommit;
         let meta = w.commit_json(&stats, &self.replaced, is_replace, false, &operation);
