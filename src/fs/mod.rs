@@ -27,6 +27,7 @@
 //! merging) in `merged` (SEMANTICS.md §2, §6, §10). `served` is what the FUSE adapter calls: one
 //! table, or a lake of them (`crate::lake`).
 
+mod bootstrap;
 mod dirs;
 mod handles;
 mod inode;
@@ -158,6 +159,9 @@ pub struct FsOptions {
     pub access: crate::access::Access,
     /// Where the table's listing comes from (`--listing`).
     pub listing: hudifs_core::listing_source::ListingMode,
+    /// How to reach the store a bootstrapped table's source files are on (the table's own
+    /// store options; SEMANTICS.md §8.4).
+    pub sources: crate::store::StoreArgs,
 }
 
 /// The file system.
@@ -179,6 +183,8 @@ pub struct HudiFs {
     kernel: KernelCache<Arc<ResolvedPartition>>,
     /// Owner, modes and times of every node.
     owner: Owner,
+    /// A metadata-only bootstrap's index, source stores and stitched skeletons.
+    bootstrap: bootstrap::Bootstrap,
 }
 
 fn join(dir: &str, name: &str) -> String {
@@ -228,6 +234,7 @@ impl HudiFs {
             handles: Handles::default(),
             kernel: KernelCache::default(),
             owner,
+            bootstrap: Default::default(),
         })
     }
 

@@ -20,6 +20,7 @@
 mod materialise;
 mod slices;
 
+pub(super) use materialise::refusal;
 pub use materialise::Materialised;
 pub use slices::{MergedNode, MergedPartition, MergedRegistry, MergedSlice};
 

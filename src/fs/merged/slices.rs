@@ -109,6 +109,7 @@ impl MergedSlice {
             .iter()
             .chain(&self.slice.logs)
             .map(|i| i.path.as_str().to_string())
+            .chain(self.slice.source.iter().map(|s| s.describe()))
             .collect()
     }
 }
@@ -289,7 +290,12 @@ impl HudiFs {
             let schema_of = |instant: &str| vs.writers.get(instant).cloned().flatten();
             apply_view_schema(&mut slices, &vs.arrow, &vs.text, schema_of);
         }
-        for vs in slices {
+        for mut vs in slices {
+            // A skeleton slice with logs merges over its stitched rows; one without is served
+            // as its base file (stitched, as in the plain view).
+            if vs.slice.needs_merge() {
+                self.attach_source(&mut vs.slice);
+            }
             let name: Arc<str> = Arc::from(vs.file_name());
             let id_of = |p: &str| ids.get(p).copied();
             if !vs.slice.needs_merge() {
@@ -373,7 +379,13 @@ impl HudiFs {
             ids.insert(f.rel_path(), (*id, f.mtime()));
         }
         let mut entries = Vec::new();
-        for group in hudifs_merge::cdc_groups(snap, plan, partition, &files)? {
+        for mut group in hudifs_merge::cdc_groups(snap, plan, partition, &files)? {
+            // States of a bootstrapped group hold its stitched rows.
+            for step in &mut group.steps {
+                for st in [&mut step.before, &mut step.after].into_iter().flatten() {
+                    self.attach_source(&mut st.slice);
+                }
+            }
             let name: Arc<str> = Arc::from(group.file_name());
             let mut mtime = SystemTime::UNIX_EPOCH;
             let states: Vec<(String, String, Vec<u64>)> = group
@@ -429,6 +441,7 @@ impl HudiFs {
                     logs: Vec::new(),
                     keep_commits: None,
                     schema: None,
+                    source: None,
                 },
                 base: None,
                 t: newest.clone(),
