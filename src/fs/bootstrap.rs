@@ -1,4 +1,4 @@
-//! Metadata-only bootstrapped file groups (SEMANTICS.md §8.4): a skeleton base file (instant
+//! Metadata-only bootstrapped file groups (SEMANTICS.md §10.11): a skeleton base file (instant
 //! `00000000000001`, the meta columns only) is never served as it is. Its source file is found
 //! in the bootstrap index (`hudifs_core::bootstrap`) under `hoodie.bootstrap.base.path`, on local
 //! disk or the table's store, and the two are joined row by row into the merge cache
@@ -160,9 +160,25 @@ impl HudiFs {
         lock(&self.bootstrap.stitched).remove(&id);
     }
 
-    /// The size of the stitched file of `id` if it was made already.
-    pub(super) fn stitched_size(&self, id: u64) -> Option<u64> {
-        lock(&self.bootstrap.stitched).get(&id).map(|k| k.1)
+    /// The entry of table file `f` (registry id `id`, inode `ino`) in a listing: a skeleton is
+    /// not stitched by a listing, and until it is it shows size 0 with a zero attribute
+    /// timeout, so that the kernel asks (and it is stitched) on `stat`.
+    pub(super) fn listed_file_entry(
+        &self,
+        ino: u64,
+        id: u64,
+        f: &DataFile,
+        ttl: std::time::Duration,
+    ) -> super::Entry {
+        if !self.is_skeleton(f) {
+            return self.owner.table_file(ino, f, ttl);
+        }
+        match lock(&self.bootstrap.stitched).get(&id).map(|k| k.1) {
+            Some(size) => self.owner.merged_file(ino, size, f.mtime(), ttl),
+            None => self
+                .owner
+                .merged_file(ino, 0, f.mtime(), std::time::Duration::ZERO),
+        }
     }
 
     fn stitch_now(&self, f: &DataFile) -> Result<(PathBuf, u64)> {

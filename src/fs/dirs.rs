@@ -185,23 +185,8 @@ impl HudiFs {
                             view,
                             file: pv.listing.ids[c.index as usize],
                         };
-                        let entry = if self.is_skeleton(f) {
-                            // Served stitched: its size is known once stitched (on `stat`).
-                            let id = pv.listing.ids[c.index as usize];
-                            match self.stitched_size(id) {
-                                Some(size) => {
-                                    self.owner.merged_file(node.ino(), size, f.mtime(), v.ttl())
-                                }
-                                None => self.owner.merged_file(
-                                    node.ino(),
-                                    0,
-                                    f.mtime(),
-                                    std::time::Duration::ZERO,
-                                ),
-                            }
-                        } else {
-                            self.owner.table_file(node.ino(), f, v.ttl())
-                        };
+                        let id = pv.listing.ids[c.index as usize];
+                        let entry = self.listed_file_entry(node.ino(), id, f, v.ttl());
                         out.push(DirEntry {
                             name: Arc::from(f.name()),
                             entry,

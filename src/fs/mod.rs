@@ -160,7 +160,7 @@ pub struct FsOptions {
     /// Where the table's listing comes from (`--listing`).
     pub listing: hudifs_core::listing_source::ListingMode,
     /// How to reach the store a bootstrapped table's source files are on (the table's own
-    /// store options; SEMANTICS.md §8.4).
+    /// store options; SEMANTICS.md §10.11).
     pub sources: crate::store::StoreArgs,
 }
 

@@ -284,7 +284,7 @@ impl HudiFs {
     pub(super) fn open_table_file(&self, file: u64) -> Result<OpenedParts> {
         let f = self.views.registered(file)?;
         // A metadata-only bootstrap skeleton holds the meta columns alone: it is served
-        // stitched with its source file, never as it is (SEMANTICS.md §8.4).
+        // stitched with its source file, never as it is (SEMANTICS.md §10.11).
         if self.is_skeleton(&f) {
             let stitched = self.open_stitched(file, &f)?;
             let handle = hudifs_storage::local_file_handle(stitched)

@@ -82,7 +82,7 @@ impl HudiFs {
                 out.push(("user.hudi.partition".into(), f.partition.to_string()));
                 out.push(("user.hudi.slice".into(), pv.choice.slice(&c).to_string()));
                 if self.is_skeleton(f) {
-                    // Served stitched: the skeleton and its source file (SEMANTICS.md §8.4).
+                    // Served stitched: the skeleton and its source file (SEMANTICS.md §10.11).
                     let source = self.bootstrap_source(&f.partition, f.file_id())?;
                     let inputs = [f.rel_path(), source.describe()];
                     out.push(("user.hudi.stitched_from".into(), inputs.join("\n")));

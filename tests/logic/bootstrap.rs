@@ -1,4 +1,4 @@
-//! Metadata-only bootstrapped tables (SEMANTICS.md §8.4) through the file system's logic: a
+//! Metadata-only bootstrapped tables (SEMANTICS.md §10.11) through the file system's logic: a
 //! skeleton is served stitched with its source file in `latest/`, `as_of/` and `merged/`, sized
 //! as stitched, named by `user.hudi.stitched_from`; later writes slice and merge as usual; bad
 //! input (no source file, no index entry, row counts that differ) is refused with EIO.
@@ -330,4 +330,31 @@ fn bad_bootstrap_input_is_refused_with_eio() {
         errno_of(&fs, &["latest", "city=a", &skeleton_name(&a)]),
         libc::EIO
     );
+}
+
+/// A listing stitches nothing (plain and merged): a skeleton not stitched yet is listed with
+/// size 0 and a zero timeout; its lookup stitches it, once.
+#[test]
+fn listings_stitch_nothing() {
+    let t = table(TableType::MergeOnRead, 9);
+    let fs = t.fs();
+    let b = t.group("city=b").clone();
+    for view in [
+        &["latest", "city=b"][..],
+        &["merged", "latest", "city=b"][..],
+    ] {
+        let e = fs.readdir_entries(walk(&fs, view).unwrap()).unwrap();
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].entry.attr.size, 0, "{view:?}");
+        assert!(e[0].entry.ttl.is_zero(), "{view:?}");
+    }
+    assert_eq!(fs.merges_run(), 0);
+    assert_stitched(&fs, &["latest", "city=b", &skeleton_name(&b)], &b);
+    assert_eq!(fs.merges_run(), 1);
+    let e = fs
+        .readdir_entries(walk(&fs, &["merged", "latest", "city=b"]).unwrap())
+        .unwrap();
+    assert!(e[0].entry.attr.size > 0);
+    assert_stitched(&fs, &["merged", "latest", "city=b", &skeleton_name(&b)], &b);
+    assert_eq!(fs.merges_run(), 1);
 }

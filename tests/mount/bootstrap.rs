@@ -1,4 +1,4 @@
-//! Metadata-only bootstrapped tables through a real mount (SEMANTICS.md §8.4): tables the kit
+//! Metadata-only bootstrapped tables through a real mount (SEMANTICS.md §10.11): tables the kit
 //! bootstraps as Java does (skeletons, source files in another directory, the bootstrap index),
 //! copy-on-write (v6) and merge-on-read (v9), with an upsert on a bootstrapped group. A reader
 //! of `latest/`, `as_of/`, `merged/`, `merged/incremental/` and `cdc/` gets the stitched rows

@@ -1,4 +1,4 @@
-//! Metadata-only bootstrapped tables on a real S3 server (SEMANTICS.md §8.4): the table and its
+//! Metadata-only bootstrapped tables on a real S3 server (SEMANTICS.md §10.11): the table and its
 //! source files on the same bucket (the index naming them `s3a://…`, as Java on a Hadoop file
 //! system writes them), mounted as `s3://`: every view reads the stitched rows the kit wrote
 //! (`support::bootstrap::check_views`), and the same names and bytes as the same table on the

@@ -1,4 +1,4 @@
-//! What the tests of bootstrapped tables share (SEMANTICS.md §8.4): a table bootstrapped by the
+//! What the tests of bootstrapped tables share (SEMANTICS.md §10.11): a table bootstrapped by the
 //! kit with an upsert on top, and every view of a mount of it checked against what the kit
 //! wrote (read back with the parquet crate's record reader, not hudifs).
 
