@@ -1,7 +1,8 @@
 //! Metadata-only bootstrapped tables (SEMANTICS.md §10.11) through the file system's logic: a
 //! skeleton is served stitched with its source file in `latest/`, `as_of/` and `merged/`, sized
 //! as stitched, named by `user.hudi.stitched_from`; later writes slice and merge as usual; bad
-//! input (no source file, no index entry, row counts that differ) is refused with EIO.
+//! input (no source file, no index, no index entry, row counts that differ) is refused with
+//! EIO, a source under a base path that cannot be opened with EOPNOTSUPP.
 //! Expected rows are what the table kit wrote (source rows and bootstrap meta values), read back
 //! with the parquet crate's record reader.
 
@@ -319,6 +320,34 @@ fn bad_bootstrap_input_is_refused_with_eio() {
     assert_eq!(
         errno_of(&fs, &["latest", "city=a", &skeleton_name(&a)]),
         libc::EIO
+    );
+
+    // The index has no entry for city=b's group.
+    let t = table(TableType::MergeOnRead, 8);
+    let (a, b) = (t.group("city=a").clone(), t.group("city=b").clone());
+    let src = LocalStore::new(&t.source).unwrap();
+    let uri = format!("file:{}", t.source.display());
+    t.w.write_bootstrap_index(&src, &uri, std::slice::from_ref(&a), 0)
+        .unwrap();
+    let fs = t.fs();
+    assert_eq!(
+        errno_of(&fs, &["latest", "city=b", &skeleton_name(&b)]),
+        libc::EIO
+    );
+    assert_stitched(&fs, &["latest", "city=a", &skeleton_name(&a)], &a);
+
+    // The index names sources under a base path that cannot be opened: EOPNOTSUPP.
+    let t = table(TableType::CopyOnWrite, 6);
+    let a = t.group("city=a").clone();
+    let src = LocalStore::new(&t.source).unwrap();
+    let elsewhere = t.source.with_file_name("no-such-source");
+    let uri = format!("file:{}", elsewhere.display());
+    t.w.write_bootstrap_index(&src, &uri, std::slice::from_ref(&a), 0)
+        .unwrap();
+    let fs = t.fs();
+    assert_eq!(
+        errno_of(&fs, &["latest", "city=a", &skeleton_name(&a)]),
+        libc::EOPNOTSUPP
     );
 
     // The index is gone.

@@ -283,8 +283,9 @@ impl TableWriter {
 
     /// The two index HFiles, as `HFileBootstrapIndexWriter` writes them: partitions in sorted
     /// order, file groups sorted by key, each value an Avro container of one record, and
-    /// `INDEX_INFO` in the file info.
-    fn write_bootstrap_index(
+    /// `INDEX_INFO` in the file info. (Public so that tests can write an index that lacks
+    /// groups.)
+    pub fn write_bootstrap_index(
         &self,
         source: &dyn StorageWrite,
         base_uri: &str,
