@@ -241,6 +241,25 @@ fn check_latest_and_as_of(tt: TableType, version: u32) {
             "the before image is not the stitched row: {r:?}"
         );
     }
+    // The bootstrap's own window: incremental/ lists the skeleton (stitched), and
+    // merged/incremental/ holds the stitched rows; cdc/ refuses it (no time just before the
+    // bootstrap instant, SEMANTICS.md §10.10).
+    let first = format!("..{t0}");
+    assert_stitched(
+        &fs,
+        &["incremental", &first, "city=a", &skeleton_name(&a)],
+        &a,
+    );
+    let inc = names(
+        &fs,
+        walk(&fs, &["merged", "incremental", &first, "city=a"]).unwrap(),
+    );
+    assert_eq!(inc.len(), 1, "{inc:?}");
+    let ino = walk(&fs, &["merged", "incremental", &first, "city=a", &inc[0]]).unwrap();
+    let (columns, rows) = parquet_rows(&read_all(&fs, ino).unwrap());
+    assert_eq!(columns, STITCHED_COLUMNS);
+    assert!(seqno_matches(&rows, &stitched_rows(&a)), "{rows:?}");
+    assert!(walk(&fs, &["cdc", &first]).is_err());
     // The group not written since is still the stitched skeleton.
     let b = t.group("city=b").clone();
     assert_stitched(&fs, &["latest", "city=b", &skeleton_name(&b)], &b);
