@@ -247,6 +247,7 @@ impl MountConfig {
             merge: self.merge.clone(),
             access: self.access,
             listing: self.store.listing,
+            sources: self.store.clone(),
         }
     }
 

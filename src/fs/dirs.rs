@@ -188,9 +188,11 @@ impl HudiFs {
                             view,
                             file: pv.listing.ids[c.index as usize],
                         };
+                        let id = pv.listing.ids[c.index as usize];
+                        let entry = self.listed_file_entry(node.ino(), id, f, v.ttl());
                         out.push(DirEntry {
                             name: Arc::from(f.name()),
-                            entry: self.owner.table_file(node.ino(), f, v.ttl()),
+                            entry,
                         });
                     }
                 }

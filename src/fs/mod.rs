@@ -28,6 +28,7 @@
 //! merging) in `merged` (SEMANTICS.md §2, §6, §10). `served` is what the FUSE adapter calls: one
 //! table, or a lake of them (`crate::lake`).
 
+mod bootstrap;
 mod delta;
 mod dirs;
 mod handles;
@@ -161,6 +162,9 @@ pub struct FsOptions {
     pub access: crate::access::Access,
     /// Where the table's listing comes from (`--listing`).
     pub listing: hudifs_core::listing_source::ListingMode,
+    /// How to reach the store a bootstrapped table's source files are on (the table's own
+    /// store options; SEMANTICS.md §10.11).
+    pub sources: crate::store::StoreArgs,
 }
 
 /// The file system.
@@ -184,6 +188,8 @@ pub struct HudiFs {
     owner: Owner,
     /// The Delta log of `delta/` and what building it keeps (`delta.rs`).
     delta: delta::DeltaCache,
+    /// A metadata-only bootstrap's index, source stores and stitched skeletons.
+    bootstrap: bootstrap::Bootstrap,
 }
 
 fn join(dir: &str, name: &str) -> String {
@@ -234,6 +240,7 @@ impl HudiFs {
             kernel: KernelCache::default(),
             owner,
             delta: delta::DeltaCache::default(),
+            bootstrap: Default::default(),
         })
     }
 

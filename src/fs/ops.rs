@@ -31,6 +31,13 @@ impl HudiFs {
     /// The entry of a table file, stated first if it was listed by name only.
     pub(super) fn file_entry(&self, ino: u64, f: &DataFile, ttl: Duration) -> Result<Entry> {
         self.views.stated(f)?;
+        if let Some(Node::ViewFile { file: id, .. }) =
+            Node::from_ino(ino).filter(|_| self.is_skeleton(f))
+        {
+            // Its size is the stitched file's (stitched now if it is not yet).
+            let (_, size) = self.stitched(id, f)?;
+            return Ok(self.owner.merged_file(ino, size, f.mtime(), ttl));
+        }
         Ok(self.owner.table_file(ino, f, ttl))
     }
 
@@ -288,19 +295,13 @@ impl HudiFs {
     /// A table file by registry id, opened through the storage.
     pub(super) fn open_table_file(&self, file: u64) -> Result<OpenedParts> {
         let f = self.views.registered(file)?;
-        // The cheap name test first: the snapshot is asked only for a bootstrap-instant file.
-        if f.is_base()
-            && f.instant() == hudifs_core::table::METADATA_BOOTSTRAP_INSTANT
-            && self.snapshot().cfg.is_bootstrap_skeleton(f.instant())
-        {
-            // Its bytes are the meta columns alone: a reader would get none of the data.
-            let e = Error::Unsupported(format!(
-                "{}: a metadata-only bootstrap skeleton (its data is in the source file under \
-                 hoodie.bootstrap.base.path, which hudifs does not join to it yet)",
-                super::join(&f.partition, f.name())
-            ));
-            log::warn!("{e}");
-            return Err(e);
+        // A metadata-only bootstrap skeleton holds the meta columns alone: it is served
+        // stitched with its source file, never as it is (SEMANTICS.md §10.11).
+        if self.is_skeleton(&f) {
+            let stitched = self.open_stitched(file, &f)?;
+            let handle = hudifs_storage::local_file_handle(stitched)
+                .map_err(|e| Error::io(f.rel_path(), e))?;
+            return Ok((OpenHandle::Data(handle.clone()), true, Some(handle)));
         }
         let path = partition_dir(&f.partition)?
             .child(f.name())

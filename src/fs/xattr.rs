@@ -81,6 +81,12 @@ impl HudiFs {
                 out.push(("user.hudi.file_id".into(), f.file_id().to_string()));
                 out.push(("user.hudi.partition".into(), f.partition.to_string()));
                 out.push(("user.hudi.slice".into(), pv.choice.slice(&c).to_string()));
+                if self.is_skeleton(f) {
+                    // Served stitched: the skeleton and its source file (SEMANTICS.md §10.11).
+                    let source = self.bootstrap_source(&f.partition, f.file_id())?;
+                    let inputs = [f.rel_path(), source.describe()];
+                    out.push(("user.hudi.stitched_from".into(), inputs.join("\n")));
+                }
             }
             Node::MergedFile { view, slice } => {
                 // Asked of a node the kernel holds: the view must still be servable.

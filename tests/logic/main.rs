@@ -6,6 +6,7 @@
 
 mod archive;
 mod bad_input;
+mod bootstrap;
 mod conformance;
 mod delta_log;
 mod fixture_cache;

@@ -6,6 +6,7 @@
 
 mod merge;
 
+mod bootstrap;
 mod cdc;
 mod crash_restart;
 mod delta;

@@ -5,6 +5,7 @@
 //! tests/store/README.md.
 
 mod az_server;
+mod bootstrap;
 mod gcs_server;
 mod s3_conformance;
 mod s3_faults;

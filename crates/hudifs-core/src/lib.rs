@@ -10,12 +10,15 @@
 //! - `listing`: partitions and data-file names → `DataFile`, through the storage;
 //! - `metadata_table`: Hudi's manifest of the table's files (read with `hudifs_hfile`), and
 //!   `listing_source`, which lists a table from it or from the storage;
+//! - `bootstrap`: the bootstrap index of a metadata-only bootstrapped table (which source file
+//!   holds a skeleton group's data);
 //! - `rules`: the visibility rules, pure: a view is a function of a timeline snapshot, the
 //!   archived facts, a listing and a view key;
 //! - `timefmt`, `viewkey`: time spellings and view names;
 //! - `snapshot`: one state of the table read through the storage, and the I/O around the rules.
 
 pub mod archive;
+pub mod bootstrap;
 pub mod error;
 pub mod ids;
 pub mod instant_time;

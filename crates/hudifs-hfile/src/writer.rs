@@ -78,6 +78,7 @@ pub struct Writer {
     uncompressed_total: u64,
     file_info: BTreeMap<Vec<u8>, Vec<u8>>,
     meta_blocks: BTreeMap<Vec<u8>, Vec<u8>>,
+    comparator: String,
 }
 
 /// `[row length: u16][row]`, the key form of Hudi's index entries and `hfile.LASTKEY`.
@@ -111,12 +112,19 @@ impl Writer {
             uncompressed_total: 0,
             file_info: BTreeMap::new(),
             meta_blocks: BTreeMap::new(),
+            comparator: COMPARATOR.into(),
         })
     }
 
     /// Add a file info entry (e.g. `schema`); a later one of the same name replaces it.
     pub fn add_file_info(&mut self, name: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
         self.file_info.insert(name.into(), value.into());
+    }
+
+    /// The comparator class the trailer names (Hudi's `HoodieHBaseKVComparator` unless set;
+    /// Hudi 0.x's bootstrap index named its own, `HFileBootstrapIndex$HoodieKVComparator`).
+    pub fn set_comparator(&mut self, class: impl Into<String>) {
+        self.comparator = class.into();
     }
 
     /// Add a meta block (e.g. Hudi's `bloomFilter`): one block per name, written after the
@@ -305,7 +313,7 @@ impl Writer {
             num_data_index_levels: levels,
             first_data_block_offset: first_data,
             last_data_block_offset: last_data,
-            comparator_class_name: COMPARATOR.into(),
+            comparator_class_name: self.comparator.clone(),
             compression_codec: self.opts.codec.id(),
             encryption_key: Vec::new(),
         };

@@ -46,7 +46,8 @@ pub use cache::{CacheOptions, Ensured, MergeCache};
 pub use cdc::{prepare_cdc, CdcGroup, CdcStep, GroupState, PreparedCdc};
 pub use config::{DeleteMarker, KeyGen, MergeConfig, MergeMode};
 pub use engine::{
-    merge_slice, merged_file_name, prepare, MergeStats, Plan, Prepared, Slice, CREATED_BY,
+    merge_slice, merged_file_name, prepare, BootstrapSource, MergeStats, Plan, Prepared, Slice,
+    CREATED_BY,
 };
 pub use error::{MergeError, Refusal, Result};
 pub use materialise::{

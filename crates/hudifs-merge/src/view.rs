@@ -51,6 +51,7 @@ pub fn slices_of_view(files: &[VisibleFile]) -> Vec<ViewSlice> {
                 logs: Vec::new(),
                 keep_commits: None,
                 schema: None,
+                source: None,
             },
             newest_instant: f.slice.clone(),
         });

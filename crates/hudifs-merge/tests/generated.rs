@@ -250,6 +250,7 @@ fn slice(base: Option<InputFile>, logs: Vec<InputFile>) -> Slice {
         logs,
         keep_commits: None,
         schema: None,
+        source: None,
     }
 }
 

@@ -108,6 +108,7 @@ fn table_hfile_log_block_latest_slice() {
         logs,
         keep_commits: None,
         schema: None,
+        source: None,
     };
     let visible = |i: &str| completed.contains(i);
     let mut out = Vec::new();
@@ -222,6 +223,7 @@ fn log_only_slice(store: &MemStore, logs: &[(&str, Vec<u8>)]) -> Slice {
         logs: files,
         keep_commits: None,
         schema: None,
+        source: None,
     }
 }
 

@@ -27,7 +27,7 @@ pub enum Materialised {
     Merged { path: PathBuf, size: u64 },
 }
 
-fn refusal(e: MergeError) -> Error {
+pub(in crate::fs) fn refusal(e: MergeError) -> Error {
     let msg = e.to_string();
     match e.kind {
         Refusal::Unsupported => Error::Unsupported(msg),
@@ -38,7 +38,7 @@ fn refusal(e: MergeError) -> Error {
 
 impl HudiFs {
     /// The merge cache, opened on first use (a mount that never shows `merged/` creates none).
-    fn merge_cache(&self) -> Result<Arc<MergeCache>> {
+    pub(in crate::fs) fn merge_cache(&self) -> Result<Arc<MergeCache>> {
         self.merge_cache
             .get_or_init(|| {
                 let dir = self

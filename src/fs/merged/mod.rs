@@ -20,6 +20,7 @@
 mod materialise;
 mod slices;
 
+pub(super) use materialise::refusal;
 pub use materialise::Materialised;
 pub use slices::{MergedNode, MergedPartition, MergedRegistry, MergedSlice};
 
@@ -404,7 +405,13 @@ impl HudiFs {
             let entry = match *node {
                 MergedNode::Base(file) => {
                     let f = self.views.registered(file)?;
-                    self.file_entry(Node::ViewFile { view, file }.ino(), &f, v.ttl())?
+                    let ino = Node::ViewFile { view, file }.ino();
+                    if self.is_skeleton(&f) {
+                        // Stitched on `stat`, not by the listing.
+                        self.listed_file_entry(ino, file, &f, v.ttl())
+                    } else {
+                        self.file_entry(ino, &f, v.ttl())?
+                    }
                 }
                 MergedNode::Slice(slice) => {
                     let ms = self.merged_slice(view, slice)?;

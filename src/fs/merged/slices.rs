@@ -110,6 +110,7 @@ impl MergedSlice {
             .iter()
             .chain(&self.slice.logs)
             .map(|i| i.path.as_str().to_string())
+            .chain(self.slice.source.iter().map(|s| s.describe()))
             .collect()
     }
 }
@@ -296,7 +297,12 @@ impl HudiFs {
                 vs.evolution.as_ref(),
             );
         }
-        for vs in slices {
+        for mut vs in slices {
+            // A skeleton slice with logs merges over its stitched rows; one without is served
+            // as its base file (stitched, as in the plain view).
+            if vs.slice.needs_merge() {
+                self.attach_source(&mut vs.slice);
+            }
             let name: Arc<str> = Arc::from(vs.file_name());
             let id_of = |p: &str| ids.get(p).copied();
             if !vs.slice.needs_merge() {
@@ -401,6 +407,12 @@ impl HudiFs {
                     });
                 }
             }
+            // States of a bootstrapped group hold its stitched rows.
+            for step in &mut group.steps {
+                for st in [&mut step.before, &mut step.after].into_iter().flatten() {
+                    self.attach_source(&mut st.slice);
+                }
+            }
             let name: Arc<str> = Arc::from(group.file_name());
             let mut mtime = SystemTime::UNIX_EPOCH;
             let states: Vec<(String, String, Vec<u64>)> = group
@@ -456,6 +468,7 @@ impl HudiFs {
                     logs: Vec::new(),
                     keep_commits: None,
                     schema: None,
+                    source: None,
                 },
                 base: None,
                 t: newest.clone(),

@@ -37,6 +37,8 @@ struct Base {
     name: String,
     /// On an object store: read a row group's column chunks at a time (`StorageChunks`).
     by_row_group: bool,
+    /// A bootstrap skeleton's source file (its data columns), opened, and its name.
+    source: Option<(Arc<dyn OpenFile>, String, bool)>,
 }
 
 /// A slice with its log files read and its blocks chosen.
@@ -86,13 +88,13 @@ fn prepare_inner(
     visible: &dyn BlockVisibility,
     opts: &MergeOptions,
 ) -> Result<Prepared> {
-    if cfg.bootstrapped
+    let skeleton = cfg.bootstrapped
         && slice.base.is_some()
-        && slice.instant == hudifs_core::table::METADATA_BOOTSTRAP_INSTANT
-    {
-        return Err(MergeError::unsupported(
-            "its base file is a metadata-only bootstrap skeleton (the data is in the source \
-             file under hoodie.bootstrap.base.path, which hudifs does not join to it yet)",
+        && slice.instant == hudifs_core::table::METADATA_BOOTSTRAP_INSTANT;
+    if skeleton && slice.source.is_none() {
+        return Err(MergeError::corrupt(
+            "its base file is a metadata-only bootstrap skeleton and no source file was found \
+             for it (the bootstrap index or base path; the log says which)",
         ));
     }
     let memory = opts.memory()?;
@@ -123,10 +125,25 @@ fn prepare_inner(
                 )));
             }
             identities.push(id);
+            let source = match slice.source.as_ref().filter(|_| skeleton) {
+                None => None,
+                Some(src) => {
+                    let sname = src.describe();
+                    let mut sid = identity(&*src.storage, &src.file)?;
+                    sid.path = sname.clone();
+                    let sfile = src
+                        .storage
+                        .open(&src.file.path)
+                        .map_err(|e| io_error("open", &sname, e))?;
+                    identities.push(sid);
+                    Some((sfile, sname, src.storage.is_object_store()))
+                }
+            };
             Some(Base {
                 file,
                 name,
                 by_row_group: on_store,
+                source,
             })
         }
     };
@@ -302,35 +319,34 @@ impl Prepared {
             })?;
             items.push(r);
         }
-        // 2. The base file.
-        let base_reader = match &self.base {
-            None => None,
+        // 2. The base file (with a bootstrap skeleton's source file beside it).
+        let (base_reader, source_reader) = match &self.base {
+            None => (None, None),
             Some(Base {
                 file,
                 name,
                 by_row_group,
+                source,
             }) => {
-                let corrupt = |e: parquet::errors::ParquetError| {
-                    MergeError::corrupt(format!("{name}: not a readable Parquet file: {e}"))
+                let base = self.open_parquet(file, name, *by_row_group)?;
+                let source = match source {
+                    None => None,
+                    Some((sfile, sname, on_store)) => {
+                        let src = self.open_parquet(sfile, sname, *on_store)?;
+                        let (a, b) = (
+                            base.metadata().file_metadata().num_rows(),
+                            src.metadata().file_metadata().num_rows(),
+                        );
+                        if a != b {
+                            return Err(MergeError::corrupt(format!(
+                                "skeleton {name} holds {a} rows, its source {sname} {b}: they \
+                                 cannot be joined row by row"
+                            )));
+                        }
+                        Some(src)
+                    }
                 };
-                let footer = StorageChunks::direct(file.clone());
-                let meta =
-                    ArrowReaderMetadata::load(&footer, Default::default()).map_err(corrupt)?;
-                if let Some(c) = crate::codecs::unreadable(meta.metadata()) {
-                    return Err(crate::codecs::refusal(name, c));
-                }
-                let chunks = match by_row_group {
-                    true => StorageChunks::by_row_group(file.clone(), meta.metadata()),
-                    false => footer,
-                };
-                // The reader holds a row group's column chunks at a time, and a batch.
-                let rg = meta.metadata().row_groups().iter();
-                let largest = rg.map(|g| g.compressed_size().max(0) as u64).max();
-                let largest = largest.unwrap_or(0).max(chunks.largest_held());
-                self.memory.count(largest + BATCH_ALLOWANCE)?;
-                Some(ParquetRecordBatchReaderBuilder::new_with_metadata(
-                    chunks, meta,
-                ))
+                (Some(base), source)
             }
         };
         // Schema-on-read: the base file's columns under the view's names (by field id).
@@ -352,19 +368,29 @@ impl Prepared {
             }
             _ => None,
         };
-        let base_arrow = base_reader.as_ref().map(|b| match &base_map {
-            Some(m) => m.apply_schema(b.schema()),
-            None => b.schema().clone(),
+        let base_arrow = match (&base_reader, &source_reader) {
+            (Some(b), Some(s)) => Some(super::stitch::stitched_schema(b.schema(), s.schema())),
+            (b, _) => b.as_ref().map(|b| b.schema().clone()),
+        };
+        let base_arrow = base_arrow.map(|a| match &base_map {
+            Some(m) => m.apply_schema(&a),
+            None => a,
         });
+        // A stitched base has no one file's Parquet schema or metadata to keep.
         let base_descr = base_reader
             .as_ref()
+            .filter(|_| source_reader.is_none())
             .map(|b| b.metadata().file_metadata().schema_descr().clone());
-        let dictionary = base_reader
+        let mut dictionary = base_reader
             .as_ref()
             .map(|b| dictionary_columns(b.metadata()))
             .unwrap_or_default();
+        if let Some(s) = &source_reader {
+            dictionary.extend(dictionary_columns(s.metadata()));
+        }
         let base_kv = base_reader
             .as_ref()
+            .filter(|_| source_reader.is_none())
             .and_then(|b| b.metadata().file_metadata().key_value_metadata().cloned())
             .unwrap_or_default();
         // Only where log records merge with the base records.
@@ -460,12 +486,28 @@ impl Prepared {
             }) {
                 newest(&mut stats.newest_instant, &inst.instant);
             }
-            let reader = builder
-                .with_batch_size(self.opts.batch_rows.max(1))
-                .build()
-                .map_err(|e| MergeError::corrupt(format!("{name}: {e}")))?;
+            let rows = self.opts.batch_rows.max(1);
+            let build = |b: ParquetRecordBatchReaderBuilder<StorageChunks>, n: &str| {
+                b.with_batch_size(rows)
+                    .build()
+                    .map_err(|e| MergeError::corrupt(format!("{n}: {e}")))
+            };
+            let skeleton = build(builder, name)?;
+            let reader: Box<dyn Iterator<Item = Result<RecordBatch>>> = match (
+                source_reader,
+                self.base.as_ref().and_then(|b| b.source.as_ref()),
+            ) {
+                (Some(src), Some((_, sname, _))) => Box::new(super::stitch::Stitched::new(
+                    skeleton,
+                    build(src, sname)?,
+                    (name.clone(), sname.clone()),
+                )),
+                _ => Box::new(
+                    skeleton.map(|b| b.map_err(|e| MergeError::corrupt(format!("{name}: {e}")))),
+                ),
+            };
             for batch in reader {
-                let batch = batch.map_err(|e| MergeError::corrupt(format!("{name}: {e}")))?;
+                let batch = batch?;
                 let batch = match &base_map {
                     Some(m) => m
                         .apply(batch)
@@ -501,6 +543,36 @@ impl Prepared {
     /// The schema-on-read mapping of the slice's view, where it has one.
     fn evolution(&self) -> Option<&crate::evolution::SchemaOnRead> {
         self.slice.schema.as_ref()?.evolution.as_deref()
+    }
+
+    /// A reader of Parquet file `file` (named `name`), its memory counted; a codec that cannot
+    /// be read is refused by name.
+    fn open_parquet(
+        &self,
+        file: &Arc<dyn OpenFile>,
+        name: &str,
+        by_row_group: bool,
+    ) -> Result<ParquetRecordBatchReaderBuilder<StorageChunks>> {
+        let corrupt = |e: parquet::errors::ParquetError| {
+            MergeError::corrupt(format!("{name}: not a readable Parquet file: {e}"))
+        };
+        let footer = StorageChunks::direct(file.clone());
+        let meta = ArrowReaderMetadata::load(&footer, Default::default()).map_err(corrupt)?;
+        if let Some(c) = crate::codecs::unreadable(meta.metadata()) {
+            return Err(crate::codecs::refusal(name, c));
+        }
+        let chunks = match by_row_group {
+            true => StorageChunks::by_row_group(file.clone(), meta.metadata()),
+            false => footer,
+        };
+        // The reader holds a row group's column chunks at a time, and a batch.
+        let rg = meta.metadata().row_groups().iter();
+        let largest = rg.map(|g| g.compressed_size().max(0) as u64).max();
+        let largest = largest.unwrap_or(0).max(chunks.largest_held());
+        self.memory.count(largest + BATCH_ALLOWANCE)?;
+        Ok(ParquetRecordBatchReaderBuilder::new_with_metadata(
+            chunks, meta,
+        ))
     }
 
     /// The rows of `batch` the slice's row filter keeps (all without one): those whose

@@ -24,12 +24,15 @@
 //! - `plan`: the slice, its log files in merge order, and what its cached merge is recognised
 //!   by from the log blocks' headers alone;
 //! - `merge`: the prepared slice and the merge itself;
+//! - `stitch`: the base rows of a metadata-only bootstrap skeleton joined with its source
+//!   file's, row by row;
 //! - `sinks`: where the rows go (the merged Parquet file, or memory), and the writer
 //!   properties of every file hudifs writes.
 
 mod merge;
 mod plan;
 mod sinks;
+mod stitch;
 
 use std::io::Write;
 
@@ -44,6 +47,7 @@ pub(crate) use plan::quick_inputs;
 pub use plan::{merged_file_name, Plan, Slice};
 pub(crate) use sinks::writer_properties;
 pub use sinks::WRITER_FLUSH;
+pub use stitch::BootstrapSource;
 
 /// The `created_by` of every merged file: fixed, so that bytes do not depend on the build.
 pub const CREATED_BY: &str = "hudifs-merge version 1";

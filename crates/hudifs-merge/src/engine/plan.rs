@@ -27,6 +27,9 @@ pub struct Slice {
     /// The view's schema, where the slice's files were written under another
     /// ([`crate::schema::aligned`]); `None` writes the slice in its own.
     pub schema: Option<SliceSchema>,
+    /// A metadata-only bootstrap skeleton's source file (the caller finds it in the bootstrap
+    /// index): the base rows are the two joined row by row (`stitch`).
+    pub source: Option<super::BootstrapSource>,
 }
 
 impl Slice {
@@ -43,7 +46,10 @@ impl Slice {
     /// as it is (the caller serves the base file itself), unless its rows are filtered.
     /// A base file that is not Parquet always goes through the engine, which refuses it.
     pub fn needs_merge(&self) -> bool {
-        if self.keep_commits.is_some() || self.schema.as_ref().is_some_and(|s| s.rewrite_base) {
+        if self.keep_commits.is_some()
+            || self.source.is_some()
+            || self.schema.as_ref().is_some_and(|s| s.rewrite_base)
+        {
             return true;
         }
         let parquet_base = self.base.as_ref().is_some_and(|b| {
@@ -88,7 +94,13 @@ impl Plan {
     /// no row filter applies.
     pub(crate) fn of(slice: &Slice, no_blocks: bool) -> Plan {
         let rewrite = slice.schema.as_ref().is_some_and(|s| s.rewrite_base);
-        if no_blocks && slice.base.is_some() && slice.keep_commits.is_none() && !rewrite {
+        let stitched = slice.source.is_some();
+        if no_blocks
+            && slice.base.is_some()
+            && slice.keep_commits.is_none()
+            && !rewrite
+            && !stitched
+        {
             Plan::BaseUnchanged
         } else {
             Plan::Merge
@@ -137,6 +149,11 @@ pub(crate) fn quick_inputs(
             return None;
         }
         identities.push(identity(storage, b).ok()?);
+        if let Some(src) = &slice.source {
+            let mut id = identity(&*src.storage, &src.file).ok()?;
+            id.path = src.describe();
+            identities.push(id);
+        }
     }
     let logs = logs_in_order(slice);
     let (mut scans, mut names) = (Vec::new(), Vec::new());

@@ -597,6 +597,70 @@ pub(crate) fn lsm_timeline_instant_schema_text() -> String {
     .to_string()
 }
 
+/// `HoodiePath`, `HoodieFSPermission` and `HoodieFileStatus` as the bootstrap index's models
+/// use them, and the three models: `HoodieBootstrapFilePartitionInfo` (the file-id index's
+/// values), `HoodieBootstrapPartitionMetadata` (the partition index's) and
+/// `HoodieBootstrapIndexInfo` (both files' `INDEX_INFO`).
+pub(crate) fn bootstrap_schemas() -> (Schema, Schema, Schema) {
+    let s = || Schema::String;
+    let path = || record("HoodiePath", vec![version_field(), opt("uri", s())]);
+    let permission = record(
+        "HoodieFSPermission",
+        vec![
+            version_field(),
+            opt("userAction", s()),
+            opt("groupAction", s()),
+            opt("otherAction", s()),
+            opt("stickyBit", Schema::Boolean),
+        ],
+    );
+    let status = record(
+        "HoodieFileStatus",
+        vec![
+            version_field(),
+            opt("path", path()),
+            opt("length", Schema::Long),
+            opt("isDir", Schema::Boolean),
+            opt("blockReplication", Schema::Int),
+            opt("blockSize", Schema::Long),
+            opt("modificationTime", Schema::Long),
+            opt("accessTime", Schema::Long),
+            opt("permission", permission),
+            opt("owner", s()),
+            opt("group", s()),
+            opt("symlink", path()),
+        ],
+    );
+    let file_info = record(
+        "HoodieBootstrapFilePartitionInfo",
+        vec![
+            version_field(),
+            opt("bootstrapPartitionPath", s()),
+            opt("bootstrapFileStatus", status.clone()),
+            opt("partitionPath", s()),
+        ],
+    );
+    let partition = record(
+        "HoodieBootstrapPartitionMetadata",
+        vec![
+            version_field(),
+            opt("bootstrapPartitionPath", s()),
+            opt("partitionPath", s()),
+            opt("fileIdToBootstrapFile", map(status)),
+        ],
+    );
+    let info = record(
+        "HoodieBootstrapIndexInfo",
+        vec![
+            version_field(),
+            opt("bootstrapBasePath", s()),
+            opt("createdTimestamp", Schema::Long),
+            opt("numKeys", Schema::Int),
+        ],
+    );
+    (file_info, partition, info)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,6 +94,7 @@ impl TableWriter {
             savepoints: BTreeSet::new(),
             events: Vec::new(),
             wall_clock,
+            next_instant: None,
             published: Vec::new(),
             written: BTreeMap::new(),
             templates: BTreeMap::new(),

@@ -58,6 +58,7 @@
 mod actions;
 mod archiver;
 mod avro;
+mod bootstrap;
 mod bulk;
 mod cdc;
 mod create;
@@ -91,6 +92,9 @@ use hudifs_core::listing::PARTITION_METAFILE;
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::{self, Action, Layout, State};
 
+pub use self::bootstrap::{
+    bootstrapped_table, seqno_matches, stitched_rows, BootstrappedGroup, STITCHED_COLUMNS,
+};
 pub use self::bulk::build_wide_table;
 pub use self::cdc::CdcMode;
 pub use self::demo::{build_demo, DEMO_CLOCK_START_MS};
@@ -567,6 +571,8 @@ pub struct TableWriter {
     events: Vec<Event>,
     /// Instants come from the wall clock (`clock_ms` is then the earliest next one).
     wall_clock: bool,
+    /// The instant the next write takes instead of the clock's (a bootstrap's).
+    next_instant: Option<String>,
     /// Timeline files renamed into place since the last [`TableWriter::take_published`].
     published: Vec<Published>,
     /// Every data and log file written, by path relative to the root.

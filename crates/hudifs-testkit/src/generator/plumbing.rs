@@ -5,6 +5,9 @@ use super::*;
 
 impl TableWriter {
     pub(super) fn next_time(&mut self) -> Result<String> {
+        if let Some(t) = self.next_instant.take() {
+            return Ok(t);
+        }
         if self.wall_clock {
             let ms = now_ms().max(self.clock_ms);
             let t = instant_time(ms)?;

@@ -84,3 +84,36 @@ pub fn put_tree(store: &dyn hudifs_storage::StorageWrite, dir: &Path) -> usize {
     }
     files.len()
 }
+
+/// The column names and rows (every value as its string form, `null` for a null) of a Parquet
+/// file, read with the parquet crate's record reader: an answer independent of hudifs's Arrow
+/// path.
+pub fn parquet_rows(bytes: &[u8]) -> (Vec<String>, Vec<Vec<String>>) {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use std::io::{Seek, Write};
+    let mut tmp = tempfile::tempfile().unwrap();
+    tmp.write_all(bytes).unwrap();
+    tmp.rewind().unwrap();
+    let reader = SerializedFileReader::new(tmp).expect("a Parquet file");
+    let columns: Vec<String> = reader
+        .metadata()
+        .file_metadata()
+        .schema()
+        .get_fields()
+        .iter()
+        .map(|f| f.name().to_string())
+        .collect();
+    let mut rows = Vec::new();
+    for row in reader.get_row_iter(None).unwrap() {
+        let row = row.unwrap();
+        rows.push(
+            row.get_column_iter()
+                .map(|(_, v)| match v {
+                    parquet::record::Field::Str(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect(),
+        );
+    }
+    (columns, rows)
+}
