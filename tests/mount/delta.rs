@@ -34,13 +34,14 @@ fn every_version_of_every_fixture_reads_as_hudi_reads_it() {
         let mor = fx.expected["table_type"] == "MERGE_ON_READ";
         *totals.entry("tables").or_default() += 1;
         let delta = m.path().join("delta");
-        // The version directories, in version order: the completed writes.
-        let mut instants: Vec<String> = std::fs::read_dir(&delta)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-            .filter(|n| n != "_delta_log")
+        // The versions, in order: the table's completed writes (from its timeline, read apart
+        // from the mount).
+        let instants: Vec<String> = support::snapshot(&root)
+            .timeline()
+            .completed
+            .keys()
+            .map(|t| t.to_string())
             .collect();
-        instants.sort();
         let log = match std::fs::read_dir(delta.join("_delta_log")) {
             Ok(d) => {
                 let mut v: Vec<String> = d
@@ -80,6 +81,19 @@ fn every_version_of_every_fixture_reads_as_hudi_reads_it() {
         }
         want.sort();
         assert_eq!(log, want, "{}: one version per completed write", fx.name);
+        // delta/ lists the data directory of every version the log has (all of them here,
+        // unless a version is refused, and then none after it).
+        let mut dirs: Vec<String> = std::fs::read_dir(&delta)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .filter(|n| n != "_delta_log")
+            .collect();
+        dirs.sort();
+        assert!(
+            instants.starts_with(&dirs),
+            "{}: delta/ lists {dirs:?}",
+            fx.name
+        );
         // Time-based key generators write the partition field with different types in different
         // commits (int64, then string): Delta readers cast every file to the version's schema,
         // so those columns are compared as strings.
