@@ -27,10 +27,7 @@ fn every_version_of_every_fixture_reads_as_hudi_reads_it() {
     let mut problems = Vec::new();
     let mut problems_refused = Vec::new();
     for fx in support::fixtures(&dir) {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = support::unzip(&fx.zip, tmp.path());
-        let cache = tmp.path().join("merge-cache");
-        let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+        let (_tmp, root, m) = mount_fixture(&fx.zip);
         let mor = fx.expected["table_type"] == "MERGE_ON_READ";
         *totals.entry("tables").or_default() += 1;
         let delta = m.path().join("delta");
@@ -205,10 +202,7 @@ json.dump(out, sys.stdout, default=str)
     );
     let mut compared = 0;
     for fx in support::fixtures(&dir) {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = support::unzip(&fx.zip, tmp.path());
-        let cache = tmp.path().join("merge-cache");
-        let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+        let (_tmp, _root, m) = mount_fixture(&fx.zip);
         let mor = fx.expected["table_type"] == "MERGE_ON_READ";
         let latest = m.path().join(if mor { "merged/latest" } else { "latest" });
         let files = support::walk_files(&latest).unwrap_or_default();
@@ -223,7 +217,7 @@ json.dump(out, sys.stdout, default=str)
             continue;
         }
         let req = json!([{"delta": m.path().join("delta"), "files": latest.join("**/*.parquet")}]);
-        let res = run_python(&py, &script, &req);
+        let res = merge::run_code(&py, &script, &req);
         let r = &res[0];
         assert!(r.get("error").is_none(), "{}: {r}", fx.name);
         assert_eq!(r["delta"], r["files"], "{}", fx.name);
@@ -232,23 +226,14 @@ json.dump(out, sys.stdout, default=str)
     assert!(compared >= 40, "{compared} tables compared");
 }
 
-fn run_python(py: &std::path::Path, script: &str, input: &Value) -> Value {
-    use std::io::Write;
-    let mut child = std::process::Command::new(py)
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "python failed");
-    serde_json::from_slice(&out.stdout).unwrap()
+/// A fixture zip unpacked in a temporary directory and mounted with a merge cache there: the
+/// directory (removed when dropped, after the mount), the table root and the mount.
+fn mount_fixture(zip: &std::path::Path) -> (tempfile::TempDir, std::path::PathBuf, MountGuard) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = support::unzip(zip, tmp.path());
+    let cache = tmp.path().join("merge-cache");
+    let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+    (tmp, root, m)
 }
 
 /// A table with cleaned and archived history (`build_cleaned_and_archived`) through a real

@@ -14,12 +14,21 @@ pub fn compare(py: &Path, input: &Value) -> Value {
 
 /// Run the script `name` of tests/mount/merge/ with `input` as JSON on its stdin; its JSON answer.
 pub fn run_script(py: &Path, name: &str, input: &Value) -> Value {
-    use std::io::Write;
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/mount/merge")
         .join(name);
+    run_python(py, &[script.as_os_str()], name, input)
+}
+
+/// Run the Python program `code` with `input` as JSON on its stdin; its JSON answer.
+pub fn run_code(py: &Path, code: &str, input: &Value) -> Value {
+    run_python(py, &["-c".as_ref(), code.as_ref()], "python -c", input)
+}
+
+fn run_python(py: &Path, args: &[&std::ffi::OsStr], what: &str, input: &Value) -> Value {
+    use std::io::Write;
     let mut child = Command::new(py)
-        .arg(&script)
+        .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -31,7 +40,7 @@ pub fn run_script(py: &Path, name: &str, input: &Value) -> Value {
         .write_all(input.to_string().as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{name} failed");
+    assert!(out.status.success(), "{what} failed");
     serde_json::from_slice(&out.stdout).unwrap()
 }
 

@@ -53,38 +53,45 @@ pub fn pip_install(py: &Path, packages: &[&str]) {
 pub fn python() -> PathBuf {
     static PY: OnceLock<PathBuf> = OnceLock::new();
     PY.get_or_init(|| {
-        use std::process::Command;
         if let Ok(p) = std::env::var("HUDIFS_PYTHON") {
             return PathBuf::from(p);
         }
-        let venv = crate::fixtures::workspace().join("target/pyenv");
-        let py = venv.join("bin/python");
-        let _lock = venv_lock();
-        let ok = |py: &Path| {
-            Command::new(py)
-                .args([
-                    "-c",
-                    "import duckdb, pyarrow, hudi, deltalake; assert hudi.__version__ == '0.5.0'",
-                ])
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if !ok(&py) {
-            if !py.exists() {
-                let st = Command::new("python3")
-                    .args(["-m", "venv"])
-                    .arg(&venv)
-                    .status()
-                    .expect("python3 -m venv");
-                assert!(st.success(), "could not create {}", venv.display());
-            }
-            pip_install(&py, &PYTHON_PACKAGES);
-        }
-        assert!(ok(&py), "{} lacks {PYTHON_PACKAGES:?}", py.display());
-        py
+        venv(
+            "target/pyenv",
+            &PYTHON_PACKAGES,
+            "import duckdb, pyarrow, hudi, deltalake; assert hudi.__version__ == '0.5.0'",
+        )
     })
     .clone()
+}
+
+/// The Python of the virtual environment `dir` (under the workspace) once `check` runs in it:
+/// created, and `packages` installed from PyPI, when it does not yet; under the venv lock.
+fn venv(dir: &str, packages: &[&str], check: &str) -> PathBuf {
+    use std::process::Command;
+    let venv = crate::fixtures::workspace().join(dir);
+    let py = venv.join("bin/python");
+    let _lock = venv_lock();
+    let ok = |py: &Path| {
+        Command::new(py)
+            .args(["-c", check])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !ok(&py) {
+        if !py.exists() {
+            let st = Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .status()
+                .expect("python3 -m venv");
+            assert!(st.success(), "could not create {}", venv.display());
+        }
+        pip_install(&py, packages);
+    }
+    assert!(ok(&py), "{} lacks {packages:?}", py.display());
+    py
 }
 
 /// A moto server (`crate::s3::Moto`) on 127.0.0.1, its Python the test venv's
@@ -226,34 +233,11 @@ pub fn sample(parsed: &Value, family: &str, name: &str, labels: &[(&str, &str)])
 pub fn python_duckdb_delta() -> PathBuf {
     static PY: OnceLock<PathBuf> = OnceLock::new();
     PY.get_or_init(|| {
-        use std::process::Command;
-        const PACKAGES: [&str; 2] = ["duckdb==1.5.5", "duckdb-extension-delta==1.5.5"];
-        let venv = crate::fixtures::workspace().join("target/pyenv-duckdb");
-        let py = venv.join("bin/python");
-        let _lock = venv_lock();
-        let ok = |py: &Path| {
-            Command::new(py)
-                .args([
-                    "-c",
-                    "import duckdb, duckdb_extension_delta; assert duckdb.__version__ == '1.5.5'",
-                ])
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if !ok(&py) {
-            if !py.exists() {
-                let st = Command::new("python3")
-                    .args(["-m", "venv"])
-                    .arg(&venv)
-                    .status()
-                    .expect("python3 -m venv");
-                assert!(st.success(), "could not create {}", venv.display());
-            }
-            pip_install(&py, &PACKAGES);
-        }
-        assert!(ok(&py), "{} lacks {PACKAGES:?}", py.display());
-        py
+        venv(
+            "target/pyenv-duckdb",
+            &["duckdb==1.5.5", "duckdb-extension-delta==1.5.5"],
+            "import duckdb, duckdb_extension_delta; assert duckdb.__version__ == '1.5.5'",
+        )
     })
     .clone()
 }
