@@ -223,6 +223,8 @@ impl HudiFs {
                 }
                 at = v.merged.as_ref().and_then(|m| m.walk_after(&v.snap, j));
             }
+            // The merge needs only the job: the mount is not held up by it.
+            drop(fs);
             if let Some(ms) = own {
                 let _ = job.materialise(&ms);
             }
