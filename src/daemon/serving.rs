@@ -64,11 +64,9 @@ impl Serving {
     /// `cfg`.
     pub(super) fn open(cfg: &MountConfig, table: Option<Table>) -> Result<Serving> {
         Ok(match table {
-            Some((store, table_cfg)) => Serving::Table(Arc::new(HudiFs::with_config(
-                store,
-                table_cfg,
-                cfg.fs_options(),
-            )?)),
+            Some((store, table_cfg)) => {
+                Serving::Table(HudiFs::with_config(store, table_cfg, cfg.fs_options())?.shared())
+            }
             None => {
                 let root = crate::store::open_root(&cfg.table, &cfg.store)?;
                 Serving::Lake(Arc::new(LakeFs::open(

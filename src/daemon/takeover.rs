@@ -115,7 +115,7 @@ pub(super) fn serve(cfg: &MountConfig, h: Handoff) -> Result<()> {
             None => TableConfig::load(&*store)?,
         };
         let fs = HudiFs::with_config(store, table_cfg, cfg.fs_options())?;
-        Ok(Serving::Table(Arc::new(fs)))
+        Ok(Serving::Table(fs.shared()))
     })
 }
 

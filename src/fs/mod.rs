@@ -190,6 +190,9 @@ pub struct HudiFs {
     delta: delta::DeltaCache,
     /// A metadata-only bootstrap's index, source stores and stitched skeletons.
     bootstrap: bootstrap::Bootstrap,
+    /// The mount itself, once shared ([`HudiFs::shared`]): what a merge ahead of a reader
+    /// resolves the view's next partition through, on a thread of its own.
+    this: std::sync::Weak<HudiFs>,
 }
 
 fn join(dir: &str, name: &str) -> String {
@@ -241,6 +244,17 @@ impl HudiFs {
             owner,
             delta: delta::DeltaCache::default(),
             bootstrap: Default::default(),
+            this: std::sync::Weak::new(),
+        })
+    }
+
+    /// The mount, shared between threads. Only a shared mount merges ahead of a reader across
+    /// a partition's end (SEMANTICS.md §10.6): the next partition is resolved on a thread of
+    /// its own, which needs the mount.
+    pub fn shared(self) -> Arc<HudiFs> {
+        Arc::new_cyclic(|this| HudiFs {
+            this: this.clone(),
+            ..self
         })
     }
 

@@ -390,7 +390,7 @@ impl LakeFs {
             .and_then(|store| HudiFs::with_store(store, self.opts.clone()));
         match loaded {
             Ok(fs) => {
-                let fs = Arc::new(fs);
+                let fs = fs.shared();
                 self.loads.fetch_add(1, Ordering::Relaxed);
                 log::info!(
                     "lake: loaded table {} (latest instant {})",

@@ -2,7 +2,7 @@
 //! opening the merged file.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use hudifs_core::error::{Error, Result};
@@ -16,7 +16,7 @@ use hudifs_storage::Storage;
 
 use super::default_cache_dir;
 use super::slices::{Done, MergedNode, MergedPartition, MergedSlice, SliceState};
-use crate::fs::HudiFs;
+use crate::fs::{HudiFs, ViewState};
 
 /// What the kernel sees of a merged slice once it is materialised.
 #[derive(Debug, Clone)]
@@ -81,37 +81,53 @@ impl HudiFs {
         })
     }
 
+    /// Merges ahead of readers running now (at most [`READ_AHEAD_RUNNING`]; a thread resolving
+    /// a partition ahead of a reader counts as one).
+    pub fn merges_ahead(&self) -> usize {
+        self.merged.ahead().load(Ordering::Acquire)
+    }
+
     /// Merge slice `ms` if it is not merged yet (once, however many ask): what to serve.
     pub(super) fn materialise(&self, ms: &MergedSlice) -> Result<Materialised> {
         self.merge_job()?.materialise(ms)
     }
 
-    /// A reader going through partition `part` in order (the slice before `name` is merged
-    /// already, and `name` was just asked for) will ask for the slices after it next: start
-    /// merging the next [`READ_AHEAD`] not merged yet (each once), each on a thread of its own,
-    /// at most [`READ_AHEAD_RUNNING`] at a time in the mount (SEMANTICS.md §10.6). A reader that
-    /// skips around starts none.
-    pub(super) fn read_ahead(&self, part: &MergedPartition, name: &str) {
-        let slices: Vec<u64> = part
-            .entries
-            .iter()
-            .filter_map(|(_, n)| match n {
-                MergedNode::Slice(id) => Some(*id),
-                MergedNode::Base(_) => None,
-            })
-            .collect();
-        let Ok(at) = part.entries.binary_search_by(|(n, _)| (**n).cmp(name)) else {
+    /// A reader going through the view in order (the slice a walk visits before `name` is
+    /// merged already, and `name`, in partition `i` of view `v`, was just asked for) will ask
+    /// for the slices after it next: start merging the next [`READ_AHEAD`] in walk order not
+    /// merged yet (each once), each on a thread of its own, at most [`READ_AHEAD_RUNNING`] at a
+    /// time in the mount (SEMANTICS.md §10.6). Where the partition ends first, the read-ahead
+    /// goes on into the partitions a walk visits next (at most [`READ_AHEAD_PARTITIONS`] of
+    /// them), one not built yet resolved on such a thread too, never holding up the caller. A
+    /// reader that skips around starts none.
+    pub(super) fn read_ahead(
+        &self,
+        v: &Arc<ViewState>,
+        i: usize,
+        part: &MergedPartition,
+        name: &str,
+    ) {
+        let Some(m) = v.merged.as_ref() else {
             return;
         };
-        let MergedNode::Slice(this) = part.entries[at].1 else {
+        let slices = slice_ids(part);
+        let Some(MergedNode::Slice(this)) = part.find(name) else {
             return;
         };
         let Some(k) = slices.iter().position(|s| *s == this) else {
             return;
         };
-        let in_order = k
-            .checked_sub(1)
-            .and_then(|p| self.merged.get(slices[p]))
+        // The slice a walk visits before: in the partition, or the last of the partition
+        // visited before it (if that was built at all).
+        let prev = match k.checked_sub(1) {
+            Some(p) => Some(slices[p]),
+            None => m
+                .walk_before(&v.snap, i)
+                .and_then(|j| m.built(j))
+                .and_then(|p| slice_ids(&p).last().copied()),
+        };
+        let in_order = prev
+            .and_then(|p| self.merged.get(p))
             .is_some_and(|prev| prev.state() == SliceState::Merged);
         if !in_order {
             return;
@@ -120,29 +136,106 @@ impl HudiFs {
             return;
         };
         let running = self.merged.ahead();
+        let mut want = READ_AHEAD;
         for id in slices.iter().skip(k + 1).take(READ_AHEAD) {
-            let Some(ms) = self.merged.get(*id) else {
-                continue;
-            };
-            if ms.state() != SliceState::NotMerged || ms.progress.ahead.swap(true, Ordering::AcqRel)
-            {
-                continue;
+            want -= 1;
+            if let Some(ms) = self.merged.get(*id) {
+                if start_ahead(&job, &running, ms) == Ahead::Full {
+                    return;
+                }
             }
-            if running.fetch_add(1, Ordering::AcqRel) >= READ_AHEAD_RUNNING {
-                running.fetch_sub(1, Ordering::AcqRel);
-                ms.progress.ahead.store(false, Ordering::Release);
+        }
+        // The partitions a walk visits next: built ones here, the first one not built on a
+        // thread of its own.
+        let mut at = i;
+        for looked in 0..READ_AHEAD_PARTITIONS {
+            if want == 0 {
                 return;
             }
-            let (job, done) = (job.clone(), running.clone());
-            let spawned = std::thread::Builder::new()
-                .name("hudifs-ahead".into())
-                .spawn(move || {
-                    let _ = job.materialise(&ms);
-                    done.fetch_sub(1, Ordering::AcqRel);
-                });
-            if spawned.is_err() {
-                running.fetch_sub(1, Ordering::AcqRel);
+            let Some(next) = m.walk_after(&v.snap, at) else {
+                return;
+            };
+            at = next;
+            let Some(p) = m.built(next) else {
+                self.resolve_ahead(v, next, READ_AHEAD_PARTITIONS - looked, want, job, running);
+                return;
+            };
+            for id in slice_ids(&p).into_iter().take(want) {
+                want -= 1;
+                if let Some(ms) = self.merged.get(id) {
+                    if start_ahead(&job, &running, ms) == Ahead::Full {
+                        return;
+                    }
+                }
             }
+        }
+    }
+
+    /// Go on ahead of a reader into partition `first` of view `v`, not built yet, and up to
+    /// `partitions` partitions from it in walk order: on a thread of its own (one of the
+    /// [`READ_AHEAD_RUNNING`]), build each and merge the first `want` slices in them, the first
+    /// on this thread, the others each on a thread of its own. Only a shared mount
+    /// ([`HudiFs::shared`]) can.
+    fn resolve_ahead(
+        &self,
+        v: &Arc<ViewState>,
+        first: usize,
+        partitions: usize,
+        want: usize,
+        job: MergeJob,
+        running: Arc<AtomicUsize>,
+    ) {
+        let Some(fs) = self.this.upgrade() else {
+            return;
+        };
+        if running.fetch_add(1, Ordering::AcqRel) >= READ_AHEAD_RUNNING {
+            running.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        let (v, slot) = (v.clone(), running.clone());
+        let body = move || {
+            let mut want = want;
+            let mut own: Option<Arc<MergedSlice>> = None;
+            let mut at = Some(first);
+            for _ in 0..partitions {
+                let Some(j) = at.filter(|_| want > 0) else {
+                    break;
+                };
+                // A view of an earlier snapshot is not walked any further.
+                if fs.snapshot().generation != v.snap.generation {
+                    break;
+                }
+                let Ok(p) = fs.merged_part(&v, j) else {
+                    break;
+                };
+                for id in slice_ids(&p).into_iter().take(want) {
+                    want -= 1;
+                    let Some(ms) = fs.merged.get(id) else {
+                        continue;
+                    };
+                    if own.is_none() {
+                        if claim(&ms) {
+                            own = Some(ms);
+                        }
+                    } else if start_ahead(&job, &running, ms) == Ahead::Full {
+                        want = 0;
+                    }
+                }
+                at = v.merged.as_ref().and_then(|m| m.walk_after(&v.snap, j));
+            }
+            // The merge needs only the job: the mount is not held up by it.
+            drop(fs);
+            if let Some(ms) = own {
+                let _ = job.materialise(&ms);
+            }
+            slot.fetch_sub(1, Ordering::AcqRel);
+        };
+        if std::thread::Builder::new()
+            .name("hudifs-ahead".into())
+            .spawn(body)
+            .is_err()
+        {
+            self.merged.ahead().fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -179,10 +272,66 @@ impl HudiFs {
     }
 }
 
-/// Slices merged ahead of a reader going through a directory in order.
+/// Slices merged ahead of a reader going through a view in order.
 pub(super) const READ_AHEAD: usize = 2;
-/// The most merges ahead of readers running at once in a mount.
+/// The most merges ahead of readers running at once in a mount (a thread resolving a
+/// partition ahead of a reader counts as one).
 const READ_AHEAD_RUNNING: usize = 2;
+/// The most partitions after the reader's that a read-ahead looks into (partitions without a
+/// slice to merge hold it up no further).
+const READ_AHEAD_PARTITIONS: usize = 4;
+
+/// The slices (to merge) of a merged partition, in order.
+fn slice_ids(part: &MergedPartition) -> Vec<u64> {
+    part.entries
+        .iter()
+        .filter_map(|(_, n)| match n {
+            MergedNode::Slice(id) => Some(*id),
+            MergedNode::Base(_) => None,
+        })
+        .collect()
+}
+
+/// Take slice `ms` for a merge ahead of a reader: it is not merged (nor merging, nor refused)
+/// and no merge ahead was started for it before.
+fn claim(ms: &MergedSlice) -> bool {
+    ms.state() == SliceState::NotMerged && !ms.progress.ahead.swap(true, Ordering::AcqRel)
+}
+
+/// What [`start_ahead`] did.
+#[derive(Debug, PartialEq, Eq)]
+enum Ahead {
+    Started,
+    /// Merged, merging, refused, or started ahead before.
+    Skipped,
+    /// [`READ_AHEAD_RUNNING`] merges ahead are running already.
+    Full,
+}
+
+/// Start merging `ms` ahead of a reader on a thread of its own, if it can be claimed and fewer
+/// than [`READ_AHEAD_RUNNING`] merges ahead are running (`running` counts them).
+fn start_ahead(job: &MergeJob, running: &Arc<AtomicUsize>, ms: Arc<MergedSlice>) -> Ahead {
+    if !claim(&ms) {
+        return Ahead::Skipped;
+    }
+    if running.fetch_add(1, Ordering::AcqRel) >= READ_AHEAD_RUNNING {
+        running.fetch_sub(1, Ordering::AcqRel);
+        ms.progress.ahead.store(false, Ordering::Release);
+        return Ahead::Full;
+    }
+    let (job, done) = (job.clone(), running.clone());
+    let spawned = std::thread::Builder::new()
+        .name("hudifs-ahead".into())
+        .spawn(move || {
+            let _ = job.materialise(&ms);
+            done.fetch_sub(1, Ordering::AcqRel);
+        });
+    if spawned.is_err() {
+        running.fetch_sub(1, Ordering::AcqRel);
+        return Ahead::Skipped;
+    }
+    Ahead::Started
+}
 
 /// What merging a slice needs, taken from the mount, so that a merge can run on a thread of its
 /// own (read-ahead) as well as on the thread that asked.
@@ -282,5 +431,18 @@ impl MergeJob {
             },
             Ensured::Merged { path, size, .. } => Ok(Done::Merged { path, size }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::walk_cmp;
+
+    #[test]
+    fn partitions_in_the_order_a_walk_visits_them() {
+        let mut p = vec!["a-c/x", "a/b", "a", "a/b/c", "b", "a/a", "", "a-c"];
+        p.sort_by(|x, y| walk_cmp(x, y));
+        // Depth first, sub-directories (by name) before a directory's own files.
+        assert_eq!(p, ["a/a", "a/b/c", "a/b", "a", "a-c/x", "a-c", "b", ""]);
     }
 }

@@ -102,6 +102,9 @@ pub struct MergedView {
     /// once for all its partitions.
     schema: OnceLock<Option<ViewSchemaText>>,
     parts: Vec<OnceLock<Arc<MergedPartition>>>,
+    /// The partitions in the order a walk of the view visits them, and each partition's place
+    /// in it (`walk_cmp`), worked out on first use (a merge ahead of a reader).
+    walk: OnceLock<(Vec<usize>, Vec<usize>)>,
 }
 
 impl MergedView {
@@ -112,6 +115,7 @@ impl MergedView {
             groups_written: OnceLock::new(),
             schema: OnceLock::new(),
             parts: (0..partitions).map(|_| OnceLock::new()).collect(),
+            walk: OnceLock::new(),
         }
     }
 
@@ -127,6 +131,54 @@ impl MergedView {
     /// Partition `i` if it was built (handed to the kernel).
     fn built(&self, i: usize) -> Option<Arc<MergedPartition>> {
         self.parts.get(i).and_then(|s| s.get()).cloned()
+    }
+
+    /// The partitions of `snap` (this view's snapshot) in walk order, and each one's place.
+    fn walk(&self, snap: &Snapshot) -> &(Vec<usize>, Vec<usize>) {
+        self.walk.get_or_init(|| {
+            let mut order: Vec<usize> = (0..snap.partitions.len()).collect();
+            order.sort_by(|a, b| walk_cmp(&snap.partitions[*a], &snap.partitions[*b]));
+            let mut place = vec![0; order.len()];
+            for (k, i) in order.iter().enumerate() {
+                place[*i] = k;
+            }
+            (order, place)
+        })
+    }
+
+    /// The partition a walk of the view visits after partition `i`.
+    fn walk_after(&self, snap: &Snapshot, i: usize) -> Option<usize> {
+        let (order, place) = self.walk(snap);
+        order.get(place.get(i)? + 1).copied()
+    }
+
+    /// The partition a walk of the view visits before partition `i`.
+    fn walk_before(&self, snap: &Snapshot, i: usize) -> Option<usize> {
+        let (order, place) = self.walk(snap);
+        order.get(place.get(i)?.checked_sub(1)?).copied()
+    }
+}
+
+/// The order in which a walk of a view (`find`, `cp -r`: depth first, each directory in the
+/// order it lists) visits the files of partitions `a` and `b`: a view directory lists its
+/// sub-directories (by name) before its files (`HudiFs::readdir_entries`), so the partitions
+/// compare by path component, and a partition below another comes before it.
+pub(crate) fn walk_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let (mut a, mut b) = (
+        a.split('/').filter(|c| !c.is_empty()),
+        b.split('/').filter(|c| !c.is_empty()),
+    );
+    loop {
+        match (a.next(), b.next()) {
+            (Some(x), Some(y)) => match x.cmp(y) {
+                Equal => continue,
+                o => return o,
+            },
+            (Some(_), None) => return Less,
+            (None, Some(_)) => return Greater,
+            (None, None) => return Equal,
+        }
     }
 }
 
@@ -368,7 +420,7 @@ impl HudiFs {
     pub(super) fn lookup_merged(
         &self,
         view: u32,
-        v: &ViewState,
+        v: &Arc<ViewState>,
         i: usize,
         name: &str,
     ) -> Result<Option<Entry>> {
@@ -385,7 +437,7 @@ impl HudiFs {
             MergedNode::Slice(slice) => {
                 let ms = self.merged_slice(view, slice)?;
                 let entry = self.merged_entry(Node::MergedFile { view, slice }.ino(), &ms, ttl)?;
-                self.read_ahead(&part, name);
+                self.read_ahead(v, i, &part, name);
                 entry
             }
         }))
