@@ -114,6 +114,11 @@ pub fn actions(table: &TableFacts, v: &Version) -> Vec<Value> {
     out
 }
 
+/// How many actions version `v`'s checkpoint holds (without rendering them).
+pub fn action_count(v: &Version) -> usize {
+    2 + v.files.len()
+}
+
 /// The checkpoint of version `v` as Parquet bytes, and its number of actions.
 pub fn write(table: &TableFacts, v: &Version) -> Result<(Vec<u8>, usize), String> {
     let rows = actions(table, v);
@@ -157,7 +162,6 @@ mod tests {
         let table = TableFacts {
             id: log::table_id("t"),
             name: "t".into(),
-            created_ms: 1,
         };
         let f = |p: &str| {
             Arc::new(DeltaFile {
@@ -185,6 +189,7 @@ mod tests {
         };
         let (bytes, n) = write(&table, &v).unwrap();
         assert_eq!(n, 4);
+        assert_eq!(action_count(&v), n);
         let mut tmp = tempfile::tempfile().unwrap();
         tmp.write_all(&bytes).unwrap();
         let r = SerializedFileReader::new(tmp).unwrap();

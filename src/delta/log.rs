@@ -66,7 +66,6 @@ pub struct TableFacts {
     /// `metaData.id`: stable for the table.
     pub id: String,
     pub name: String,
-    pub created_ms: i64,
 }
 
 /// The bytes of version `cur`'s log file (`_delta_log/<number>.json`): one action per line.
@@ -148,7 +147,6 @@ pub fn metadata(table: &TableFacts, v: &Version) -> Value {
         "schemaString": schema,
         "partitionColumns": [],
         "configuration": {},
-        "createdTime": table.created_ms,
     }})
 }
 
@@ -246,7 +244,6 @@ mod tests {
         let t = TableFacts {
             id: table_id("t"),
             name: "t".into(),
-            created_ms: 5,
         };
         let mut v0 = version(0, &[("p/a", "i0/p/a"), ("p/b", "i0/p/b")]);
         v0.set_changes(None);

@@ -94,16 +94,47 @@ pub struct DeltaLog {
 }
 
 impl DeltaLog {
-    /// Render `versions` (in order, numbered from their first's number).
-    pub fn new(generation: u64, table: TableFacts, versions: Vec<Arc<Version>>) -> DeltaLog {
-        let rendered = versions
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let prev = i.checked_sub(1).map(|p| &*versions[p]);
-                Arc::new(log::render(&table, prev, v))
+    /// Render `versions` (in order, numbered from their first's number). What `old` (the log
+    /// of the snapshot before) rendered or wrote of a version it shares, with the same version
+    /// before it, is taken over rather than rendered again.
+    pub fn new(
+        generation: u64,
+        table: TableFacts,
+        versions: Vec<Arc<Version>>,
+        old: Option<&DeltaLog>,
+    ) -> DeltaLog {
+        // Whether `old` has version `i` of `versions`, and the same one before it.
+        let shared = |i: usize| -> Option<usize> {
+            let o = old?;
+            let (j, v) = o.version(versions[i].number)?;
+            let same_prev = match i.checked_sub(1) {
+                Some(p) => j
+                    .checked_sub(1)
+                    .is_some_and(|q| Arc::ptr_eq(&o.versions[q], &versions[p])),
+                None => j == 0,
+            };
+            (Arc::ptr_eq(v, &versions[i]) && same_prev).then_some(j)
+        };
+        let rendered = (0..versions.len())
+            .map(|i| match (shared(i), old) {
+                (Some(j), Some(o)) => o.rendered[j].clone(),
+                _ => {
+                    let prev = i.checked_sub(1).map(|p| &*versions[p]);
+                    Arc::new(log::render(&table, prev, &versions[i]))
+                }
             })
             .collect();
+        // A checkpoint holds one version's whole state: kept wherever the version is.
+        let mut written = HashMap::new();
+        if let Some(o) = old {
+            let before = hudifs_storage::sync::lock(&o.written);
+            for v in &versions {
+                let same = o.version(v.number).is_some_and(|(_, w)| Arc::ptr_eq(w, v));
+                if let (true, Some(Ok(bytes))) = (same, before.get(&v.number)) {
+                    written.insert(v.number, Ok(bytes.clone()));
+                }
+            }
+        }
         let checkpoints = versions
             .iter()
             .enumerate()
@@ -116,7 +147,7 @@ impl DeltaLog {
             versions,
             rendered,
             checkpoints,
-            written: Mutex::new(HashMap::new()),
+            written: Mutex::new(written),
         }
     }
 
@@ -170,10 +201,9 @@ impl DeltaLog {
             }
             LogFile::Last => {
                 let v = self.version_of(f)?;
-                let size = checkpoint::actions(&self.table, v).len();
                 Some(Ok(Arc::new(checkpoint::last_checkpoint(
                     v.number,
-                    size,
+                    checkpoint::action_count(v),
                     v.files.len(),
                 ))))
             }

@@ -221,11 +221,6 @@ impl HudiFs {
         let table = TableFacts {
             id: delta::log::table_id(&format!("hudi:{}", snap.cfg.name)),
             name: snap.cfg.name.clone(),
-            created_ms: tl
-                .completed
-                .keys()
-                .next()
-                .map_or(0, |t| epoch_ms(t.as_str())),
         };
         let mut numbers: Vec<u64> = Vec::new();
         let mut versions: Vec<Arc<Version>> = Vec::new();
@@ -278,7 +273,12 @@ impl HudiFs {
             }
         }
         Ok(Built {
-            log: DeltaLog::new(snap.generation, table, versions),
+            log: DeltaLog::new(
+                snap.generation,
+                table,
+                versions,
+                old.as_ref().map(|o| &o.log),
+            ),
             failed,
             numbers,
         })

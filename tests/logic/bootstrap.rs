@@ -9,7 +9,7 @@
 use std::ffi::OsStr;
 use std::sync::Arc;
 
-use hudifs::fs::{FsOptions, HudiFs, MergeSettings, ROOT};
+use hudifs::fs::{HudiFs, ROOT};
 use hudifs_core::table::{TableType, METADATA_BOOTSTRAP_INSTANT};
 use hudifs_core::timeline::Action;
 use hudifs_storage::{LocalStore, StorageWrite};
@@ -81,14 +81,7 @@ fn table(tt: TableType, version: u32) -> Table {
 
 impl Table {
     fn fs(&self) -> HudiFs {
-        let opts = FsOptions {
-            merge: MergeSettings {
-                cache_dir: Some(self.cache.clone()),
-                ..MergeSettings::default()
-            },
-            ..FsOptions::default()
-        };
-        HudiFs::new(&self.root, opts).unwrap()
+        crate::fs_with_merge_cache(&self.root, &self.cache)
     }
 
     fn group(&self, partition: &str) -> &BootstrappedGroup {

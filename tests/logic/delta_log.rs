@@ -5,11 +5,10 @@
 //! only when `latest/` moves, a pending write never, and a table with archived instants refused.
 
 use std::ffi::OsStr;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use hudifs::follow::Follower;
-use hudifs::fs::{FsOptions, HudiFs, MergeSettings, ROOT};
+use hudifs::fs::{HudiFs, ROOT};
 use hudifs_core::error::Error;
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
@@ -17,17 +16,6 @@ use hudifs_testkit::generator::{
     build_cleaned_and_archived, rows, rows_with_ids, TableSpec, TableWriter,
 };
 use serde_json::Value;
-
-fn open(root: &std::path::Path, cache: &std::path::Path) -> HudiFs {
-    let opts = FsOptions {
-        merge: MergeSettings {
-            cache_dir: Some(cache.to_path_buf()),
-            ..MergeSettings::default()
-        },
-        ..FsOptions::default()
-    };
-    HudiFs::new(root, opts).unwrap()
-}
 
 fn walk(fs: &HudiFs, path: &str) -> hudifs_core::error::Result<u64> {
     let mut ino = ROOT;
@@ -40,15 +28,7 @@ fn walk(fs: &HudiFs, path: &str) -> hudifs_core::error::Result<u64> {
 fn read_all(fs: &HudiFs, ino: u64) -> Vec<u8> {
     let size = fs.getattr(ino).unwrap().attr.size;
     let fh = fs.open(ino).unwrap().fh;
-    let (tx, rx) = mpsc::channel();
-    fs.read(
-        ino,
-        fh,
-        0,
-        u32::try_from(size).unwrap(),
-        Box::new(move |r| tx.send(r.map(<[u8]>::to_vec)).unwrap()),
-    );
-    let bytes = rx.recv().unwrap().unwrap();
+    let bytes = crate::read_now(fs, fh, 0, u32::try_from(size).unwrap()).unwrap();
     fs.release(fh);
     bytes
 }
@@ -103,7 +83,7 @@ fn versions_follow_the_writes_of_a_merge_on_read_table() {
     t.insert("city=b", &rows(3, 5)).unwrap();
     let _pending = t.abandon();
 
-    let fs = open(&root, &tmp.path().join("cache"));
+    let fs = crate::fs_with_merge_cache(&root, &tmp.path().join("cache"));
     assert_eq!(
         log_names(&fs),
         ["00000000000000000000.json", "00000000000000000001.json"]
@@ -182,7 +162,7 @@ fn cleaned_and_archived_history_starts_at_a_checkpoint() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("t");
     let commits = build_cleaned_and_archived(&root).unwrap();
-    let fs = open(&root, &tmp.path().join("cache"));
+    let fs = crate::fs_with_merge_cache(&root, &tmp.path().join("cache"));
     let mut want: Vec<String> = (5..12).map(|n| format!("{n:020}.json")).collect();
     want.extend([
         "00000000000000000005.checkpoint.parquet".to_string(),

@@ -22,6 +22,18 @@ mod objstore_conformance;
 mod upgraded;
 mod writer;
 
+/// The file system of the table at `root`, merging into the cache directory `cache`.
+pub fn fs_with_merge_cache(root: &std::path::Path, cache: &std::path::Path) -> hudifs::fs::HudiFs {
+    let opts = hudifs::fs::FsOptions {
+        merge: hudifs::fs::MergeSettings {
+            cache_dir: Some(cache.to_path_buf()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    hudifs::fs::HudiFs::new(root, opts).unwrap()
+}
+
 /// A read through [`hudifs::fs::Served::read`], waited for.
 pub fn read_now(
     fs: &dyn hudifs::fs::Served,

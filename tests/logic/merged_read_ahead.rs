@@ -6,7 +6,7 @@
 use std::ffi::OsStr;
 use std::time::{Duration, Instant};
 
-use hudifs::fs::{FsOptions, HudiFs, MergeSettings, ROOT};
+use hudifs::fs::{HudiFs, ROOT};
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
 use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
@@ -27,17 +27,6 @@ fn table(root: &std::path::Path) {
             .unwrap();
     }
     t.complete().unwrap();
-}
-
-fn mount(root: &std::path::Path, cache: &std::path::Path) -> HudiFs {
-    let opts = FsOptions {
-        merge: MergeSettings {
-            cache_dir: Some(cache.to_path_buf()),
-            ..MergeSettings::default()
-        },
-        ..FsOptions::default()
-    };
-    HudiFs::new(root, opts).unwrap()
 }
 
 /// The directory `merged/latest/city=a` and its names, in order.
@@ -71,7 +60,7 @@ fn a_reader_in_order_finds_the_next_slices_merged() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("t");
     table(&root);
-    let fs = mount(&root, &tmp.path().join("cache-1"));
+    let fs = crate::fs_with_merge_cache(&root, &tmp.path().join("cache-1"));
     let (d, names) = dir(&fs);
     assert_eq!(names.len(), 6, "{names:?}");
     assert!(names.iter().all(|n| n.ends_with(".merged.parquet")));
@@ -91,7 +80,7 @@ fn a_reader_in_order_finds_the_next_slices_merged() {
     assert_eq!(fs.merges_run(), 6, "the last slice was merged ahead");
 
     // A reader that skips around merges only what it asks for.
-    let fs = mount(&root, &tmp.path().join("cache-2"));
+    let fs = crate::fs_with_merge_cache(&root, &tmp.path().join("cache-2"));
     let (d, names) = dir(&fs);
     fs.lookup(d, OsStr::new(&names[3])).unwrap();
     fs.lookup(d, OsStr::new(&names[1])).unwrap();
@@ -153,7 +142,7 @@ fn a_reader_in_order_finds_the_next_partition_merged() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("t");
     partitioned_table(&root);
-    let fs = mount(&root, &tmp.path().join("cache-1")).shared();
+    let fs = crate::fs_with_merge_cache(&root, &tmp.path().join("cache-1")).shared();
     // The most merges ahead running at once, watched throughout.
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let peak = {
@@ -212,7 +201,7 @@ fn a_reader_skipping_across_partitions_starts_none() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("t");
     partitioned_table(&root);
-    let fs = mount(&root, &tmp.path().join("cache-2")).shared();
+    let fs = crate::fs_with_merge_cache(&root, &tmp.path().join("cache-2")).shared();
     let (a, b, c) = (
         part_dir(&fs, "city=a"),
         part_dir(&fs, "city=b"),

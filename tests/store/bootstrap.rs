@@ -11,20 +11,6 @@ use hudifs_testkit::mount::{fuse_available, MountGuard};
 use hudifs_testkit::s3::{upload, BUCKET};
 use hudifs_testkit::support::{self, bootstrap};
 
-/// Every file under `dir` with its bytes, sorted by path.
-fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<_> = support::walk_files(dir)
-        .unwrap()
-        .into_iter()
-        .map(|rel| {
-            let b = std::fs::read(dir.join(&rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
-            (rel, b)
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 fn check(tt: TableType, version: u32, endpoint: &str, prefix: &str) {
     let tmp = tempfile::tempdir().unwrap();
     // On the store: the table and its sources side by side under `prefix`.
@@ -70,7 +56,10 @@ fn check(tt: TableType, version: u32, endpoint: &str, prefix: &str) {
         format!("merged/incremental/{window}"),
         format!("cdc/{window}"),
     ] {
-        let (l, s) = (tree(&lm.path().join(&v)), tree(&sm.path().join(&v)));
+        let (l, s) = (
+            crate::tree(&lm.path().join(&v)),
+            crate::tree(&sm.path().join(&v)),
+        );
         assert!(!l.is_empty(), "{url}: empty {v}");
         assert!(l == s, "{url}: {v} differs on the store");
     }

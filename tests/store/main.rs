@@ -12,3 +12,17 @@ mod s3_faults;
 mod s3_live;
 mod s3_server;
 mod store_reads;
+
+/// Every file under `dir` with its bytes, sorted by path.
+pub fn tree(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = hudifs_testkit::support::walk_files(dir)
+        .unwrap()
+        .into_iter()
+        .map(|rel| {
+            let b = std::fs::read(dir.join(&rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+            (rel, b)
+        })
+        .collect();
+    v.sort();
+    v
+}

@@ -41,20 +41,6 @@ fn ls_json(table: &str, extra: &[&str], view: &[&str]) -> serde_json::Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
-/// Every file under `dir` with its bytes, sorted by path.
-fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<_> = support::walk_files(dir)
-        .unwrap()
-        .into_iter()
-        .map(|rel| {
-            let b = std::fs::read(dir.join(&rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
-            (rel, b)
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 /// The pages of `path` in the page cache (before it is touched through the map), and its bytes
 /// read through a shared read-only map.
 fn mapped(path: &Path) -> (usize, Vec<u8>) {
@@ -142,8 +128,8 @@ fn s3_tables_list_and_mount_like_local_ones() {
         let lm = MountGuard::mount(&local, &[]);
         let sm = MountGuard::mount(Path::new(&url), &store_args);
         let (lt, st) = (
-            tree(&lm.path().join("latest")),
-            tree(&sm.path().join("latest")),
+            crate::tree(&lm.path().join("latest")),
+            crate::tree(&sm.path().join("latest")),
         );
         assert!(!lt.is_empty(), "{name}: empty latest/");
         assert_eq!(
@@ -182,7 +168,10 @@ fn s3_tables_list_and_mount_like_local_ones() {
             if support::walk_files(&lm.path().join(view)).is_err() {
                 continue;
             }
-            let (lv, sv) = (tree(&lm.path().join(view)), tree(&sm.path().join(view)));
+            let (lv, sv) = (
+                crate::tree(&lm.path().join(view)),
+                crate::tree(&sm.path().join(view)),
+            );
             assert!(!lv.is_empty(), "{name}: empty {view}");
             assert!(lv == sv, "{name}: {view} differs on the store");
             compared += lv.len();
@@ -213,8 +202,8 @@ fn s3_tables_list_and_mount_like_local_ones() {
     for (name, local) in &locals {
         let lm = MountGuard::mount(local, &[]);
         let (lt, st) = (
-            tree(&lm.path().join("latest")),
-            tree(&lake.path().join(name).join("latest")),
+            crate::tree(&lm.path().join("latest")),
+            crate::tree(&lake.path().join(name).join("latest")),
         );
         assert!(!lt.is_empty(), "{name}: empty latest/");
         assert!(
@@ -434,7 +423,10 @@ fn same_on_the_store(
     let lm = MountGuard::mount(local, &[]);
     let sm = MountGuard::mount(Path::new(url), &store_args);
     for v in views {
-        let (lv, sv) = (tree(&lm.path().join(v)), tree(&sm.path().join(v)));
+        let (lv, sv) = (
+            crate::tree(&lm.path().join(v)),
+            crate::tree(&sm.path().join(v)),
+        );
         assert!(!lv.is_empty(), "{url}: empty {v}");
         assert!(lv == sv, "{url}: {v} differs on the store");
     }
