@@ -454,6 +454,10 @@ pub struct MountArgs {
     /// When the root is a lake: how many directory levels below it to look for tables.
     #[arg(long, value_name = "N", default_value_t = crate::lake::DEFAULT_DEPTH, help_heading = MOUNTING)]
     pub lake_depth: usize,
+    /// Where readers see the mount, when not at the mount point (in a container, through the
+    /// CSI plugin): the prefix of the absolute data file paths `iceberg/` metadata names.
+    #[arg(long, value_name = "PATH", help_heading = VIEWS)]
+    pub iceberg_prefix: Option<PathBuf>,
     /// Read table files through the daemon instead of kernel FUSE passthrough.
     #[arg(long, help_heading = PERFORMANCE)]
     pub no_passthrough: bool,

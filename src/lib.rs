@@ -33,6 +33,7 @@ pub mod error;
 pub mod follow;
 pub mod fs;
 pub mod fuse;
+pub mod iceberg;
 pub mod journal;
 pub mod lake;
 pub mod manual;

@@ -42,6 +42,8 @@ pub struct MountConfig {
     pub poll_interval: Duration,
     /// How deep to look for the tables of a lake (`--lake-depth`).
     pub lake_depth: usize,
+    /// Where readers see the mount (`--iceberg-prefix`); `None`: at the mount point.
+    pub iceberg_prefix: Option<PathBuf>,
     /// Where to serve metrics (`--metrics`): `HOST:PORT`, or `:PORT` for 127.0.0.1.
     pub metrics: Option<String>,
     /// Read table files through kernel passthrough where it can (false: `--no-passthrough`).
@@ -87,6 +89,7 @@ impl MountConfig {
             zone: a.timezone,
             poll_interval: Duration::from_millis(a.poll_interval),
             lake_depth: a.lake_depth,
+            iceberg_prefix: a.iceberg_prefix,
             metrics: a.metrics,
             passthrough: !a.no_passthrough,
             threads: a.threads,
@@ -173,6 +176,9 @@ impl MountConfig {
         }
         arg(&mut v, &format!("--threads={}", self.threads));
         arg(&mut v, &format!("--lake-depth={}", self.lake_depth));
+        if let Some(p) = &self.iceberg_prefix {
+            path_flag(&mut v, "--iceberg-prefix", p);
+        }
         if let Some(dir) = &self.merge.cache_dir {
             path_flag(&mut v, "--merge-cache", dir);
         }
@@ -248,6 +254,17 @@ impl MountConfig {
             access: self.access,
             listing: self.store.listing,
             sources: self.store.clone(),
+            location: Some(
+                self.iceberg_prefix
+                    .clone()
+                    .unwrap_or_else(|| {
+                        std::path::absolute(&self.mountpoint)
+                            .unwrap_or_else(|_| self.mountpoint.clone())
+                    })
+                    .to_string_lossy()
+                    .trim_end_matches('/')
+                    .to_string(),
+            ),
         }
     }
 
@@ -501,6 +518,7 @@ mod tests {
                 ),
                 (mode(), mode()),
                 prop::option::of("[A-Za-z0-9_:.-]{1,12}"),
+                prop::option::of(abs_path()),
             ),
         )
             .prop_map(
@@ -514,6 +532,7 @@ mod tests {
                         (uid, gid),
                         (file_mode, dir_mode),
                         fsname,
+                        iceberg_prefix,
                     ),
                 )| MountConfig {
                     table,
@@ -524,6 +543,7 @@ mod tests {
                     zone,
                     poll_interval: Duration::from_millis(poll),
                     lake_depth,
+                    iceberg_prefix,
                     metrics,
                     passthrough: b[2],
                     threads,

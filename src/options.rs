@@ -130,6 +130,15 @@ pub const OPTIONS: &[MountOpt] = &[
         "--lake-depth: how deep to look for the tables of a lake",
     ),
     value(
+        "iceberg_prefix",
+        "PATH",
+        |a, v| {
+            a.iceberg_prefix = Some(std::path::PathBuf::from(v));
+            Ok(())
+        },
+        "--iceberg-prefix: where readers see the mount (iceberg/ data file paths)",
+    ),
+    value(
         "endpoint_url",
         "URL",
         |a, v| {

@@ -18,6 +18,8 @@ pub struct FileFacts {
     pub stats: String,
     pub num_records: i64,
     pub schema: Arc<Schema>,
+    /// The Parquet schema (for `iceberg/`'s field ids): files of one table share it.
+    pub parquet: Arc<parquet::schema::types::Type>,
 }
 
 /// Read the footer of `file` (two reads: its length, then the footer) and take its facts.
@@ -96,6 +98,7 @@ pub fn facts(md: &ParquetMetaData) -> Result<FileFacts, String> {
         stats: Value::Object(stats).to_string(),
         num_records,
         schema: Arc::new(schema),
+        parquet: fmd.schema_descr().root_schema_ptr(),
     })
 }
 

@@ -34,16 +34,36 @@ pub const LOG_DIR: &str = "_delta_log";
 pub(super) struct DeltaCache {
     log: Mutex<Option<Arc<Built>>>,
     facts: Mutex<HashMap<String, Arc<FileFacts>>>,
+    /// The distinct schemas of the files read (a table's files share a few).
+    schemas: Mutex<Schemas>,
+}
+
+/// Schemas shared by the footer facts of many files, each held once.
+#[derive(Default)]
+struct Schemas {
+    arrow: Vec<Arc<arrow_schema::Schema>>,
+    parquet: Vec<Arc<parquet::schema::types::Type>>,
+}
+
+/// `x`, or the equal value `held` already has.
+fn shared<T: PartialEq>(held: &mut Vec<Arc<T>>, x: Arc<T>) -> Arc<T> {
+    match held.iter().find(|h| **h == x) {
+        Some(h) => h.clone(),
+        None => {
+            held.push(x.clone());
+            x
+        }
+    }
 }
 
 /// A log as far as it could be built: the versions before the first that failed, and why that
 /// one failed (its log file and every later one fail to read with this error).
-struct Built {
-    log: DeltaLog,
+pub(super) struct Built {
+    pub log: DeltaLog,
     /// The number of the first version that failed, and the error that stopped it.
-    failed: Option<(u64, Error)>,
+    pub failed: Option<(u64, Error)>,
     /// Every version's number, built or not: the log files `_delta_log/` lists.
-    numbers: Vec<u64>,
+    pub numbers: Vec<u64>,
 }
 
 impl Built {
@@ -199,7 +219,7 @@ impl HudiFs {
     }
 
     /// The log of the current snapshot, built on first use after each change of the table.
-    fn delta_log(&self) -> Result<Arc<Built>> {
+    pub(super) fn delta_log(&self) -> Result<Arc<Built>> {
         let snap = self.snapshot();
         if let Some(b) = lock(&self.delta.log).as_ref() {
             if b.log.generation == snap.generation {
@@ -461,6 +481,11 @@ impl HudiFs {
         Ok(())
     }
 
+    /// The footer facts of the file at `path` in `delta/`, if a version read them.
+    pub(super) fn delta_cached_facts(&self, path: &str) -> Option<Arc<FileFacts>> {
+        lock(&self.delta.facts).get(path).cloned()
+    }
+
     /// The footer facts of the file at `path` in `delta/` (inode `ino`), read once.
     fn delta_facts(&self, path: &str, ino: u64) -> Result<Arc<FileFacts>> {
         if let Some(f) = lock(&self.delta.facts).get(path) {
@@ -470,8 +495,13 @@ impl HudiFs {
         let OpenHandle::Data(file) = handle else {
             return Err(Error::Invalid(format!("delta/{path}: not a data file")));
         };
-        let facts = delta::stats::read_facts(&*file)
+        let mut facts = delta::stats::read_facts(&*file)
             .map_err(|e| Error::Corrupt(format!("delta/{path}: {e}")))?;
+        {
+            let mut s = lock(&self.delta.schemas);
+            facts.schema = shared(&mut s.arrow, facts.schema);
+            facts.parquet = shared(&mut s.parquet, facts.parquet);
+        }
         let facts = Arc::new(facts);
         lock(&self.delta.facts).insert(path.to_string(), facts.clone());
         Ok(facts)

@@ -13,9 +13,9 @@ use hudifs_core::viewkey::{self, ViewKey};
 
 use super::inode::Node;
 use super::kernel_cache::DirCache;
-use super::{join, DirEntry, Entry, HudiFs, OpenDir, TTL_FRESH};
+use super::{join, DirEntry, Entry, HudiFs, Kind, OpenDir, TTL_FRESH};
 
-const ROOT_NAMES: [&str; 7] = [
+const ROOT_NAMES: [&str; 8] = [
     "latest",
     "as_of",
     "incremental",
@@ -23,6 +23,7 @@ const ROOT_NAMES: [&str; 7] = [
     "merged",
     "cdc",
     "delta",
+    "iceberg",
 ];
 
 /// How a lake renumbers the inodes of one of its tables (`lake/inode.rs`).
@@ -150,6 +151,8 @@ impl HudiFs {
             Node::TimelineDir => self.timeline_entries(&snap),
             Node::DeltaDir => self.delta_entries()?,
             Node::DeltaLogDir => self.delta_log_entries()?,
+            Node::IcebergDir => self.iceberg_entries()?,
+            Node::IcebergMetaDir => self.iceberg_meta_entries()?,
             Node::ViewDir { view, dir: dir_id } => {
                 let v = self.view(view)?;
                 let path = self.dir_path(dir_id)?;
@@ -196,6 +199,14 @@ impl HudiFs {
                         });
                     }
                 }
+                if self.is_iceberg_view(view) {
+                    // Files of `iceberg/<instant>/` have field ids in their footers.
+                    for e in &mut out {
+                        if e.entry.attr.kind == Kind::File {
+                            e.entry = self.iceberg_entry(view, e.entry)?;
+                        }
+                    }
+                }
                 if out.is_empty() && !path.is_empty() && !self.dir_exists(&v, &path)? {
                     return Err(Error::NotFound(path.to_string()));
                 }
@@ -204,7 +215,8 @@ impl HudiFs {
             Node::ViewFile { .. }
             | Node::TimelineFile { .. }
             | Node::MergedFile { .. }
-            | Node::DeltaLogFile { .. } => return Err(Error::Invalid("not a directory".into())),
+            | Node::DeltaLogFile { .. }
+            | Node::IcebergMetaFile { .. } => return Err(Error::Invalid("not a directory".into())),
         })
     }
 

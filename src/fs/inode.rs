@@ -7,7 +7,9 @@
 //!  61..36  view   interned view (as_of/<T>, incremental/<w>, latest, and the merged/ views)
 //!  35..0   item   kind 0: 1 root, 2 as_of/, 3 incremental/, 4 timeline/, 5 merged/,
 //!                 6 merged/as_of/, 7 merged/incremental/, 8 cdc/, 9 delta/, 10 delta/_delta_log/,
-//!                 or (view 1) a timeline file id, or (view 2) a Delta log file; kind 1: interned directory
+//!                 11 iceberg/, 12 iceberg/metadata/,
+//!                 or (view 1) a timeline file id, (view 2) a Delta log file, (view 3) an
+//!                 Iceberg metadata file; kind 1: interned directory
 //!                 path; kind 2: file id in the registry of table files; kind 3: slice id in the
 //!                 registry of merged slices
 //! ```
@@ -36,6 +38,8 @@ pub const MERGED_INCREMENTAL_INO: u64 = 7;
 pub const CDC_INO: u64 = 8;
 pub const DELTA_INO: u64 = 9;
 pub const DELTA_LOG_INO: u64 = 10;
+pub const ICEBERG_INO: u64 = 11;
+pub const ICEBERG_META_INO: u64 = 12;
 
 /// The view id of `latest/` and of `merged/latest/` (interned first).
 pub const LATEST_VIEW: u32 = 0;
@@ -49,6 +53,8 @@ const ITEM_MASK: u64 = (1 << 36) - 1;
 const TIMELINE_FILES: u64 = 1;
 /// The view field of `delta/_delta_log/` files (kind 0).
 const DELTA_LOG_FILES: u64 = 2;
+/// The view field of `iceberg/metadata/` files (kind 0).
+const ICEBERG_META_FILES: u64 = 3;
 
 /// What an inode number names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +71,12 @@ pub enum Node {
     DeltaLogDir,
     /// One file of `delta/_delta_log/` (`DeltaLogName`'s number).
     DeltaLogFile {
+        file: u64,
+    },
+    IcebergDir,
+    IcebergMetaDir,
+    /// One file of `iceberg/metadata/` (`MetaFile`'s number).
+    IcebergMetaFile {
         file: u64,
     },
     /// One instant file of `timeline/`, by its interned name.
@@ -105,6 +117,9 @@ impl Node {
             Node::DeltaDir => DELTA_INO,
             Node::DeltaLogDir => DELTA_LOG_INO,
             Node::DeltaLogFile { file } => pack(0, DELTA_LOG_FILES, file),
+            Node::IcebergDir => ICEBERG_INO,
+            Node::IcebergMetaDir => ICEBERG_META_INO,
+            Node::IcebergMetaFile { file } => pack(0, ICEBERG_META_FILES, file),
             Node::TimelineFile { name } => pack(0, TIMELINE_FILES, name as u64),
             Node::ViewDir { view, dir } => pack(1, view as u64, dir as u64),
             Node::ViewFile { view, file } => pack(2, view as u64, file),
@@ -128,6 +143,9 @@ impl Node {
             (0, 0, 9) => Node::DeltaDir,
             (0, 0, 10) => Node::DeltaLogDir,
             (0, DELTA_LOG_FILES, file) => Node::DeltaLogFile { file },
+            (0, 0, 11) => Node::IcebergDir,
+            (0, 0, 12) => Node::IcebergMetaDir,
+            (0, ICEBERG_META_FILES, file) => Node::IcebergMetaFile { file },
             (0, TIMELINE_FILES, n) => Node::TimelineFile {
                 name: u32::try_from(n).ok()?,
             },
@@ -259,12 +277,14 @@ impl InodeTable {
             merged: false,
             cdc: false,
             delta: false,
+            iceberg: false,
         }));
         t.views.id(&Arc::new(ViewName {
             key: ViewKey::Latest,
             merged: true,
             cdc: false,
             delta: false,
+            iceberg: false,
         }));
         t
     }
@@ -322,6 +342,10 @@ mod tests {
             Node::DeltaLogDir,
             Node::DeltaLogFile { file: 0 },
             Node::DeltaLogFile { file: 12_345 },
+            Node::IcebergDir,
+            Node::IcebergMetaDir,
+            Node::IcebergMetaFile { file: 0 },
+            Node::IcebergMetaFile { file: 12_345 },
             Node::ViewDir { view: 0, dir: 0 },
             Node::ViewDir {
                 view: 5,
@@ -338,7 +362,7 @@ mod tests {
             assert_eq!(Node::from_ino(ino), Some(node), "{ino:#x}");
         }
         assert_eq!(Node::from_ino(0), None);
-        assert_eq!(Node::from_ino(11), None);
+        assert_eq!(Node::from_ino(13), None);
         assert_eq!(Node::from_ino(99), None);
         for ino in [1, 77, Node::ViewFile { view: 9, file: 12 }.ino(), u64::MAX] {
             let (k, v, i) = ino_fields(ino);
@@ -356,6 +380,7 @@ mod tests {
                 merged,
                 cdc: false,
                 delta: false,
+                iceberg: false,
             })
         };
         let as_of = || {

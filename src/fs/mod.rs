@@ -12,6 +12,7 @@
 //! merged/incremental/<t1>..<t2>/      the window's groups merged, filtered to its writes' records
 //! cdc/<t1>..<t2>/         the window's change records, one Parquet file per file group
 //! delta/                  a Delta Lake table: _delta_log/ (a version per write), <instant>/ its files
+//! iceberg/                an Iceberg table: metadata/ (a snapshot per write), <instant>/ its files
 //! ```
 //!
 //! A view is planned against one table snapshot and its partitions are resolved only when a
@@ -32,6 +33,7 @@ mod bootstrap;
 mod delta;
 mod dirs;
 mod handles;
+mod iceberg;
 mod inode;
 mod kernel_cache;
 mod merged;
@@ -165,6 +167,10 @@ pub struct FsOptions {
     /// How to reach the store a bootstrapped table's source files are on (the table's own
     /// store options; SEMANTICS.md §10.11).
     pub sources: crate::store::StoreArgs,
+    /// Where readers see the table's root (the mount point, or `--iceberg-prefix`; a lake's
+    /// table below it): `iceberg/` metadata names its data files under it. `None`: not known
+    /// (not mounted), and `iceberg/` refuses.
+    pub location: Option<String>,
 }
 
 /// The file system.
@@ -188,6 +194,8 @@ pub struct HudiFs {
     owner: Owner,
     /// The Delta log of `delta/` and what building it keeps (`delta.rs`).
     delta: delta::DeltaCache,
+    /// The Iceberg table of `iceberg/` (`iceberg.rs`).
+    iceberg: iceberg::IcebergCache,
     /// A metadata-only bootstrap's index, source stores and stitched skeletons.
     bootstrap: bootstrap::Bootstrap,
     /// The mount itself, once shared ([`HudiFs::shared`]): what a merge ahead of a reader
@@ -243,6 +251,7 @@ impl HudiFs {
             kernel: KernelCache::default(),
             owner,
             delta: delta::DeltaCache::default(),
+            iceberg: iceberg::IcebergCache::default(),
             bootstrap: Default::default(),
             this: std::sync::Weak::new(),
         })

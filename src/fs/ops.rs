@@ -13,7 +13,8 @@ use hudifs_core::viewkey::{self, ViewKey};
 
 use super::handles::OpenedParts;
 use super::inode::{
-    Node, ViewName, AS_OF_INO, CDC_INO, DELTA_INO, MERGED_AS_OF_INO, MERGED_INCREMENTAL_INO,
+    Node, ViewName, AS_OF_INO, CDC_INO, DELTA_INO, ICEBERG_INO, MERGED_AS_OF_INO,
+    MERGED_INCREMENTAL_INO,
 };
 use super::{
     join, Entry, HudiFs, Kind, OpenHandle, Opened, ReadAnswer, ResolvedPartition, ViewState,
@@ -51,6 +52,7 @@ impl HudiFs {
             "incremental" => Ok(Node::IncrementalDir),
             "timeline" => Ok(Node::TimelineDir),
             "delta" => Ok(Node::DeltaDir),
+            "iceberg" => Ok(Node::IcebergDir),
             _ => Err(Error::NotFound(name.to_string())),
         }
     }
@@ -71,11 +73,18 @@ impl HudiFs {
             | Node::MergedIncrementalDir
             | Node::CdcDir
             | Node::DeltaDir
-            | Node::DeltaLogDir => Ok(self.dir_entry(ino, TTL_FRESH)),
+            | Node::DeltaLogDir
+            | Node::IcebergDir
+            | Node::IcebergMetaDir => Ok(self.dir_entry(ino, TTL_FRESH)),
             Node::DeltaLogFile { file } => self.delta_log_file_entry(file),
+            Node::IcebergMetaFile { file } => self.iceberg_meta_entry(file),
             Node::MergedFile { view, slice } => {
                 let ttl = self.view(view).map(|v| v.ttl()).unwrap_or(TTL_FRESH);
-                self.merged_file_entry(ino, view, slice, ttl)
+                let e = self.merged_file_entry(ino, view, slice, ttl)?;
+                if self.is_iceberg_view(view) {
+                    return self.iceberg_entry(view, e);
+                }
+                Ok(e)
             }
             Node::ViewDir { view, dir } => {
                 let v = self.view(view)?;
@@ -89,7 +98,11 @@ impl HudiFs {
                 // Table files never change: their attributes do not depend on the view.
                 let f = self.views.registered(file)?;
                 let ttl = self.view(view).map(|v| v.ttl()).unwrap_or(TTL_FRESH);
-                self.file_entry(ino, &f, ttl)
+                let e = self.file_entry(ino, &f, ttl)?;
+                if self.is_iceberg_view(view) {
+                    return self.iceberg_entry(view, e);
+                }
+                Ok(e)
             }
             Node::TimelineFile { name } => {
                 let name = self.timeline_name(name)?;
@@ -155,11 +168,20 @@ impl HudiFs {
             }
             Node::DeltaDir => self.delta_child(name)?,
             Node::DeltaLogDir => self.delta_log_child(name)?,
-            Node::ViewDir { view, dir } => return self.lookup_in_view(view, dir, name),
+            Node::IcebergDir => self.iceberg_child(name)?,
+            Node::IcebergMetaDir => self.iceberg_meta_child(name)?,
+            Node::ViewDir { view, dir } => {
+                let e = self.lookup_in_view(view, dir, name)?;
+                if e.attr.kind == Kind::File && self.is_iceberg_view(view) {
+                    return self.iceberg_entry(view, e);
+                }
+                return Ok(e);
+            }
             Node::ViewFile { .. }
             | Node::TimelineFile { .. }
             | Node::MergedFile { .. }
-            | Node::DeltaLogFile { .. } => {
+            | Node::DeltaLogFile { .. }
+            | Node::IcebergMetaFile { .. } => {
                 return Err(Error::NotFound(format!(
                     "{name}: parent is not a directory"
                 )))
@@ -255,7 +277,13 @@ impl HudiFs {
     /// What opening `ino` holds: the handle, whether the kernel may keep its cached pages, and
     /// the local file to pass through.
     pub(super) fn open_parts(&self, ino: u64) -> Result<OpenedParts> {
-        Ok(match Self::node(ino)? {
+        let node = Self::node(ino)?;
+        if let Node::ViewFile { view, .. } | Node::MergedFile { view, .. } = node {
+            if self.is_iceberg_view(view) {
+                return self.open_iceberg_file(view, node);
+            }
+        }
+        Ok(match node {
             // Visibility was decided when the name was looked up (a listing of one snapshot); a
             // file that left the view since keeps opening for whoever listed it, as in a Hudi
             // reader working from its listing. Lookups no longer find it.
@@ -270,6 +298,7 @@ impl HudiFs {
                 )
             }
             Node::DeltaLogFile { file } => (self.open_delta_log_file(file)?, false, None),
+            Node::IcebergMetaFile { file } => (self.open_iceberg_meta(file)?, false, None),
             _ => return Err(Error::Invalid("is a directory".into())),
         })
     }
@@ -349,6 +378,7 @@ impl HudiFs {
         let (merged, cdc) = (name.merged, name.cdc);
         match &name.key {
             ViewKey::AsOf(t) if name.delta => Some((DELTA_INO, t.to_string())),
+            ViewKey::AsOf(t) if name.iceberg => Some((ICEBERG_INO, t.to_string())),
             ViewKey::Incremental { start, end } if cdc => Some((
                 CDC_INO,
                 viewkey::window_name(start.as_deref(), end.as_deref()),

@@ -117,6 +117,7 @@ impl HudiFs {
             merged,
             cdc: false,
             delta: false,
+            iceberg: false,
         })
     }
 
@@ -127,6 +128,7 @@ impl HudiFs {
             merged: true,
             cdc: true,
             delta: false,
+            iceberg: false,
         })
     }
 
@@ -142,6 +144,7 @@ impl HudiFs {
             merged,
             cdc: false,
             delta: true,
+            iceberg: false,
         })
     }
 

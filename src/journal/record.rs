@@ -216,7 +216,12 @@ impl Record {
 
 /// A view name: flags, then its key.
 fn encode_view(out: &mut Vec<u8>, v: &ViewName) {
-    out.push(u8::from(v.merged) | (u8::from(v.cdc) << 1) | (u8::from(v.delta) << 2));
+    out.push(
+        u8::from(v.merged)
+            | (u8::from(v.cdc) << 1)
+            | (u8::from(v.delta) << 2)
+            | (u8::from(v.iceberg) << 3),
+    );
     match &v.key {
         ViewKey::Latest => out.push(0),
         ViewKey::AsOf(t) => {
@@ -262,6 +267,7 @@ fn decode_view(f: &mut Fields<'_>) -> Option<ViewName> {
         merged: flags & 1 != 0,
         cdc: flags & 2 != 0,
         delta: flags & 4 != 0,
+        iceberg: flags & 8 != 0,
     })
 }
 
@@ -408,6 +414,7 @@ mod tests {
                 merged: i % 2 == 0,
                 cdc: i == 3,
                 delta: i == 1,
+                iceberg: i == 2,
             }));
         }
         round_trip(Record::Dir("city=a/b".into()));

@@ -387,7 +387,12 @@ impl LakeFs {
         }
         let loaded = scoped(&self.store, &t.path)
             .map_err(|e| Error::io(self.store.describe(&t.path), e))
-            .and_then(|store| HudiFs::with_store(store, self.opts.clone()));
+            .and_then(|store| {
+                // `iceberg/` names its files where readers see this table: below the lake.
+                let mut opts = self.opts.clone();
+                opts.location = opts.location.map(|l| format!("{l}/{}", t.path));
+                HudiFs::with_store(store, opts)
+            });
         match loaded {
             Ok(fs) => {
                 let fs = fs.shared();

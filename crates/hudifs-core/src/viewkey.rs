@@ -21,13 +21,16 @@ pub enum ViewKey {
 /// A view as a mount shows it: a view key, as table files or as merged slices (`merged/`),
 /// or (an incremental key) as change feeds (`cdc/`, whose files are merged like slices).
 /// `delta` marks the same view shown again as a data directory of `delta/` (a Delta Lake
-/// table's version files): its own inode numbers, the same files.
+/// table's version files): its own inode numbers, the same files. `iceberg` marks it shown as a
+/// data directory of `iceberg/`: its own inode numbers, the same files with field ids in their
+/// footers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ViewName {
     pub key: ViewKey,
     pub merged: bool,
     pub cdc: bool,
     pub delta: bool,
+    pub iceberg: bool,
 }
 
 fn instant(t: String) -> Result<InstantTime> {

@@ -80,6 +80,26 @@ def read_delta(spec):
     return [t], (infos[0].get("hudi.instant") if infos else None)
 
 
+def read_iceberg(spec):
+    """A snapshot of an Iceberg table read with pyiceberg's `StaticTable` (or polars'
+    `scan_iceberg`, its native Parquet reader): its rows, and the Hudi instant its summary
+    names."""
+    from pyiceberg.table import StaticTable
+    t = StaticTable.from_metadata(spec["metadata"])
+    snap = t.snapshot_by_id(spec["snapshot_id"])
+    if snap is None:
+        raise KeyError("no snapshot %s" % spec["snapshot_id"])
+    if spec.get("reader") == "polars":
+        # Plans with pyiceberg (said once here, not warned per scan); reads with its own
+        # Parquet reader.
+        os.environ.setdefault("POLARS_ICEBERG_PLANNER", "pyiceberg")
+        import polars as pl
+        got = pl.scan_iceberg(t, snapshot_id=spec["snapshot_id"]).collect().to_arrow()
+    else:
+        got = t.scan(snapshot_id=spec["snapshot_id"]).to_arrow()
+    return [got], snap.summary.additional_properties.get("hudi.instant")
+
+
 def all_null_columns(ours, theirs):
     """Columns that hold a value somewhere in `theirs` but only nulls in `ours`."""
     def valued(tables):
@@ -140,6 +160,8 @@ def main():
             try:
                 if v.get("delta") is not None:
                     ours, r["delta_instant"] = read_delta(v["delta"])
+                elif v.get("iceberg") is not None:
+                    ours, r["iceberg_instant"] = read_iceberg(v["iceberg"])
                 else:
                     ours = read_dir(v["dir"])
             except Exception as e:  # noqa: BLE001

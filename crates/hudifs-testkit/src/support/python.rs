@@ -8,9 +8,16 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 /// The Python packages the reader tests need: pyarrow and DuckDB (plain Parquet readers) and
-/// hudi 0.5.0 (hudi-rs, the reference reader of the merged view), and delta-rs (`deltalake`, a
-/// Delta Lake reader of `delta/`).
-const PYTHON_PACKAGES: [&str; 4] = ["pyarrow", "duckdb", "hudi==0.5.0", "deltalake==1.6.6"];
+/// hudi 0.5.0 (hudi-rs, the reference reader of the merged view), delta-rs (`deltalake`, a
+/// Delta Lake reader of `delta/`), and pyiceberg and polars (Iceberg readers of `iceberg/`).
+const PYTHON_PACKAGES: [&str; 6] = [
+    "pyarrow",
+    "duckdb",
+    "hudi==0.5.0",
+    "deltalake==1.6.6",
+    "pyiceberg==0.12.0",
+    "polars==2.1.0",
+];
 
 /// An exclusive lock on the test venv (target/pyenv.lock), held while packages are checked and
 /// installed: test threads and test binaries run side by side, and a program one of them is
@@ -59,7 +66,8 @@ pub fn python() -> PathBuf {
         venv(
             "target/pyenv",
             &PYTHON_PACKAGES,
-            "import duckdb, pyarrow, hudi, deltalake; assert hudi.__version__ == '0.5.0'",
+            "import duckdb, pyarrow, hudi, deltalake, pyiceberg, polars; \
+             assert hudi.__version__ == '0.5.0' and pyiceberg.__version__ == '0.12.0'",
         )
     })
     .clone()
@@ -226,17 +234,24 @@ pub fn sample(parsed: &Value, family: &str, name: &str, labels: &[(&str, &str)])
         .unwrap_or(0.0)
 }
 
-/// The DuckDB release the Delta and Iceberg reader tests pin (docs/SEMANTICS.md §11), with its
-/// delta extension from PyPI: a virtual environment of its own (target/pyenv-duckdb), since the
-/// reader tests' DuckDB is unpinned. The extension is `LOAD`ed from the file in its wheel
-/// ([`DUCKDB_DELTA_LOAD`]); nothing is downloaded at run time.
+/// The DuckDB release the Delta and Iceberg reader tests pin (docs/SEMANTICS.md §11, §12), with
+/// its delta, iceberg and avro extensions from PyPI: a virtual environment of its own
+/// (target/pyenv-duckdb), since the reader tests' DuckDB is unpinned. The extensions are
+/// `LOAD`ed from the files in their wheels ([`DUCKDB_DELTA_LOAD`], [`DUCKDB_ICEBERG_LOAD`]);
+/// nothing is downloaded at run time.
 pub fn python_duckdb_delta() -> PathBuf {
     static PY: OnceLock<PathBuf> = OnceLock::new();
     PY.get_or_init(|| {
         venv(
             "target/pyenv-duckdb",
-            &["duckdb==1.5.5", "duckdb-extension-delta==1.5.5"],
-            "import duckdb, duckdb_extension_delta; assert duckdb.__version__ == '1.5.5'",
+            &[
+                "duckdb==1.5.5",
+                "duckdb-extension-delta==1.5.5",
+                "duckdb-extension-iceberg==1.5.5",
+                "duckdb-extension-avro==1.5.5",
+            ],
+            "import duckdb, duckdb_extension_delta, duckdb_extension_iceberg, \
+             duckdb_extension_avro; assert duckdb.__version__ == '1.5.5'",
         )
     })
     .clone()
@@ -247,4 +262,14 @@ pub const DUCKDB_DELTA_LOAD: &str = "import duckdb, glob, os, duckdb_extension_d
 ext = glob.glob(os.path.join(os.path.dirname(duckdb_extension_delta.__file__), 'extensions', '*', 'delta.duckdb_extension'))[0]
 c = duckdb.connect(config={'allow_unsigned_extensions': 'true'})
 c.execute(\"LOAD '\" + ext + \"'\")
+";
+
+/// Python that loads the iceberg extension (and the avro extension it reads manifests with) of
+/// [`python_duckdb_delta`]'s wheels into connection `c`.
+pub const DUCKDB_ICEBERG_LOAD: &str = "import duckdb, glob, os
+import duckdb_extension_avro, duckdb_extension_iceberg
+c = duckdb.connect(config={'allow_unsigned_extensions': 'true'})
+for mod, name in [(duckdb_extension_avro, 'avro'), (duckdb_extension_iceberg, 'iceberg')]:
+    ext = glob.glob(os.path.join(os.path.dirname(mod.__file__), 'extensions', '*', name + '.duckdb_extension'))[0]
+    c.execute(\"LOAD '\" + ext + \"'\")
 ";
