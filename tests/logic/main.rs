@@ -12,6 +12,7 @@ mod delta_log;
 mod fixture_cache;
 mod fs_logic;
 mod generated_views;
+mod iceberg_table;
 mod lake_logic;
 mod live;
 mod merged_read_ahead;
