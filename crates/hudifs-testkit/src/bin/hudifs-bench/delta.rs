@@ -5,7 +5,7 @@
 //! `count(*)` through `delta_scan('delta/')` against `read_parquet` of the same files
 //! (`latest/**/*.parquet`) on one warm mount, alternating.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
@@ -46,12 +46,16 @@ fn read_metadata(delta: &Path) -> Res<usize> {
     Ok(files)
 }
 
-fn duckdb(python: &Path, sql: &str) -> Res<f64> {
+/// DuckDB's in-process time for `sql` (and its answer), with the extensions `exts` (`delta`,
+/// `avro`, `iceberg`) loaded from their PyPI wheels.
+pub fn duckdb_with(python: &Path, exts: &[&str], sql: &str) -> Res<f64> {
     let script = format!(
-        "import duckdb, glob, os, time, duckdb_extension_delta
-ext = glob.glob(os.path.join(os.path.dirname(duckdb_extension_delta.__file__), 'extensions', '*', 'delta.duckdb_extension'))[0]
+        "import duckdb, glob, os, time, importlib
 c = duckdb.connect(config={{'allow_unsigned_extensions': 'true'}})
-c.execute(\"LOAD '\" + ext + \"'\")
+for name in {exts:?}:
+    mod = importlib.import_module('duckdb_extension_' + name)
+    ext = glob.glob(os.path.join(os.path.dirname(mod.__file__), 'extensions', '*', name + '.duckdb_extension'))[0]
+    c.execute(\"LOAD '\" + ext + \"'\")
 c.execute('SET enable_progress_bar = false')
 t = time.perf_counter()
 n = c.execute({sql:?}).fetchall()[0][0]
@@ -72,9 +76,27 @@ print(time.perf_counter() - t, n)"
         .ok_or_else(|| format!("duckdb printed {text:?}"))
 }
 
-pub fn bench_delta(table: &Path, python: &Path, c: &Common) -> Res<()> {
+/// One table format's figure: its number and names, the metadata a reader of it reads to know
+/// the current snapshot, the DuckDB extensions it needs and its scan.
+pub struct Format<'a> {
+    pub figure: u32,
+    /// `delta`, `iceberg`: the directory under the mount, and the record names' stem.
+    pub dir: &'static str,
+    /// What the metadata is, for the notes (`Delta`, `Iceberg`).
+    pub title: &'static str,
+    pub read_metadata: &'a dyn Fn(&Path) -> Res<usize>,
+    pub exts: &'a [&'a str],
+    /// The DuckDB table function over the format's directory (`delta_scan`, `iceberg_scan`),
+    /// given the mount root.
+    pub scan: &'a dyn Fn(&Path) -> Res<String>,
+}
+
+/// The figure of `f` on `table`: cold mounts until a reader has the current snapshot's
+/// metadata vs until a full listing of latest/, then DuckDB's count(*) through the format vs
+/// read_parquet of the same files on one warm mount, alternating.
+pub fn bench_format(table: &Path, python: &Path, c: &Common, f: &Format) -> Res<()> {
     let hudifs = hudifs_bin(c);
-    let canon: PathBuf = table
+    let canon = table
         .canonicalize()
         .map_err(|e| format!("{}: {e}", table.display()))?;
     let (_, n_files) = find_files(&canon)?;
@@ -82,12 +104,12 @@ pub fn bench_delta(table: &Path, python: &Path, c: &Common) -> Res<()> {
     let (mut meta, mut listing) = (Vec::new(), Vec::new());
     let mut read_files = 0;
     for rep in 0..c.reps {
-        for delta_side in sides(rep) {
+        for format_side in sides(rep) {
             drop_caches();
             let t = Instant::now();
             let mnt = Mount::new(&hudifs, &canon, &c.mnt, &[])?;
-            if delta_side {
-                read_files = read_metadata(&mnt.guard.path().join("delta"))?;
+            if format_side {
+                read_files = (f.read_metadata)(&mnt.guard.path().join(f.dir))?;
                 meta.push(t.elapsed().as_secs_f64());
             } else {
                 find_files(&mnt.latest())?;
@@ -96,7 +118,7 @@ pub fn bench_delta(table: &Path, python: &Path, c: &Common) -> Res<()> {
         }
     }
     let notes = vec![
-        format!("table: {n_files} files; {read_files} log files read for the newest snapshot"),
+        format!("table: {n_files} files; {read_files} metadata files read for the newest snapshot"),
         format!(
             "page cache {}; wall time from `hudifs mount` to the last byte read",
             if cold {
@@ -106,7 +128,8 @@ pub fn bench_delta(table: &Path, python: &Path, c: &Common) -> Res<()> {
             }
         ),
         format!(
-            "target (issue 35): the current snapshot's Delta metadata in <= 1 s: {} ({:.3} s)",
+            "target (issue 35): the current snapshot's {} metadata in <= 1 s: {} ({:.3} s)",
+            f.title,
             if median(&meta) <= 1.0 {
                 "met"
             } else {
@@ -118,12 +141,15 @@ pub fn bench_delta(table: &Path, python: &Path, c: &Common) -> Res<()> {
     append(
         &c.out,
         &Record::new(
-            12,
-            "delta-metadata-cold",
-            "Cold mount until a Delta reader has the newest snapshot's metadata vs until a full listing of latest/",
-            Side::new("delta/_delta_log", "s", meta),
+            f.figure,
+            &format!("{}-metadata-cold", f.dir),
+            &format!(
+                "Cold mount until a {} reader has the newest snapshot's metadata vs until a full listing of latest/",
+                f.title
+            ),
+            Side::new(&format!("{}/ metadata", f.dir), "s", meta),
             Side::new("latest/ listing", "s", listing),
-            "delta metadata time / listing time",
+            &format!("{} metadata time / listing time", f.dir),
             None,
             notes,
         ),
@@ -131,38 +157,56 @@ pub fn bench_delta(table: &Path, python: &Path, c: &Common) -> Res<()> {
 
     let mnt = Mount::new(&hudifs, &canon, &c.mnt, &[])?;
     let root = mnt.guard.path().to_path_buf();
-    let scan = format!(
-        "select count(*) from delta_scan('{}')",
-        root.join("delta").display()
-    );
+    let scan = format!("select count(*) from {}", (f.scan)(&root)?);
     let plain = format!(
         "select count(*) from read_parquet('{}/**/*.parquet')",
         root.join("latest").display()
     );
-    // Warm both: the first delta_scan builds the log, the first read_parquet lists.
-    duckdb(python, &scan)?;
-    duckdb(python, &plain)?;
+    // Warm both: the first scan builds the metadata, the first read_parquet lists.
+    duckdb_with(python, f.exts, &scan)?;
+    duckdb_with(python, f.exts, &plain)?;
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for rep in 0..c.reps {
-        for delta_side in sides(rep) {
-            if delta_side {
-                a.push(duckdb(python, &scan)?);
+        for format_side in sides(rep) {
+            if format_side {
+                a.push(duckdb_with(python, f.exts, &scan)?);
             } else {
-                b.push(duckdb(python, &plain)?);
+                b.push(duckdb_with(python, f.exts, &plain)?);
             }
         }
     }
+    let fun = format!("{}_scan", f.dir);
     append(
         &c.out,
         &Record::new(
-            12,
-            "delta-duckdb-count",
-            "DuckDB 1.5.5 count(*): delta_scan('delta/') vs read_parquet of the same files",
-            Side::new("delta_scan", "s", a),
+            f.figure,
+            &format!("{}-duckdb-count", f.dir),
+            &format!(
+                "DuckDB 1.5.5 count(*): {fun}('{}/') vs read_parquet of the same files",
+                f.dir
+            ),
+            Side::new(&fun, "s", a),
             Side::new("read_parquet", "s", b),
-            "delta_scan time / read_parquet time",
+            &format!("{fun} time / read_parquet time"),
             Some(("<=", 1.5)),
             vec!["one warm mount; in-process query time (Python start and LOAD excluded)".into()],
         ),
+    )
+}
+
+pub fn bench_delta(table: &Path, python: &Path, c: &Common) -> Res<()> {
+    let scan = |root: &Path| Ok(format!("delta_scan('{}')", root.join("delta").display()));
+    bench_format(
+        table,
+        python,
+        c,
+        &Format {
+            figure: 12,
+            dir: "delta",
+            title: "Delta",
+            read_metadata: &read_metadata,
+            exts: &["delta"],
+            scan: &scan,
+        },
     )
 }

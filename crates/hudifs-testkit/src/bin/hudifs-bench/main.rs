@@ -9,6 +9,7 @@ mod delta;
 mod find;
 mod freshness;
 mod gen;
+mod iceberg;
 mod incremental;
 mod memory;
 mod merged;
@@ -160,6 +161,18 @@ enum Cmd {
         #[command(flatten)]
         c: Common,
     },
+    /// Figure 13: iceberg/: a cold mount until an Iceberg reader has the current snapshot's
+    /// metadata (vs a cold first listing of latest/), and DuckDB's count(*) through
+    /// iceberg_scan vs read_parquet of the same files.
+    Iceberg {
+        table: PathBuf,
+        /// Python of a virtual environment with duckdb 1.5.5 and its iceberg and avro
+        /// extensions.
+        #[arg(long)]
+        python: PathBuf,
+        #[command(flatten)]
+        c: Common,
+    },
     /// Figure 6: the merged view: first read of merged/latest/ vs hudi-rs read() + pyarrow
     /// write, a cached second read vs the cache's files, and `ls -lR` over a warm cache; then
     /// the last write's window through merged/incremental/ (vs hudi-rs's incremental read) and
@@ -287,6 +300,7 @@ fn main() -> std::process::ExitCode {
         } => read::bench_read(table, file, modes, c),
         Cmd::Find { table, c } => find::bench_find(table, c),
         Cmd::Delta { table, python, c } => delta::bench_delta(table, python, c),
+        Cmd::Iceberg { table, python, c } => iceberg::bench_iceberg(table, python, c),
         Cmd::MountList {
             table,
             python,
