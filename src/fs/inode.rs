@@ -7,7 +7,7 @@
 //!  61..36  view   interned view (as_of/<T>, incremental/<w>, latest, and the merged/ views)
 //!  35..0   item   kind 0: 1 root, 2 as_of/, 3 incremental/, 4 timeline/, 5 merged/,
 //!                 6 merged/as_of/, 7 merged/incremental/, 8 cdc/, 9 delta/, 10 delta/_delta_log/,
-//!                 11 iceberg/, 12 iceberg/metadata/,
+//!                 12 iceberg/, 13 iceberg/metadata/,
 //!                 or (view 1) a timeline file id, (view 2) a Delta log file, (view 3) an
 //!                 Iceberg metadata file; kind 1: interned directory
 //!                 path; kind 2: file id in the registry of table files; kind 3: slice id in the
@@ -38,8 +38,8 @@ pub const MERGED_INCREMENTAL_INO: u64 = 7;
 pub const CDC_INO: u64 = 8;
 pub const DELTA_INO: u64 = 9;
 pub const DELTA_LOG_INO: u64 = 10;
-pub const ICEBERG_INO: u64 = 11;
-pub const ICEBERG_META_INO: u64 = 12;
+pub const ICEBERG_INO: u64 = 12;
+pub const ICEBERG_META_INO: u64 = 13;
 
 /// The view id of `latest/` and of `merged/latest/` (interned first).
 pub const LATEST_VIEW: u32 = 0;
@@ -143,8 +143,8 @@ impl Node {
             (0, 0, 9) => Node::DeltaDir,
             (0, 0, 10) => Node::DeltaLogDir,
             (0, DELTA_LOG_FILES, file) => Node::DeltaLogFile { file },
-            (0, 0, 11) => Node::IcebergDir,
-            (0, 0, 12) => Node::IcebergMetaDir,
+            (0, 0, 12) => Node::IcebergDir,
+            (0, 0, 13) => Node::IcebergMetaDir,
             (0, ICEBERG_META_FILES, file) => Node::IcebergMetaFile { file },
             (0, TIMELINE_FILES, n) => Node::TimelineFile {
                 name: u32::try_from(n).ok()?,
@@ -362,7 +362,7 @@ mod tests {
             assert_eq!(Node::from_ino(ino), Some(node), "{ino:#x}");
         }
         assert_eq!(Node::from_ino(0), None);
-        assert_eq!(Node::from_ino(13), None);
+        assert_eq!(Node::from_ino(14), None);
         assert_eq!(Node::from_ino(99), None);
         for ino in [1, 77, Node::ViewFile { view: 9, file: 12 }.ino(), u64::MAX] {
             let (k, v, i) = ino_fields(ino);

@@ -134,6 +134,27 @@ fn a_lake_in_one_mount() {
                 "{t}/{top}"
             );
         }
+        // iceberg/ names its files where readers see this table: below the lake's mount.
+        assert_eq!(
+            ls(&mnt.join(t).join("iceberg")),
+            ls(&single.path().join("iceberg")),
+            "{t}/iceberg"
+        );
+        let hint = std::fs::read_to_string(mnt.join(t).join("iceberg/metadata/version-hint.text"))
+            .unwrap();
+        let meta: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(
+                mnt.join(t)
+                    .join(format!("iceberg/metadata/v{}.metadata.json", hint.trim())),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            meta["location"],
+            format!("{}/{t}/iceberg", mnt.display()),
+            "{t}"
+        );
         assert!(loaded(&m.log_text(), t), "{t} was used:\n{}", m.log_text());
     }
 
