@@ -14,8 +14,11 @@ pub struct DeltaFile {
     pub size: u64,
     /// `add.modificationTime`: when the version that added it was written (ms since the epoch).
     pub modified_ms: i64,
-    /// `add.stats`.
+    /// `add.stats` (none for a change data file).
     pub stats: Option<String>,
+    /// `add.dataChange`: false where the version that added it only rewrote records (a
+    /// compaction, a clustering), so change data readers skip it.
+    pub data_change: bool,
 }
 
 /// One version: the snapshot of one completed write instant.
@@ -39,6 +42,15 @@ pub struct Version {
     /// The files of the version before that this one no longer has, and the files it adds.
     pub removed: Vec<Arc<DeltaFile>>,
     pub added: Vec<Arc<DeltaFile>>,
+    /// Whether the write changed data (a commit, a deltacommit, an insert overwrite) rather
+    /// than only rewrote records: its `remove`s' `dataChange`.
+    pub data_change: bool,
+    /// Its change data files (`cdc` actions, under `_change_data/`), in path order: the change
+    /// records of a data write when the table has a change data feed.
+    pub changes: Vec<Arc<DeltaFile>>,
+    /// The schema as Arrow (of the same file as `schema`): what its change data files are
+    /// written in.
+    pub arrow: Option<Arc<arrow_schema::Schema>>,
 }
 
 impl Version {
@@ -66,6 +78,8 @@ pub struct TableFacts {
     /// `metaData.id`: stable for the table.
     pub id: String,
     pub name: String,
+    /// `delta.enableChangeDataFeed`: every data write's version has `cdc` actions.
+    pub change_feed: bool,
 }
 
 /// The bytes of version `cur`'s log file (`_delta_log/<number>.json`): one action per line.
@@ -91,7 +105,7 @@ pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<
     lines.push(json!({ "commitInfo": info }));
     let ntz = |v: &Version| v.schema.as_ref().is_some_and(|s| s.timestamp_ntz);
     if prev.is_none() || prev.is_some_and(|p| ntz(p) != ntz(cur)) {
-        lines.push(protocol(cur));
+        lines.push(protocol(table, cur));
     }
     let schema_changed = prev.map(|p| p.schema.as_ref().map(|s| &s.string))
         != Some(cur.schema.as_ref().map(|s| &s.string));
@@ -102,7 +116,7 @@ pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<
         lines.push(json!({"remove": {
             "path": f.path,
             "deletionTimestamp": cur.timestamp_ms,
-            "dataChange": true,
+            "dataChange": cur.data_change,
             "extendedFileMetadata": true,
             "partitionValues": {},
             "size": f.size,
@@ -110,6 +124,14 @@ pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<
     }
     for f in &cur.added {
         lines.push(add(f));
+    }
+    for f in &cur.changes {
+        lines.push(json!({"cdc": {
+            "path": f.path,
+            "partitionValues": {},
+            "size": f.size,
+            "dataChange": false,
+        }}));
     }
     let mut out = Vec::new();
     for l in lines {
@@ -119,15 +141,23 @@ pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<
     out
 }
 
-/// The `protocol` action a version needs.
-pub fn protocol(v: &Version) -> Value {
+/// The `protocol` action a version needs: writer version 4 for a change data feed (writer 7
+/// with the `changeDataFeed` feature where table features are named anyway, for
+/// `timestampNtz`).
+pub fn protocol(table: &TableFacts, v: &Version) -> Value {
     if v.schema.as_ref().is_some_and(|s| s.timestamp_ntz) {
+        let mut writer = vec!["timestampNtz"];
+        if table.change_feed {
+            writer.push("changeDataFeed");
+        }
         json!({"protocol": {
             "minReaderVersion": 3,
             "minWriterVersion": 7,
             "readerFeatures": ["timestampNtz"],
-            "writerFeatures": ["timestampNtz"],
+            "writerFeatures": writer,
         }})
+    } else if table.change_feed {
+        json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 4}})
     } else {
         json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}})
     }
@@ -146,8 +176,17 @@ pub fn metadata(table: &TableFacts, v: &Version) -> Value {
         "format": {"provider": "parquet", "options": {}},
         "schemaString": schema,
         "partitionColumns": [],
-        "configuration": {},
+        "configuration": configuration(table),
     }})
+}
+
+/// `metaData.configuration`: the table properties Delta readers act on.
+fn configuration(table: &TableFacts) -> Value {
+    let mut c = Map::new();
+    if table.change_feed {
+        c.insert("delta.enableChangeDataFeed".into(), json!("true"));
+    }
+    Value::Object(c)
 }
 
 /// The `add` action of file `f`.
@@ -157,7 +196,7 @@ pub fn add(f: &DeltaFile) -> Value {
     add.insert("partitionValues".into(), json!({}));
     add.insert("size".into(), json!(f.size));
     add.insert("modificationTime".into(), json!(f.modified_ms));
-    add.insert("dataChange".into(), json!(true));
+    add.insert("dataChange".into(), json!(f.data_change));
     if let Some(s) = &f.stats {
         add.insert("stats".into(), json!(s));
     }
@@ -208,6 +247,7 @@ mod tests {
             size,
             modified_ms: 1,
             stats: Some(r#"{"numRecords":2}"#.into()),
+            data_change: true,
         })
     }
 
@@ -228,6 +268,9 @@ mod tests {
                 .collect(),
             removed: Vec::new(),
             added: Vec::new(),
+            data_change: true,
+            changes: Vec::new(),
+            arrow: None,
         }
     }
 
@@ -244,6 +287,7 @@ mod tests {
         let t = TableFacts {
             id: table_id("t"),
             name: "t".into(),
+            change_feed: false,
         };
         let mut v0 = version(0, &[("p/a", "i0/p/a"), ("p/b", "i0/p/b")]);
         v0.set_changes(None);

@@ -1,9 +1,10 @@
 //! `delta/`: the table as a Delta Lake table, for engines that read Delta but not Hudi
 //! (docs/SEMANTICS.md §11). Plain logic, no file system: the versions and their log files
-//! (`log`), checkpoints (`checkpoint`), the Delta schema of a Parquet schema (`schema`) and a
+//! (`log`), checkpoints (`checkpoint`), change data files (`changes`), the Delta schema of a Parquet schema (`schema`) and a
 //! data file's statistics from its footer (`stats`). The file system builds the versions from
 //! its own views (`fs/delta.rs`).
 
+pub mod changes;
 pub mod checkpoint;
 pub mod log;
 pub mod schema;

@@ -11,7 +11,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use hudifs_core::error::{Error, Result};
 use hudifs_core::instant_time::InstantTime;
+use hudifs_core::rules::{write_kind, WriteKind};
 use hudifs_core::snapshot::Snapshot;
+use hudifs_core::viewkey::{ViewKey, ViewName};
 use hudifs_storage::sync::lock;
 
 use crate::delta::{self, stats::FileFacts, DeltaFile, DeltaLog, LogFile, TableFacts, Version};
@@ -27,6 +29,13 @@ const FOOTER_READERS: usize = 8;
 
 /// The name of the log directory in `delta/`.
 pub const LOG_DIR: &str = "_delta_log";
+
+/// The name of the change data directory in `delta/`.
+pub const CHANGES_DIR: &str = "_change_data";
+
+/// The file a version's single `cdc` action names when its write's change feed is refused as a
+/// whole: under `_change_data/<instant>/`, whose lookup fails with the refusal's errno.
+const UNAVAILABLE: &str = "unavailable.parquet";
 
 /// What `delta/` keeps: the log of the newest snapshot it was asked for and the footer facts of
 /// every file a version named.
@@ -72,6 +81,11 @@ fn touched_partitions(
     Some(out)
 }
 
+/// Whether version `v` has change data files.
+fn has_changes(v: &Arc<Version>) -> bool {
+    !v.changes.is_empty()
+}
+
 /// The partition of a file's path in a view.
 fn partition_of(rel: &str) -> &str {
     rel.rsplit_once('/').map_or("", |(p, _)| p)
@@ -89,6 +103,9 @@ impl HudiFs {
     pub(super) fn delta_child(&self, name: &str) -> Result<Node> {
         if name == LOG_DIR {
             return Ok(Node::DeltaLogDir);
+        }
+        if name == CHANGES_DIR && self.delta_log()?.log.versions.iter().any(has_changes) {
+            return Ok(Node::DeltaChangesDir);
         }
         let snap = self.snapshot();
         let t = InstantTime::parse(name)
@@ -108,6 +125,12 @@ impl HudiFs {
         // The data directories of the versions the log has (not those of history the cleaner
         // removed, whose views refuse).
         let built = self.delta_log()?;
+        if built.log.versions.iter().any(has_changes) {
+            out.push(DirEntry {
+                name: Arc::from(CHANGES_DIR),
+                entry: self.dir_entry(Node::DeltaChangesDir.ino(), TTL_FRESH),
+            });
+        }
         for v in &built.log.versions {
             let t = InstantTime::parse(&v.instant)
                 .ok_or_else(|| Error::Invalid(format!("instant {}", v.instant)))?;
@@ -118,6 +141,57 @@ impl HudiFs {
             });
         }
         Ok(out)
+    }
+
+    /// The node of a name in `delta/_change_data/`: the change data directory of a version
+    /// with change data (named by its instant).
+    pub(super) fn delta_changes_child(&self, name: &str) -> Result<Node> {
+        let built = self.delta_log()?;
+        let v = built
+            .log
+            .versions
+            .iter()
+            .find(|v| v.instant == name && has_changes(v))
+            .ok_or_else(|| Error::NotFound(format!("delta/{CHANGES_DIR}/{name}")))?;
+        self.change_data_root(&v.instant)
+    }
+
+    /// The entries of `delta/_change_data/`: a directory per version with change data.
+    pub(super) fn delta_changes_entries(&self) -> Result<Vec<DirEntry>> {
+        let built = self.delta_log()?;
+        let mut out = Vec::new();
+        for v in built.log.versions.iter().filter(|v| has_changes(v)) {
+            let node = self.change_data_root(&v.instant)?;
+            out.push(DirEntry {
+                name: Arc::from(v.instant.as_str()),
+                entry: self.dir_entry(node.ino(), TTL_FRESH),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The root of the change data of write `instant` (`delta/_change_data/<instant>/`).
+    fn change_data_root(&self, instant: &str) -> Result<Node> {
+        let t = InstantTime::parse(instant)
+            .ok_or_else(|| Error::Invalid(format!("instant {instant}")))?;
+        self.view_root_of(ViewName {
+            key: ViewKey::AsOf(t),
+            merged: true,
+            cdc: true,
+            delta: true,
+        })
+    }
+
+    /// The schema the change data of write `t` is written in: its version's.
+    pub(super) fn change_data_schema(&self, t: &InstantTime) -> Result<Arc<arrow_schema::Schema>> {
+        let built = self.delta_log()?;
+        built
+            .log
+            .versions
+            .iter()
+            .find(|v| v.instant == t.as_str())
+            .and_then(|v| v.arrow.clone())
+            .ok_or_else(|| Error::NotFound(format!("delta/{CHANGES_DIR}/{t}: no such version")))
     }
 
     /// The node of a name in `delta/_delta_log/`.
@@ -221,6 +295,8 @@ impl HudiFs {
         let table = TableFacts {
             id: delta::log::table_id(&format!("hudi:{}", snap.cfg.name)),
             name: snap.cfg.name.clone(),
+            // Without meta fields Hudi has no change feed (§5.5).
+            change_feed: snap.cfg.populate_meta_fields,
         };
         let mut numbers: Vec<u64> = Vec::new();
         let mut versions: Vec<Arc<Version>> = Vec::new();
@@ -253,7 +329,12 @@ impl HudiFs {
                 versions.push(v);
                 continue;
             }
-            match self.delta_version(snap, merged, n, t, inst, versions.last()) {
+            let made = self.delta_version(snap, merged, n, t, inst, versions.last());
+            let made = match made {
+                Ok(v) if table.change_feed => self.with_changes(v),
+                other => other,
+            };
+            match made {
                 Ok(v) => {
                     numbers.push(n);
                     versions.push(Arc::new(v));
@@ -345,8 +426,11 @@ impl HudiFs {
                 None => new.push((rel, ino)),
             }
         }
+        let meta = snap.meta.commit(inst).ok();
+        let data_change = write_kind(inst.planned, meta.as_deref()) == WriteKind::Data;
         let mut added = Vec::new();
         let mut schema = None;
+        let mut arrow = None;
         for (rel, (size, facts)) in self.delta_new_files(t, &new)? {
             let path = delta::log::encode_path(&join(t.as_str(), &rel));
             if schema.is_none() {
@@ -354,12 +438,14 @@ impl HudiFs {
                     delta::schema::delta_schema(&facts.schema)
                         .map_err(|e| Error::Unsupported(format!("{rel}: {e}")))?,
                 );
+                arrow = Some(facts.schema.clone());
             }
             let f = Arc::new(DeltaFile {
                 path,
                 size,
                 modified_ms: timestamp_ms,
                 stats: Some(facts.stats.clone()),
+                data_change,
             });
             added.push(f.clone());
             files.insert(rel, f);
@@ -371,10 +457,69 @@ impl HudiFs {
             action: inst.action.name().to_string(),
             timestamp_ms,
             schema: schema.or_else(|| prev.and_then(|p| p.schema.clone())),
+            arrow: arrow.or_else(|| prev.and_then(|p| p.arrow.clone())),
             files,
             removed: dropped.values().cloned().collect(),
             added,
+            data_change,
+            changes: Vec::new(),
         })
+    }
+
+    /// Version `v` with its change data files when its write is a data write (a compaction or
+    /// clustering changes no record, and has none): one per file of the write's change feed
+    /// (`cdc/<window of the write>/`), each written now for its size. A feed file that cannot
+    /// be given is named with size 0 (reading it fails with its errno); a feed refused as a
+    /// whole gives one file, [`UNAVAILABLE`], whose directory fails with the refusal's errno.
+    fn with_changes(&self, mut v: Version) -> Result<Version> {
+        let Some(schema) = v.arrow.clone().filter(|_| v.data_change) else {
+            return Ok(v);
+        };
+        let root = self.change_data_root(&v.instant)?;
+        let dir = join(CHANGES_DIR, &v.instant);
+        let file = |rel: &str, size: u64| {
+            Arc::new(DeltaFile {
+                path: delta::log::encode_path(&join(&dir, rel)),
+                size,
+                modified_ms: v.timestamp_ms,
+                stats: None,
+                data_change: false,
+            })
+        };
+        let Node::ViewDir { view, .. } = root else {
+            return Err(Error::Invalid(format!("delta/{dir}: not a view")));
+        };
+        let mut walked = Vec::new();
+        let listed = self
+            .view(view)
+            .and_then(|_| self.delta_walk(root, "", true, &mut walked));
+        if let Err(e) = listed {
+            log::warn!(
+                "delta/: version {} (instant {}): change data refused: {e}",
+                v.number,
+                v.instant
+            );
+            v.changes = vec![file(UNAVAILABLE, 0)];
+            return Ok(v);
+        }
+        walked.sort();
+        for (rel, ino) in walked {
+            let size = match Node::from_ino(ino) {
+                Some(Node::MergedFile { view, slice }) => self
+                    .merged_slice(view, slice)
+                    .and_then(|ms| self.change_data(&ms, &schema))
+                    .map(|(_, size)| size),
+                _ => Err(Error::Invalid(format!(
+                    "delta/{dir}/{rel}: not a change feed"
+                ))),
+            };
+            let size = size.unwrap_or_else(|e| {
+                log::warn!("delta/{dir}/{rel}: {e}");
+                0
+            });
+            v.changes.push(file(&rel, size));
+        }
+        Ok(v)
     }
 
     /// The size and footer facts of the files version `t` adds (`(path in the view, inode)`, in

@@ -150,6 +150,7 @@ impl HudiFs {
             Node::TimelineDir => self.timeline_entries(&snap),
             Node::DeltaDir => self.delta_entries()?,
             Node::DeltaLogDir => self.delta_log_entries()?,
+            Node::DeltaChangesDir => self.delta_changes_entries()?,
             Node::ViewDir { view, dir: dir_id } => {
                 let v = self.view(view)?;
                 let path = self.dir_path(dir_id)?;

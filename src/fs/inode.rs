@@ -7,7 +7,7 @@
 //!  61..36  view   interned view (as_of/<T>, incremental/<w>, latest, and the merged/ views)
 //!  35..0   item   kind 0: 1 root, 2 as_of/, 3 incremental/, 4 timeline/, 5 merged/,
 //!                 6 merged/as_of/, 7 merged/incremental/, 8 cdc/, 9 delta/, 10 delta/_delta_log/,
-//!                 or (view 1) a timeline file id, or (view 2) a Delta log file; kind 1: interned directory
+//!                 11 delta/_change_data/, or (view 1) a timeline file id, or (view 2) a Delta log file; kind 1: interned directory
 //!                 path; kind 2: file id in the registry of table files; kind 3: slice id in the
 //!                 registry of merged slices
 //! ```
@@ -36,6 +36,7 @@ pub const MERGED_INCREMENTAL_INO: u64 = 7;
 pub const CDC_INO: u64 = 8;
 pub const DELTA_INO: u64 = 9;
 pub const DELTA_LOG_INO: u64 = 10;
+pub const DELTA_CHANGES_INO: u64 = 11;
 
 /// The view id of `latest/` and of `merged/latest/` (interned first).
 pub const LATEST_VIEW: u32 = 0;
@@ -63,6 +64,8 @@ pub enum Node {
     CdcDir,
     DeltaDir,
     DeltaLogDir,
+    /// `delta/_change_data/`: a directory per write with change data.
+    DeltaChangesDir,
     /// One file of `delta/_delta_log/` (`DeltaLogName`'s number).
     DeltaLogFile {
         file: u64,
@@ -104,6 +107,7 @@ impl Node {
             Node::CdcDir => CDC_INO,
             Node::DeltaDir => DELTA_INO,
             Node::DeltaLogDir => DELTA_LOG_INO,
+            Node::DeltaChangesDir => DELTA_CHANGES_INO,
             Node::DeltaLogFile { file } => pack(0, DELTA_LOG_FILES, file),
             Node::TimelineFile { name } => pack(0, TIMELINE_FILES, name as u64),
             Node::ViewDir { view, dir } => pack(1, view as u64, dir as u64),
@@ -127,6 +131,7 @@ impl Node {
             (0, 0, 8) => Node::CdcDir,
             (0, 0, 9) => Node::DeltaDir,
             (0, 0, 10) => Node::DeltaLogDir,
+            (0, 0, 11) => Node::DeltaChangesDir,
             (0, DELTA_LOG_FILES, file) => Node::DeltaLogFile { file },
             (0, TIMELINE_FILES, n) => Node::TimelineFile {
                 name: u32::try_from(n).ok()?,
@@ -320,6 +325,7 @@ mod tests {
             Node::TimelineFile { name: 77 },
             Node::DeltaDir,
             Node::DeltaLogDir,
+            Node::DeltaChangesDir,
             Node::DeltaLogFile { file: 0 },
             Node::DeltaLogFile { file: 12_345 },
             Node::ViewDir { view: 0, dir: 0 },

@@ -13,7 +13,8 @@ use hudifs_core::viewkey::{self, ViewKey};
 
 use super::handles::OpenedParts;
 use super::inode::{
-    Node, ViewName, AS_OF_INO, CDC_INO, DELTA_INO, MERGED_AS_OF_INO, MERGED_INCREMENTAL_INO,
+    Node, ViewName, AS_OF_INO, CDC_INO, DELTA_CHANGES_INO, DELTA_INO, MERGED_AS_OF_INO,
+    MERGED_INCREMENTAL_INO,
 };
 use super::{
     join, Entry, HudiFs, Kind, OpenHandle, Opened, ReadAnswer, ResolvedPartition, ViewState,
@@ -71,7 +72,8 @@ impl HudiFs {
             | Node::MergedIncrementalDir
             | Node::CdcDir
             | Node::DeltaDir
-            | Node::DeltaLogDir => Ok(self.dir_entry(ino, TTL_FRESH)),
+            | Node::DeltaLogDir
+            | Node::DeltaChangesDir => Ok(self.dir_entry(ino, TTL_FRESH)),
             Node::DeltaLogFile { file } => self.delta_log_file_entry(file),
             Node::MergedFile { view, slice } => {
                 let ttl = self.view(view).map(|v| v.ttl()).unwrap_or(TTL_FRESH);
@@ -155,6 +157,7 @@ impl HudiFs {
             }
             Node::DeltaDir => self.delta_child(name)?,
             Node::DeltaLogDir => self.delta_log_child(name)?,
+            Node::DeltaChangesDir => self.delta_changes_child(name)?,
             Node::ViewDir { view, dir } => return self.lookup_in_view(view, dir, name),
             Node::ViewFile { .. }
             | Node::TimelineFile { .. }
@@ -348,6 +351,7 @@ impl HudiFs {
     pub(super) fn history_name(name: &ViewName) -> Option<(u64, String)> {
         let (merged, cdc) = (name.merged, name.cdc);
         match &name.key {
+            ViewKey::AsOf(t) if name.delta && cdc => Some((DELTA_CHANGES_INO, t.to_string())),
             ViewKey::AsOf(t) if name.delta => Some((DELTA_INO, t.to_string())),
             ViewKey::Incremental { start, end } if cdc => Some((
                 CDC_INO,

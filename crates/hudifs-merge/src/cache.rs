@@ -329,6 +329,47 @@ impl MergeCache {
         self.materialise(claim, &what, |out| prepared.write_to(out))
     }
 
+    /// A file derived from another entry of the cache (`source`, the path
+    /// [`MergeCache::ensure`] gave): from the cache when one was derived from the same entry the
+    /// same way (`format` names the rewriting, `variant` what else decides its bytes, such as
+    /// the schema it is written in), else written now by `write` (once, however many ask). The
+    /// source entry's name is the hash of its whole claim, so the derived file's claim names its
+    /// inputs through it.
+    pub fn derive(
+        &self,
+        table: &str,
+        source: &Path,
+        format: &str,
+        variant: &str,
+        write: impl FnOnce(BufWriter<&File>) -> Result<u64>,
+    ) -> Result<Ensured> {
+        let from = source
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .filter(|_| source.parent() == Some(self.dir.as_path()))
+            .ok_or_else(|| {
+                MergeError::corrupt(format!(
+                    "merge cache {}: {} is not one of its entries",
+                    self.dir.display(),
+                    source.display()
+                ))
+            })?;
+        let claim = Claim {
+            format: format.to_string(),
+            table: table.to_string(),
+            slice: from.to_string(),
+            inputs: Vec::new(),
+            blocks: Vec::new(),
+            keep_commits: None,
+            rules: String::new(),
+            schema: Some(variant.to_string()),
+            size: None,
+        };
+        let id = format!("{table}\0{format}\0{from}\0{variant}");
+        let what = format!("{format} of {from}");
+        self.in_flight(&id, || self.materialise(claim, &what, write))
+    }
+
     /// Run `f` holding the lock of `id`: one merge per slice at a time.
     fn in_flight(&self, id: &str, f: impl FnOnce() -> Result<Ensured>) -> Result<Ensured> {
         let flight = {
