@@ -80,11 +80,11 @@ fn every_version_of_every_fixture_reads_as_hudi_reads_it() {
         want.sort();
         assert_eq!(log, want, "{}: one version per completed write", fx.name);
         // delta/ lists the data directory of every version the log has (all of them here,
-        // unless a version is refused, and then none after it).
+        // unless a version is refused, and then none after it), and `_change_data`.
         let mut dirs: Vec<String> = std::fs::read_dir(&delta)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-            .filter(|n| n != "_delta_log")
+            .filter(|n| n != "_delta_log" && n != "_change_data")
             .collect();
         dirs.sort();
         assert!(
