@@ -86,6 +86,13 @@ fn has_changes(v: &Arc<Version>) -> bool {
     !v.changes.is_empty()
 }
 
+/// Whether `delta/_change_data/` lists version `v`'s directory: it has change data files and
+/// its write's change feed is not refused as a whole (that directory is found by name, and
+/// refuses, but a walk of `delta/` does not stumble on it).
+fn lists_changes(v: &Arc<Version>) -> bool {
+    has_changes(v) && !v.changes.iter().any(|f| f.path.ends_with(UNAVAILABLE))
+}
+
 /// The partition of a file's path in a view.
 fn partition_of(rel: &str) -> &str {
     rel.rsplit_once('/').map_or("", |(p, _)| p)
@@ -125,7 +132,7 @@ impl HudiFs {
         // The data directories of the versions the log has (not those of history the cleaner
         // removed, whose views refuse).
         let built = self.delta_log()?;
-        if built.log.versions.iter().any(has_changes) {
+        if built.log.versions.iter().any(lists_changes) {
             out.push(DirEntry {
                 name: Arc::from(CHANGES_DIR),
                 entry: self.dir_entry(Node::DeltaChangesDir.ino(), TTL_FRESH),
@@ -156,11 +163,12 @@ impl HudiFs {
         self.change_data_root(&v.instant)
     }
 
-    /// The entries of `delta/_change_data/`: a directory per version with change data.
+    /// The entries of `delta/_change_data/`: a directory per version with change data (not
+    /// those whose write's change feed is refused as a whole).
     pub(super) fn delta_changes_entries(&self) -> Result<Vec<DirEntry>> {
         let built = self.delta_log()?;
         let mut out = Vec::new();
-        for v in built.log.versions.iter().filter(|v| has_changes(v)) {
+        for v in built.log.versions.iter().filter(|v| lists_changes(v)) {
             let node = self.change_data_root(&v.instant)?;
             out.push(DirEntry {
                 name: Arc::from(v.instant.as_str()),
