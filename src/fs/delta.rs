@@ -4,6 +4,9 @@
 //! or `merged/as_of/<instant>/` for a merge-on-read table) under its own inode numbers, and a
 //! version's `add` actions name the files there: each file under the instant of the version
 //! that added it, so an unchanged file keeps its path from version to version.
+//! `delta/_change_data/<instant>/` is the change feed of a data write (`cdc/` of the window that
+//! selects it alone, under its own inode numbers), each feed file served as a change data file
+//! in its version's schema; the version's `cdc` actions name them (§11.4).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -26,6 +29,10 @@ type Sized = (u64, Arc<FileFacts>);
 
 /// Footers read side by side while a version is built.
 const FOOTER_READERS: usize = 8;
+
+/// Change data files of one version written side by side (each merges its group's states
+/// before and after the write first): at most this many, and no more than the cores.
+const CHANGE_WRITERS: usize = 4;
 
 /// The name of the log directory in `delta/`.
 pub const LOG_DIR: &str = "_delta_log";
@@ -511,8 +518,9 @@ impl HudiFs {
             return Ok(v);
         }
         walked.sort();
-        for (rel, ino) in walked {
-            let size = match Node::from_ino(ino) {
+        let threads = CHANGE_WRITERS.min(hudifs_core::side_by_side::cores());
+        let sizes = hudifs_core::side_by_side::map(&walked, threads, |(rel, ino)| {
+            let size = match Node::from_ino(*ino) {
                 Some(Node::MergedFile { view, slice }) => self
                     .merged_slice(view, slice)
                     .and_then(|ms| self.change_data(&ms, &schema))
@@ -521,11 +529,13 @@ impl HudiFs {
                     "delta/{dir}/{rel}: not a change feed"
                 ))),
             };
-            let size = size.unwrap_or_else(|e| {
+            size.unwrap_or_else(|e| {
                 log::warn!("delta/{dir}/{rel}: {e}");
                 0
-            });
-            v.changes.push(file(&rel, size));
+            })
+        });
+        for ((rel, _), size) in walked.iter().zip(sizes) {
+            v.changes.push(file(rel, size));
         }
         Ok(v)
     }
