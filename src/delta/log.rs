@@ -306,6 +306,51 @@ mod tests {
     }
 
     #[test]
+    fn a_change_data_feed_is_declared_and_a_rewrite_changes_no_data() {
+        let t = TableFacts {
+            id: table_id("t"),
+            name: "t".into(),
+            change_feed: true,
+        };
+        let mut v0 = version(0, &[("p/a", "i0/p/a")]);
+        v0.set_changes(None);
+        v0.changes = vec![Arc::new(DeltaFile {
+            path: "_change_data/i0/p/a.cdc.parquet".into(),
+            size: 7,
+            modified_ms: 1,
+            stats: None,
+            data_change: false,
+        })];
+        let a0 = actions(&render(&t, None, &v0));
+        assert_eq!(a0[1]["protocol"]["minWriterVersion"], 4);
+        assert_eq!(
+            a0[2]["metaData"]["configuration"]["delta.enableChangeDataFeed"],
+            "true"
+        );
+        let cdc = a0.last().unwrap();
+        assert_eq!(cdc["cdc"]["path"], "_change_data/i0/p/a.cdc.parquet");
+        assert_eq!(cdc["cdc"]["size"], 7);
+        assert_eq!(cdc["cdc"]["dataChange"], false);
+        // A compaction: its file replaces the one before, changing no data.
+        let mut v1 = version(1, &[("p/a2", "i1/p/a2")]);
+        v1.data_change = false;
+        v1.files = [(
+            "p/a2".to_string(),
+            Arc::new(DeltaFile {
+                data_change: false,
+                ..(*file("i1/p/a2", 10)).clone()
+            }),
+        )]
+        .into_iter()
+        .collect();
+        v1.set_changes(Some(&v0));
+        let a1 = actions(&render(&t, Some(&v0), &v1));
+        assert_eq!(a1[1]["remove"]["dataChange"], false);
+        assert_eq!(a1[2]["add"]["dataChange"], false);
+        assert_eq!(a1.len(), 3, "no cdc action: {a1:?}");
+    }
+
+    #[test]
     fn paths_are_uri_references() {
         assert_eq!(
             encode_path("20240101/city=san francisco/a%b.parquet"),
