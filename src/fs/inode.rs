@@ -344,7 +344,7 @@ mod tests {
             assert_eq!(Node::from_ino(ino), Some(node), "{ino:#x}");
         }
         assert_eq!(Node::from_ino(0), None);
-        assert_eq!(Node::from_ino(11), None);
+        assert_eq!(Node::from_ino(12), None);
         assert_eq!(Node::from_ino(99), None);
         for ino in [1, 77, Node::ViewFile { view: 9, file: 12 }.ino(), u64::MAX] {
             let (k, v, i) = ino_fields(ino);
