@@ -2,7 +2,9 @@
 //! one version per completed write, each version's actions the change from the one before
 //! (a merged slice replaced when a log lands on its group, deletes applied in its record
 //! count), every `add` path found under `delta/`, a new write appearing as the next version
-//! only when `latest/` moves, a pending write never, and a table with archived instants refused.
+//! only when `latest/` moves, a pending write never, and a table with archived instants refused;
+//! the change data feed: `cdc` actions and the rows of their files, none for a compaction, and
+//! a write whose change feed is gone refused.
 
 use std::ffi::OsStr;
 use std::time::Duration;
@@ -203,6 +205,44 @@ fn cleaned_and_archived_history_starts_at_a_checkpoint() {
         walk(&fs, "delta/_delta_log/00000000000000000004.json"),
         Err(Error::NotFound(_))
     ));
+    // The change data of the first version kept is refused (the table just before it is gone),
+    // never given as no change; each later version's is its one update.
+    let v5 = actions(&fs, 5);
+    let cdc5 = of(&v5, "cdc");
+    assert_eq!(cdc5.len(), 1);
+    let unavailable = format!("_change_data/{}/unavailable.parquet", commits[5]);
+    assert_eq!(cdc5[0]["path"], unavailable.as_str());
+    assert_eq!(cdc5[0]["size"], 0);
+    assert!(matches!(
+        walk(&fs, &format!("delta/{unavailable}")),
+        Err(Error::Refused(_))
+    ));
+    let columns = columns_of(of(&v5, "metaData")[0]);
+    for n in 6..12 {
+        let kinds = change_types(&fs, &actions(&fs, n), &columns);
+        let want = [("update_postimage", 1), ("update_preimage", 1)];
+        let want: std::collections::BTreeMap<String, usize> =
+            want.iter().map(|(k, n)| (k.to_string(), *n)).collect();
+        assert_eq!(kinds, want, "version {n}");
+    }
+    let listed: Vec<String> = fs
+        .readdir_entries(walk(&fs, "delta/_change_data").unwrap())
+        .unwrap()
+        .iter()
+        .map(|e| e.name.to_string())
+        .collect();
+    assert_eq!(listed, commits[6..], "not the refused one");
+}
+
+/// The columns of a `metaData` action's schema.
+fn columns_of(meta: &Value) -> Vec<String> {
+    let schema: Value = serde_json::from_str(meta["schemaString"].as_str().unwrap()).unwrap();
+    schema["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap().to_string())
+        .collect()
 }
 
 /// The rows of each `_change_type` in the change data files a version's `cdc` actions name,
@@ -289,13 +329,7 @@ fn data_writes_carry_their_change_data_and_a_compaction_none() {
     let kinds = |pairs: &[(&str, usize)]| -> std::collections::BTreeMap<String, usize> {
         pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect()
     };
-    let schema: Value = serde_json::from_str(meta["schemaString"].as_str().unwrap()).unwrap();
-    let columns: Vec<String> = schema["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["name"].as_str().unwrap().to_string())
-        .collect();
+    let columns = columns_of(meta);
     assert!(columns.contains(&"_hoodie_record_key".to_string()));
     assert_eq!(change_types(&fs, &v0, &columns), kinds(&[("insert", 90)]));
     let v1 = actions(&fs, 1);
