@@ -189,7 +189,8 @@ mod tests {
             removed: Vec::new(),
             added: Vec::new(),
             data_change: true,
-            changes: Vec::new(),
+            wants_changes: false,
+            changes: Default::default(),
             arrow: None,
         };
         let (bytes, n) = write(&table, &v).unwrap();

@@ -2,7 +2,7 @@
 //! the set of data files of that instant's snapshot, and the actions that turn the version
 //! before it into it (docs/SEMANTICS.md §11).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Map, Value};
 
@@ -45,9 +45,13 @@ pub struct Version {
     /// Whether the write changed data (a commit, a deltacommit, an insert overwrite) rather
     /// than only rewrote records: its `remove`s' `dataChange`.
     pub data_change: bool,
-    /// Its change data files (`cdc` actions, under `_change_data/`), in path order: the change
-    /// records of a data write when the table has a change data feed.
-    pub changes: Vec<Arc<DeltaFile>>,
+    /// Whether it has change data files: a data write of a table with a change data feed (and
+    /// a schema to write them in). Its log file is rendered once `changes` is set.
+    pub wants_changes: bool,
+    /// Its change data files (`cdc` actions, under `_change_data/`), in path order, once worked
+    /// out: each costs a change feed, so they are worked out when first needed, not when the
+    /// version is built.
+    pub changes: OnceLock<Vec<Arc<DeltaFile>>>,
     /// The schema as Arrow (of the same file as `schema`): what its change data files are
     /// written in.
     pub arrow: Option<Arc<arrow_schema::Schema>>,
@@ -82,8 +86,23 @@ pub struct TableFacts {
     pub change_feed: bool,
 }
 
-/// The bytes of version `cur`'s log file (`_delta_log/<number>.json`): one action per line.
-pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<u8> {
+/// The bytes of version `cur`'s log file (`_delta_log/<number>.json`): one action per line; an
+/// error when it wants change data files not worked out yet.
+pub fn render(
+    table: &TableFacts,
+    prev: Option<&Version>,
+    cur: &Version,
+) -> Result<Vec<u8>, String> {
+    let changes = match (cur.wants_changes, cur.changes.get()) {
+        (false, _) => &[][..],
+        (true, Some(c)) => &c[..],
+        (true, None) => {
+            return Err(format!(
+                "version {}: its change data files are not worked out yet",
+                cur.number
+            ))
+        }
+    };
     let mut lines: Vec<Value> = Vec::new();
     let mut info = Map::new();
     info.insert("timestamp".into(), json!(cur.timestamp_ms));
@@ -125,7 +144,7 @@ pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<
     for f in &cur.added {
         lines.push(add(f));
     }
-    for f in &cur.changes {
+    for f in changes {
         lines.push(json!({"cdc": {
             "path": f.path,
             "partitionValues": {},
@@ -138,7 +157,7 @@ pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<
         out.extend_from_slice(l.to_string().as_bytes());
         out.push(b'\n');
     }
-    out
+    Ok(out)
 }
 
 /// The `protocol` action a version needs: writer version 4 for a change data feed (writer 7
@@ -269,7 +288,8 @@ mod tests {
             removed: Vec::new(),
             added: Vec::new(),
             data_change: true,
-            changes: Vec::new(),
+            wants_changes: false,
+            changes: OnceLock::new(),
             arrow: None,
         }
     }
@@ -293,12 +313,12 @@ mod tests {
         v0.set_changes(None);
         let mut v1 = version(1, &[("p/a", "i0/p/a"), ("p/c", "i1/p/c")]);
         v1.set_changes(Some(&v0));
-        let a0 = actions(&render(&t, None, &v0));
+        let a0 = actions(&render(&t, None, &v0).unwrap());
         assert_eq!(a0[0]["commitInfo"]["hudi.instant"], v0.instant);
         assert!(a0[1].get("protocol").is_some());
         assert!(a0[2].get("metaData").is_some());
         assert_eq!(a0.iter().filter(|a| a.get("add").is_some()).count(), 2);
-        let a1 = actions(&render(&t, Some(&v0), &v1));
+        let a1 = actions(&render(&t, Some(&v0), &v1).unwrap());
         assert_eq!(a1.len(), 3, "{a1:?}");
         assert_eq!(a1[1]["remove"]["path"], "i0/p/b");
         assert_eq!(a1[2]["add"]["path"], "i1/p/c");
@@ -314,14 +334,17 @@ mod tests {
         };
         let mut v0 = version(0, &[("p/a", "i0/p/a")]);
         v0.set_changes(None);
-        v0.changes = vec![Arc::new(DeltaFile {
+        v0.wants_changes = true;
+        assert!(render(&t, None, &v0).is_err(), "not before its change data");
+        let cdc = Arc::new(DeltaFile {
             path: "_change_data/i0/p/a.cdc.parquet".into(),
             size: 7,
             modified_ms: 1,
             stats: None,
             data_change: false,
-        })];
-        let a0 = actions(&render(&t, None, &v0));
+        });
+        v0.changes.set(vec![cdc]).unwrap();
+        let a0 = actions(&render(&t, None, &v0).unwrap());
         assert_eq!(a0[1]["protocol"]["minWriterVersion"], 4);
         assert_eq!(
             a0[2]["metaData"]["configuration"]["delta.enableChangeDataFeed"],
@@ -344,7 +367,7 @@ mod tests {
         .into_iter()
         .collect();
         v1.set_changes(Some(&v0));
-        let a1 = actions(&render(&t, Some(&v0), &v1));
+        let a1 = actions(&render(&t, Some(&v0), &v1).unwrap());
         assert_eq!(a1[1]["remove"]["dataChange"], false);
         assert_eq!(a1[2]["add"]["dataChange"], false);
         assert_eq!(a1.len(), 3, "no cdc action: {a1:?}");

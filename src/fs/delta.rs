@@ -88,16 +88,17 @@ fn touched_partitions(
     Some(out)
 }
 
-/// Whether version `v` has change data files.
+/// Whether version `v` has change data files (worked out or not).
 fn has_changes(v: &Arc<Version>) -> bool {
-    !v.changes.is_empty()
+    v.wants_changes
 }
 
-/// Whether `delta/_change_data/` lists version `v`'s directory: it has change data files and
-/// its write's change feed is not refused as a whole (that directory is found by name, and
-/// refuses, but a walk of `delta/` does not stumble on it).
-fn lists_changes(v: &Arc<Version>) -> bool {
-    has_changes(v) && !v.changes.iter().any(|f| f.path.ends_with(UNAVAILABLE))
+/// Whether version `v`'s change data files, worked out, are its write's change feed rather
+/// than [`UNAVAILABLE`] (the feed refused as a whole).
+fn changes_given(v: &Version) -> bool {
+    v.changes
+        .get()
+        .is_some_and(|c| !c.iter().any(|f| f.path.ends_with(UNAVAILABLE)))
 }
 
 /// The partition of a file's path in a view.
@@ -139,7 +140,7 @@ impl HudiFs {
         // The data directories of the versions the log has (not those of history the cleaner
         // removed, whose views refuse).
         let built = self.delta_log()?;
-        if built.log.versions.iter().any(lists_changes) {
+        if built.log.versions.iter().any(has_changes) {
             out.push(DirEntry {
                 name: Arc::from(CHANGES_DIR),
                 entry: self.dir_entry(Node::DeltaChangesDir.ino(), TTL_FRESH),
@@ -170,12 +171,17 @@ impl HudiFs {
         self.change_data_root(&v.instant)
     }
 
-    /// The entries of `delta/_change_data/`: a directory per version with change data (not
-    /// those whose write's change feed is refused as a whole).
+    /// The entries of `delta/_change_data/`: a directory per version with change data (worked
+    /// out now where they are not yet), not those whose write's change feed is refused as a
+    /// whole (found by name, and refusing, but a walk of `delta/` does not stumble on them).
     pub(super) fn delta_changes_entries(&self) -> Result<Vec<DirEntry>> {
         let built = self.delta_log()?;
         let mut out = Vec::new();
-        for v in built.log.versions.iter().filter(|v| lists_changes(v)) {
+        for v in built.log.versions.iter().filter(|v| has_changes(v)) {
+            self.ensure_changes(v)?;
+            if !changes_given(v) {
+                continue;
+            }
             let node = self.change_data_root(&v.instant)?;
             out.push(DirEntry {
                 name: Arc::from(v.instant.as_str()),
@@ -230,16 +236,10 @@ impl HudiFs {
             .into_iter()
             .map(|f| {
                 let ino = Node::DeltaLogFile { file: f.id() }.ino();
-                let entry = match (built.log.version_of(f), f) {
-                    // A checkpoint's size is known once it is written: on `stat`.
-                    (Some(v), LogFile::Json(_) | LogFile::Last) => {
-                        let len = built
-                            .log
-                            .bytes(f)
-                            .and_then(|b| b.ok())
-                            .map_or(0, |b| b.len());
-                        self.delta_log_entry(ino, v, len)
-                    }
+                // A checkpoint's size is known once it is written, a version's log file with
+                // change data once they are worked out: on `stat`.
+                let entry = match (built.log.version_of(f), built.log.known_len(f)) {
+                    (Some(v), Some(len)) => self.delta_log_entry(ino, v, len),
                     _ => self.owner.rendered_file(ino, 0, None, Duration::ZERO),
                 };
                 DirEntry {
@@ -279,6 +279,9 @@ impl HudiFs {
             _ => Error::NotFound(format!("delta/{LOG_DIR}/{}", f.name())),
         };
         let v = built.log.version_of(f).ok_or_else(missing)?.clone();
+        if let LogFile::Json(_) = f {
+            self.ensure_changes(&v)?;
+        }
         let bytes = built.log.bytes(f).ok_or_else(missing)?.map_err(|e| {
             let e = Error::Corrupt(format!("delta/{LOG_DIR}/{}: {e}", f.name()));
             log::warn!("{e}");
@@ -344,12 +347,7 @@ impl HudiFs {
                 versions.push(v);
                 continue;
             }
-            let made = self.delta_version(snap, merged, n, t, inst, versions.last());
-            let made = match made {
-                Ok(v) if table.change_feed => self.with_changes(v),
-                other => other,
-            };
-            match made {
+            match self.delta_version(snap, merged, n, t, inst, versions.last()) {
                 Ok(v) => {
                     numbers.push(n);
                     versions.push(Arc::new(v));
@@ -465,30 +463,37 @@ impl HudiFs {
             added.push(f.clone());
             files.insert(rel, f);
         }
+        let arrow = arrow.or_else(|| prev.and_then(|p| p.arrow.clone()));
         Ok(Version {
+            // Without meta fields Hudi has no change feed (§5.5).
+            wants_changes: snap.cfg.populate_meta_fields && data_change && arrow.is_some(),
             number: n,
             instant: t.to_string(),
             completion: completion.filter(|_| snap.cfg.version >= 8),
             action: inst.action.name().to_string(),
             timestamp_ms,
             schema: schema.or_else(|| prev.and_then(|p| p.schema.clone())),
-            arrow: arrow.or_else(|| prev.and_then(|p| p.arrow.clone())),
+            arrow,
             files,
             removed: dropped.values().cloned().collect(),
             added,
             data_change,
-            changes: Vec::new(),
+            changes: Default::default(),
         })
     }
 
-    /// Version `v` with its change data files when its write is a data write (a compaction or
-    /// clustering changes no record, and has none): one per file of the write's change feed
-    /// (`cdc/<window of the write>/`), each written now for its size. A feed file that cannot
-    /// be given is named with size 0 (reading it fails with its errno); a feed refused as a
-    /// whole gives one file, [`UNAVAILABLE`], whose directory fails with the refusal's errno.
-    fn with_changes(&self, mut v: Version) -> Result<Version> {
-        let Some(schema) = v.arrow.clone().filter(|_| v.data_change) else {
-            return Ok(v);
+    /// Work out version `v`'s change data files if it has any and they are not yet (a data
+    /// write's; a compaction or clustering changes no record): one per file of the write's
+    /// change feed (`cdc/<window of the write>/`), each written now for its size. A feed file
+    /// that cannot be given is named with size 0 (reading it fails with its errno); a feed
+    /// refused as a whole gives one file, [`UNAVAILABLE`], whose directory fails with the
+    /// refusal's errno.
+    fn ensure_changes(&self, v: &Version) -> Result<()> {
+        if !v.wants_changes || v.changes.get().is_some() {
+            return Ok(());
+        }
+        let Some(schema) = v.arrow.clone() else {
+            return Ok(());
         };
         let root = self.change_data_root(&v.instant)?;
         let dir = join(CHANGES_DIR, &v.instant);
@@ -514,8 +519,8 @@ impl HudiFs {
                 v.number,
                 v.instant
             );
-            v.changes = vec![file(UNAVAILABLE, 0)];
-            return Ok(v);
+            let _ = v.changes.set(vec![file(UNAVAILABLE, 0)]);
+            return Ok(());
         }
         walked.sort();
         let threads = CHANGE_WRITERS.min(hudifs_core::side_by_side::cores());
@@ -534,10 +539,13 @@ impl HudiFs {
                 0
             })
         });
-        for ((rel, _), size) in walked.iter().zip(sizes) {
-            v.changes.push(file(rel, size));
-        }
-        Ok(v)
+        let files = walked
+            .iter()
+            .zip(sizes)
+            .map(|((rel, _), size)| file(rel, size))
+            .collect();
+        let _ = v.changes.set(files);
+        Ok(())
     }
 
     /// The size and footer facts of the files version `t` adds (`(path in the view, inode)`, in

@@ -313,7 +313,24 @@ fn data_writes_carry_their_change_data_and_a_compaction_none() {
 
     let fs = crate::fs_with_merge_cache(&root, &tmp.path().join("cache"));
     assert_eq!(log_names(&fs).len(), 3);
+    // Listing the log works no change data out: a data write's log file has its size (on
+    // `stat`) once they are written; the compaction's has none to write.
+    let listed = fs
+        .readdir_entries(walk(&fs, "delta/_delta_log").unwrap())
+        .unwrap();
+    let listed_size = |name: &str| {
+        let e = listed.iter().find(|e| &*e.name == name).unwrap();
+        (e.entry.attr.size, e.entry.ttl.is_zero())
+    };
+    assert_eq!(listed_size("00000000000000000000.json"), (0, true));
+    assert_eq!(listed_size("00000000000000000001.json"), (0, true));
+    assert!(listed_size("00000000000000000002.json").0 > 0);
+    let merges = fs.merges_run();
     let v0 = actions(&fs, 0);
+    assert!(
+        fs.merges_run() > merges,
+        "version 0's change data, written now"
+    );
     let meta = of(&v0, "metaData")[0];
     assert_eq!(meta["configuration"]["delta.enableChangeDataFeed"], "true");
     assert_eq!(of(&v0, "protocol")[0]["minWriterVersion"], 4);
