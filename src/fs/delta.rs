@@ -485,9 +485,10 @@ impl HudiFs {
     /// Work out version `v`'s change data files if it has any and they are not yet (a data
     /// write's; a compaction or clustering changes no record): one per file of the write's
     /// change feed (`cdc/<window of the write>/`), each written now for its size. A feed file
-    /// that cannot be given is named with size 0 (reading it fails with its errno); a feed
-    /// refused as a whole gives one file, [`UNAVAILABLE`], whose directory fails with the
-    /// refusal's errno.
+    /// refused (what the same inputs always give: EOPNOTSUPP, EFBIG) is named with size 0
+    /// (reading it fails with its errno); a feed refused as a whole gives one file,
+    /// [`UNAVAILABLE`], whose directory fails with the refusal's errno. Any other failure (the
+    /// storage) is the caller's, and nothing is kept: the next read tries again.
     fn ensure_changes(&self, v: &Version) -> Result<()> {
         if !v.wants_changes || v.changes.get().is_some() {
             return Ok(());
@@ -514,6 +515,9 @@ impl HudiFs {
             .view(view)
             .and_then(|_| self.delta_walk(root, "", true, &mut walked));
         if let Err(e) = listed {
+            if !matches!(e, Error::Refused(_) | Error::NotFound(_)) {
+                return Err(e);
+            }
             log::warn!(
                 "delta/: version {} (instant {}): change data refused: {e}",
                 v.number,
@@ -534,16 +538,19 @@ impl HudiFs {
                     "delta/{dir}/{rel}: not a change feed"
                 ))),
             };
-            size.unwrap_or_else(|e| {
-                log::warn!("delta/{dir}/{rel}: {e}");
-                0
-            })
+            match size {
+                Err(e @ (Error::Unsupported(_) | Error::TooBig(_))) => {
+                    log::warn!("delta/{dir}/{rel}: {e}");
+                    Ok(0)
+                }
+                other => other,
+            }
         });
         let files = walked
             .iter()
             .zip(sizes)
-            .map(|((rel, _), size)| file(rel, size))
-            .collect();
+            .map(|((rel, _), size)| Ok(file(rel, size?)))
+            .collect::<Result<Vec<_>>>()?;
         let _ = v.changes.set(files);
         Ok(())
     }
