@@ -454,6 +454,11 @@ pub struct MountArgs {
     /// When the root is a lake: how many directory levels below it to look for tables.
     #[arg(long, value_name = "N", default_value_t = crate::lake::DEFAULT_DEPTH, help_heading = MOUNTING)]
     pub lake_depth: usize,
+    /// Give `delta/` a change data feed (`delta.enableChangeDataFeed`, `_change_data/`): Hudi's
+    /// change feed of each data write, for `load_cdf` and `readChangeFeed`. Off by default, as
+    /// in Delta: a reader of the newest snapshot then reads nothing more than the data.
+    #[arg(long, help_heading = VIEWS)]
+    pub delta_change_data: bool,
     /// Where readers see the mount, when not at the mount point (in a container, through the
     /// CSI plugin): the prefix of the absolute data file paths `iceberg/` metadata names.
     #[arg(long, value_name = "PATH", help_heading = VIEWS)]

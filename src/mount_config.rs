@@ -42,6 +42,8 @@ pub struct MountConfig {
     pub poll_interval: Duration,
     /// How deep to look for the tables of a lake (`--lake-depth`).
     pub lake_depth: usize,
+    /// `delta/` with its change data feed (`--delta-change-data`).
+    pub delta_change_data: bool,
     /// Where readers see the mount (`--iceberg-prefix`); `None`: at the mount point.
     pub iceberg_prefix: Option<PathBuf>,
     /// Where to serve metrics (`--metrics`): `HOST:PORT`, or `:PORT` for 127.0.0.1.
@@ -90,6 +92,7 @@ impl MountConfig {
             poll_interval: Duration::from_millis(a.poll_interval),
             lake_depth: a.lake_depth,
             iceberg_prefix: a.iceberg_prefix,
+            delta_change_data: a.delta_change_data,
             metrics: a.metrics,
             passthrough: !a.no_passthrough,
             threads: a.threads,
@@ -179,6 +182,9 @@ impl MountConfig {
         if let Some(p) = &self.iceberg_prefix {
             path_flag(&mut v, "--iceberg-prefix", p);
         }
+        if self.delta_change_data {
+            arg(&mut v, "--delta-change-data");
+        }
         if let Some(dir) = &self.merge.cache_dir {
             path_flag(&mut v, "--merge-cache", dir);
         }
@@ -254,6 +260,7 @@ impl MountConfig {
             access: self.access,
             listing: self.store.listing,
             sources: self.store.clone(),
+            delta_change_data: self.delta_change_data,
             location: Some(
                 self.iceberg_prefix
                     .clone()
@@ -500,7 +507,7 @@ mod tests {
                     Just(PathBuf::from("-t"))
                 ],
                 abs_path(),
-                any::<[bool; 6]>(),
+                any::<[bool; 7]>(),
                 store(),
                 zone(),
                 0u64..1_000_000,
@@ -544,6 +551,7 @@ mod tests {
                     poll_interval: Duration::from_millis(poll),
                     lake_depth,
                     iceberg_prefix,
+                    delta_change_data: b[6],
                     metrics,
                     passthrough: b[2],
                     threads,

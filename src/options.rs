@@ -89,6 +89,11 @@ pub const OPTIONS: &[MountOpt] = &[
         "--foreground: serve in the foreground",
     ),
     flag(
+        "delta_change_data",
+        |a| a.delta_change_data = true,
+        "--delta-change-data: delta/ with its change data feed",
+    ),
+    flag(
         "read_optimized",
         |a| a.read_optimized = true,
         "--read-optimized: base files only",

@@ -109,7 +109,7 @@ pub fn schema() -> Schema {
 
 /// The actions of version `v`'s checkpoint, one per row.
 pub fn actions(table: &TableFacts, v: &Version) -> Vec<Value> {
-    let mut out = vec![log::protocol(v), log::metadata(table, v)];
+    let mut out = vec![log::protocol(table, v), log::metadata(table, v)];
     out.extend(v.files.values().map(|f| log::add(f)));
     out
 }
@@ -162,6 +162,7 @@ mod tests {
         let table = TableFacts {
             id: log::table_id("t"),
             name: "t".into(),
+            change_feed: true,
         };
         let f = |p: &str| {
             Arc::new(DeltaFile {
@@ -169,6 +170,7 @@ mod tests {
                 size: 10,
                 modified_ms: 2,
                 stats: Some(r#"{"numRecords":3}"#.into()),
+                data_change: true,
             })
         };
         let v = Version {
@@ -186,6 +188,10 @@ mod tests {
                 .collect(),
             removed: Vec::new(),
             added: Vec::new(),
+            data_change: true,
+            wants_changes: false,
+            changes: Default::default(),
+            arrow: None,
         };
         let (bytes, n) = write(&table, &v).unwrap();
         assert_eq!(n, 4);

@@ -2,7 +2,7 @@
 //! the set of data files of that instant's snapshot, and the actions that turn the version
 //! before it into it (docs/SEMANTICS.md §11).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Map, Value};
 
@@ -14,8 +14,11 @@ pub struct DeltaFile {
     pub size: u64,
     /// `add.modificationTime`: when the version that added it was written (ms since the epoch).
     pub modified_ms: i64,
-    /// `add.stats`.
+    /// `add.stats` (none for a change data file).
     pub stats: Option<String>,
+    /// `add.dataChange`: false where the version that added it only rewrote records (a
+    /// compaction, a clustering), so change data readers skip it.
+    pub data_change: bool,
 }
 
 /// One version: the snapshot of one completed write instant.
@@ -39,6 +42,19 @@ pub struct Version {
     /// The files of the version before that this one no longer has, and the files it adds.
     pub removed: Vec<Arc<DeltaFile>>,
     pub added: Vec<Arc<DeltaFile>>,
+    /// Whether the write changed data (a commit, a deltacommit, an insert overwrite) rather
+    /// than only rewrote records: its `remove`s' `dataChange`.
+    pub data_change: bool,
+    /// Whether it has change data files: a data write of a table with a change data feed (and
+    /// a schema to write them in). Its log file is rendered once `changes` is set.
+    pub wants_changes: bool,
+    /// Its change data files (`cdc` actions, under `_change_data/`), in path order, once worked
+    /// out: each costs a change feed, so they are worked out when first needed, not when the
+    /// version is built.
+    pub changes: OnceLock<Vec<Arc<DeltaFile>>>,
+    /// The schema as Arrow (of the same file as `schema`): what its change data files are
+    /// written in.
+    pub arrow: Option<Arc<arrow_schema::Schema>>,
 }
 
 impl Version {
@@ -66,10 +82,27 @@ pub struct TableFacts {
     /// `metaData.id`: stable for the table.
     pub id: String,
     pub name: String,
+    /// `delta.enableChangeDataFeed`: every data write's version has `cdc` actions.
+    pub change_feed: bool,
 }
 
-/// The bytes of version `cur`'s log file (`_delta_log/<number>.json`): one action per line.
-pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<u8> {
+/// The bytes of version `cur`'s log file (`_delta_log/<number>.json`): one action per line; an
+/// error when it wants change data files not worked out yet.
+pub fn render(
+    table: &TableFacts,
+    prev: Option<&Version>,
+    cur: &Version,
+) -> Result<Vec<u8>, String> {
+    let changes = match (cur.wants_changes, cur.changes.get()) {
+        (false, _) => &[][..],
+        (true, Some(c)) => &c[..],
+        (true, None) => {
+            return Err(format!(
+                "version {}: its change data files are not worked out yet",
+                cur.number
+            ))
+        }
+    };
     let mut lines: Vec<Value> = Vec::new();
     let mut info = Map::new();
     info.insert("timestamp".into(), json!(cur.timestamp_ms));
@@ -91,7 +124,7 @@ pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<
     lines.push(json!({ "commitInfo": info }));
     let ntz = |v: &Version| v.schema.as_ref().is_some_and(|s| s.timestamp_ntz);
     if prev.is_none() || prev.is_some_and(|p| ntz(p) != ntz(cur)) {
-        lines.push(protocol(cur));
+        lines.push(protocol(table, cur));
     }
     let schema_changed = prev.map(|p| p.schema.as_ref().map(|s| &s.string))
         != Some(cur.schema.as_ref().map(|s| &s.string));
@@ -102,7 +135,7 @@ pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<
         lines.push(json!({"remove": {
             "path": f.path,
             "deletionTimestamp": cur.timestamp_ms,
-            "dataChange": true,
+            "dataChange": cur.data_change,
             "extendedFileMetadata": true,
             "partitionValues": {},
             "size": f.size,
@@ -111,23 +144,39 @@ pub fn render(table: &TableFacts, prev: Option<&Version>, cur: &Version) -> Vec<
     for f in &cur.added {
         lines.push(add(f));
     }
+    for f in changes {
+        lines.push(json!({"cdc": {
+            "path": f.path,
+            "partitionValues": {},
+            "size": f.size,
+            "dataChange": false,
+        }}));
+    }
     let mut out = Vec::new();
     for l in lines {
         out.extend_from_slice(l.to_string().as_bytes());
         out.push(b'\n');
     }
-    out
+    Ok(out)
 }
 
-/// The `protocol` action a version needs.
-pub fn protocol(v: &Version) -> Value {
+/// The `protocol` action a version needs: writer version 4 for a change data feed (writer 7
+/// with the `changeDataFeed` feature where table features are named anyway, for
+/// `timestampNtz`).
+pub fn protocol(table: &TableFacts, v: &Version) -> Value {
     if v.schema.as_ref().is_some_and(|s| s.timestamp_ntz) {
+        let mut writer = vec!["timestampNtz"];
+        if table.change_feed {
+            writer.push("changeDataFeed");
+        }
         json!({"protocol": {
             "minReaderVersion": 3,
             "minWriterVersion": 7,
             "readerFeatures": ["timestampNtz"],
-            "writerFeatures": ["timestampNtz"],
+            "writerFeatures": writer,
         }})
+    } else if table.change_feed {
+        json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 4}})
     } else {
         json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}})
     }
@@ -146,8 +195,17 @@ pub fn metadata(table: &TableFacts, v: &Version) -> Value {
         "format": {"provider": "parquet", "options": {}},
         "schemaString": schema,
         "partitionColumns": [],
-        "configuration": {},
+        "configuration": configuration(table),
     }})
+}
+
+/// `metaData.configuration`: the table properties Delta readers act on.
+fn configuration(table: &TableFacts) -> Value {
+    let mut c = Map::new();
+    if table.change_feed {
+        c.insert("delta.enableChangeDataFeed".into(), json!("true"));
+    }
+    Value::Object(c)
 }
 
 /// The `add` action of file `f`.
@@ -157,7 +215,7 @@ pub fn add(f: &DeltaFile) -> Value {
     add.insert("partitionValues".into(), json!({}));
     add.insert("size".into(), json!(f.size));
     add.insert("modificationTime".into(), json!(f.modified_ms));
-    add.insert("dataChange".into(), json!(true));
+    add.insert("dataChange".into(), json!(f.data_change));
     if let Some(s) = &f.stats {
         add.insert("stats".into(), json!(s));
     }
@@ -208,6 +266,7 @@ mod tests {
             size,
             modified_ms: 1,
             stats: Some(r#"{"numRecords":2}"#.into()),
+            data_change: true,
         })
     }
 
@@ -228,6 +287,10 @@ mod tests {
                 .collect(),
             removed: Vec::new(),
             added: Vec::new(),
+            data_change: true,
+            wants_changes: false,
+            changes: OnceLock::new(),
+            arrow: None,
         }
     }
 
@@ -244,21 +307,70 @@ mod tests {
         let t = TableFacts {
             id: table_id("t"),
             name: "t".into(),
+            change_feed: false,
         };
         let mut v0 = version(0, &[("p/a", "i0/p/a"), ("p/b", "i0/p/b")]);
         v0.set_changes(None);
         let mut v1 = version(1, &[("p/a", "i0/p/a"), ("p/c", "i1/p/c")]);
         v1.set_changes(Some(&v0));
-        let a0 = actions(&render(&t, None, &v0));
+        let a0 = actions(&render(&t, None, &v0).unwrap());
         assert_eq!(a0[0]["commitInfo"]["hudi.instant"], v0.instant);
         assert!(a0[1].get("protocol").is_some());
         assert!(a0[2].get("metaData").is_some());
         assert_eq!(a0.iter().filter(|a| a.get("add").is_some()).count(), 2);
-        let a1 = actions(&render(&t, Some(&v0), &v1));
+        let a1 = actions(&render(&t, Some(&v0), &v1).unwrap());
         assert_eq!(a1.len(), 3, "{a1:?}");
         assert_eq!(a1[1]["remove"]["path"], "i0/p/b");
         assert_eq!(a1[2]["add"]["path"], "i1/p/c");
         assert_eq!(a1[2]["add"]["stats"], r#"{"numRecords":2}"#);
+    }
+
+    #[test]
+    fn a_change_data_feed_is_declared_and_a_rewrite_changes_no_data() {
+        let t = TableFacts {
+            id: table_id("t"),
+            name: "t".into(),
+            change_feed: true,
+        };
+        let mut v0 = version(0, &[("p/a", "i0/p/a")]);
+        v0.set_changes(None);
+        v0.wants_changes = true;
+        assert!(render(&t, None, &v0).is_err(), "not before its change data");
+        let cdc = Arc::new(DeltaFile {
+            path: "_change_data/i0/p/a.cdc.parquet".into(),
+            size: 7,
+            modified_ms: 1,
+            stats: None,
+            data_change: false,
+        });
+        v0.changes.set(vec![cdc]).unwrap();
+        let a0 = actions(&render(&t, None, &v0).unwrap());
+        assert_eq!(a0[1]["protocol"]["minWriterVersion"], 4);
+        assert_eq!(
+            a0[2]["metaData"]["configuration"]["delta.enableChangeDataFeed"],
+            "true"
+        );
+        let cdc = a0.last().unwrap();
+        assert_eq!(cdc["cdc"]["path"], "_change_data/i0/p/a.cdc.parquet");
+        assert_eq!(cdc["cdc"]["size"], 7);
+        assert_eq!(cdc["cdc"]["dataChange"], false);
+        // A compaction: its file replaces the one before, changing no data.
+        let mut v1 = version(1, &[("p/a2", "i1/p/a2")]);
+        v1.data_change = false;
+        v1.files = [(
+            "p/a2".to_string(),
+            Arc::new(DeltaFile {
+                data_change: false,
+                ..(*file("i1/p/a2", 10)).clone()
+            }),
+        )]
+        .into_iter()
+        .collect();
+        v1.set_changes(Some(&v0));
+        let a1 = actions(&render(&t, Some(&v0), &v1).unwrap());
+        assert_eq!(a1[1]["remove"]["dataChange"], false);
+        assert_eq!(a1[2]["add"]["dataChange"], false);
+        assert_eq!(a1.len(), 3, "no cdc action: {a1:?}");
     }
 
     #[test]

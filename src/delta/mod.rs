@@ -1,16 +1,17 @@
 //! `delta/`: the table as a Delta Lake table, for engines that read Delta but not Hudi
 //! (docs/SEMANTICS.md §11). Plain logic, no file system: the versions and their log files
-//! (`log`), checkpoints (`checkpoint`), the Delta schema of a Parquet schema (`schema`) and a
+//! (`log`), checkpoints (`checkpoint`), change data files (`changes`), the Delta schema of a Parquet schema (`schema`) and a
 //! data file's statistics from its footer (`stats`). The file system builds the versions from
 //! its own views (`fs/delta.rs`).
 
+pub mod changes;
 pub mod checkpoint;
 pub mod log;
 pub mod schema;
 pub mod stats;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub use log::{DeltaFile, TableFacts, Version};
 
@@ -85,8 +86,9 @@ pub struct DeltaLog {
     pub generation: u64,
     table: TableFacts,
     pub versions: Vec<Arc<Version>>,
-    /// `rendered[i]` is the log file of `versions[i]`.
-    rendered: Vec<Arc<Vec<u8>>>,
+    /// `rendered[i]` is the log file of `versions[i]`, once rendered (on first use: a version
+    /// with change data files once they are worked out).
+    rendered: Vec<OnceLock<Arc<Vec<u8>>>>,
     /// The versions with a checkpoint: the first built one when the log does not start at 0
     /// (archived or cleaned history), and every [`checkpoint::INTERVAL`]-th.
     checkpoints: Vec<u64>,
@@ -94,9 +96,9 @@ pub struct DeltaLog {
 }
 
 impl DeltaLog {
-    /// Render `versions` (in order, numbered from their first's number). What `old` (the log
-    /// of the snapshot before) rendered or wrote of a version it shares, with the same version
-    /// before it, is taken over rather than rendered again.
+    /// The log of `versions` (in order, numbered from their first's number), rendered on first
+    /// use. What `old` (the log of the snapshot before) rendered or wrote of a version it
+    /// shares, with the same version before it, is taken over rather than rendered again.
     pub fn new(
         generation: u64,
         table: TableFacts,
@@ -116,12 +118,14 @@ impl DeltaLog {
             (Arc::ptr_eq(v, &versions[i]) && same_prev).then_some(j)
         };
         let rendered = (0..versions.len())
-            .map(|i| match (shared(i), old) {
-                (Some(j), Some(o)) => o.rendered[j].clone(),
-                _ => {
-                    let prev = i.checked_sub(1).map(|p| &*versions[p]);
-                    Arc::new(log::render(&table, prev, &versions[i]))
+            .map(|i| {
+                let cell = OnceLock::new();
+                if let (Some(j), Some(o)) = (shared(i), old) {
+                    if let Some(b) = o.rendered[j].get() {
+                        let _ = cell.set(b.clone());
+                    }
                 }
+                cell
             })
             .collect();
         // A checkpoint holds one version's whole state: kept wherever the version is.
@@ -171,6 +175,22 @@ impl DeltaLog {
         out
     }
 
+    /// The length of log file `f` if it is known without working anything out: a version's
+    /// log file once it can be rendered (its change data files worked out, where it has any).
+    pub fn known_len(&self, f: LogFile) -> Option<usize> {
+        match f {
+            LogFile::Json(n) => {
+                let (_, v) = self.version(n)?;
+                if v.wants_changes && v.changes.get().is_none() {
+                    return None;
+                }
+                Some(self.bytes(f)?.ok()?.len())
+            }
+            LogFile::Last => Some(self.bytes(f)?.ok()?.len()),
+            LogFile::Checkpoint(_) => None,
+        }
+    }
+
     /// The version a log file belongs to (`_last_checkpoint`: the newest checkpoint's).
     pub fn version_of(&self, f: LogFile) -> Option<&Arc<Version>> {
         match f {
@@ -183,10 +203,21 @@ impl DeltaLog {
         }
     }
 
-    /// The bytes of log file `f`, if this log has it (a checkpoint is written on first use).
+    /// The bytes of log file `f`, if this log has it (rendered, or a checkpoint written, on
+    /// first use; a version with change data files renders once they are worked out).
     pub fn bytes(&self, f: LogFile) -> Option<Result<Arc<Vec<u8>>, String>> {
         match f {
-            LogFile::Json(n) => self.version(n).map(|(i, _)| Ok(self.rendered[i].clone())),
+            LogFile::Json(n) => {
+                let (i, v) = self.version(n)?;
+                if let Some(b) = self.rendered[i].get() {
+                    return Some(Ok(b.clone()));
+                }
+                let prev = i.checked_sub(1).map(|p| &*self.versions[p]);
+                Some(
+                    log::render(&self.table, prev, v)
+                        .map(|b| self.rendered[i].get_or_init(|| Arc::new(b)).clone()),
+                )
+            }
             LogFile::Checkpoint(n) => {
                 let v = self.version_of(f)?.clone();
                 let mut written = hudifs_storage::sync::lock(&self.written);

@@ -4,6 +4,9 @@
 //! or `merged/as_of/<instant>/` for a merge-on-read table) under its own inode numbers, and a
 //! version's `add` actions name the files there: each file under the instant of the version
 //! that added it, so an unchanged file keeps its path from version to version.
+//! `delta/_change_data/<instant>/` is the change feed of a data write (`cdc/` of the window that
+//! selects it alone, under its own inode numbers), each feed file served as a change data file
+//! in its version's schema; the version's `cdc` actions name them (§11.4).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -11,7 +14,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use hudifs_core::error::{Error, Result};
 use hudifs_core::instant_time::InstantTime;
+use hudifs_core::rules::{write_kind, WriteKind};
 use hudifs_core::snapshot::Snapshot;
+use hudifs_core::viewkey::{ViewKey, ViewName};
 use hudifs_storage::sync::lock;
 
 use crate::delta::{self, stats::FileFacts, DeltaFile, DeltaLog, LogFile, TableFacts, Version};
@@ -25,8 +30,19 @@ type Sized = (u64, Arc<FileFacts>);
 /// Footers read side by side while a version is built.
 const FOOTER_READERS: usize = 8;
 
+/// Change data files of one version written side by side (each merges its group's states
+/// before and after the write first): at most this many, and no more than the cores.
+const CHANGE_WRITERS: usize = 4;
+
 /// The name of the log directory in `delta/`.
 pub const LOG_DIR: &str = "_delta_log";
+
+/// The name of the change data directory in `delta/`.
+pub const CHANGES_DIR: &str = "_change_data";
+
+/// The file a version's single `cdc` action names when its write's change feed is refused as a
+/// whole: under `_change_data/<instant>/`, whose lookup fails with the refusal's errno.
+const UNAVAILABLE: &str = "unavailable.parquet";
 
 /// What `delta/` keeps: the log of the newest snapshot it was asked for and the footer facts of
 /// every file a version named.
@@ -92,6 +108,19 @@ fn touched_partitions(
     Some(out)
 }
 
+/// Whether version `v` has change data files (worked out or not).
+fn has_changes(v: &Arc<Version>) -> bool {
+    v.wants_changes
+}
+
+/// Whether version `v`'s change data files, worked out, are its write's change feed rather
+/// than [`UNAVAILABLE`] (the feed refused as a whole).
+fn changes_given(v: &Version) -> bool {
+    v.changes
+        .get()
+        .is_some_and(|c| !c.iter().any(|f| f.path.ends_with(UNAVAILABLE)))
+}
+
 /// The partition of a file's path in a view.
 fn partition_of(rel: &str) -> &str {
     rel.rsplit_once('/').map_or("", |(p, _)| p)
@@ -109,6 +138,9 @@ impl HudiFs {
     pub(super) fn delta_child(&self, name: &str) -> Result<Node> {
         if name == LOG_DIR {
             return Ok(Node::DeltaLogDir);
+        }
+        if name == CHANGES_DIR && self.delta_log()?.log.versions.iter().any(has_changes) {
+            return Ok(Node::DeltaChangesDir);
         }
         let snap = self.snapshot();
         let t = InstantTime::parse(name)
@@ -128,6 +160,12 @@ impl HudiFs {
         // The data directories of the versions the log has (not those of history the cleaner
         // removed, whose views refuse).
         let built = self.delta_log()?;
+        if built.log.versions.iter().any(has_changes) {
+            out.push(DirEntry {
+                name: Arc::from(CHANGES_DIR),
+                entry: self.dir_entry(Node::DeltaChangesDir.ino(), TTL_FRESH),
+            });
+        }
         for v in &built.log.versions {
             let t = InstantTime::parse(&v.instant)
                 .ok_or_else(|| Error::Invalid(format!("instant {}", v.instant)))?;
@@ -138,6 +176,64 @@ impl HudiFs {
             });
         }
         Ok(out)
+    }
+
+    /// The node of a name in `delta/_change_data/`: the change data directory of a version
+    /// with change data (named by its instant).
+    pub(super) fn delta_changes_child(&self, name: &str) -> Result<Node> {
+        let built = self.delta_log()?;
+        let v = built
+            .log
+            .versions
+            .iter()
+            .find(|v| v.instant == name && has_changes(v))
+            .ok_or_else(|| Error::NotFound(format!("delta/{CHANGES_DIR}/{name}")))?;
+        self.change_data_root(&v.instant)
+    }
+
+    /// The entries of `delta/_change_data/`: a directory per version with change data (worked
+    /// out now where they are not yet), not those whose write's change feed is refused as a
+    /// whole (found by name, and refusing, but a walk of `delta/` does not stumble on them).
+    pub(super) fn delta_changes_entries(&self) -> Result<Vec<DirEntry>> {
+        let built = self.delta_log()?;
+        let mut out = Vec::new();
+        for v in built.log.versions.iter().filter(|v| has_changes(v)) {
+            self.ensure_changes(v)?;
+            if !changes_given(v) {
+                continue;
+            }
+            let node = self.change_data_root(&v.instant)?;
+            out.push(DirEntry {
+                name: Arc::from(v.instant.as_str()),
+                entry: self.dir_entry(node.ino(), TTL_FRESH),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The root of the change data of write `instant` (`delta/_change_data/<instant>/`).
+    fn change_data_root(&self, instant: &str) -> Result<Node> {
+        let t = InstantTime::parse(instant)
+            .ok_or_else(|| Error::Invalid(format!("instant {instant}")))?;
+        self.view_root_of(ViewName {
+            key: ViewKey::AsOf(t),
+            merged: true,
+            cdc: true,
+            delta: true,
+            iceberg: false,
+        })
+    }
+
+    /// The schema the change data of write `t` is written in: its version's.
+    pub(super) fn change_data_schema(&self, t: &InstantTime) -> Result<Arc<arrow_schema::Schema>> {
+        let built = self.delta_log()?;
+        built
+            .log
+            .versions
+            .iter()
+            .find(|v| v.instant == t.as_str())
+            .and_then(|v| v.arrow.clone())
+            .ok_or_else(|| Error::NotFound(format!("delta/{CHANGES_DIR}/{t}: no such version")))
     }
 
     /// The node of a name in `delta/_delta_log/`.
@@ -161,16 +257,10 @@ impl HudiFs {
             .into_iter()
             .map(|f| {
                 let ino = Node::DeltaLogFile { file: f.id() }.ino();
-                let entry = match (built.log.version_of(f), f) {
-                    // A checkpoint's size is known once it is written: on `stat`.
-                    (Some(v), LogFile::Json(_) | LogFile::Last) => {
-                        let len = built
-                            .log
-                            .bytes(f)
-                            .and_then(|b| b.ok())
-                            .map_or(0, |b| b.len());
-                        self.delta_log_entry(ino, v, len)
-                    }
+                // A checkpoint's size is known once it is written, a version's log file with
+                // change data once they are worked out: on `stat`.
+                let entry = match (built.log.version_of(f), built.log.known_len(f)) {
+                    (Some(v), Some(len)) => self.delta_log_entry(ino, v, len),
                     _ => self.owner.rendered_file(ino, 0, None, Duration::ZERO),
                 };
                 DirEntry {
@@ -210,6 +300,9 @@ impl HudiFs {
             _ => Error::NotFound(format!("delta/{LOG_DIR}/{}", f.name())),
         };
         let v = built.log.version_of(f).ok_or_else(missing)?.clone();
+        if let LogFile::Json(_) = f {
+            self.ensure_changes(&v)?;
+        }
         let bytes = built.log.bytes(f).ok_or_else(missing)?.map_err(|e| {
             let e = Error::Corrupt(format!("delta/{LOG_DIR}/{}: {e}", f.name()));
             log::warn!("{e}");
@@ -241,6 +334,8 @@ impl HudiFs {
         let table = TableFacts {
             id: delta::log::table_id(&format!("hudi:{}", snap.cfg.name)),
             name: snap.cfg.name.clone(),
+            // Without meta fields Hudi has no change feed (§5.5).
+            change_feed: self.opts.delta_change_data && snap.cfg.populate_meta_fields,
         };
         let mut numbers: Vec<u64> = Vec::new();
         let mut versions: Vec<Arc<Version>> = Vec::new();
@@ -365,8 +460,11 @@ impl HudiFs {
                 None => new.push((rel, ino)),
             }
         }
+        let meta = snap.meta.commit(inst).ok();
+        let data_change = write_kind(inst.planned, meta.as_deref()) == WriteKind::Data;
         let mut added = Vec::new();
         let mut schema = None;
+        let mut arrow = None;
         for (rel, (size, facts)) in self.delta_new_files(t, &new)? {
             let path = delta::log::encode_path(&join(t.as_str(), &rel));
             if schema.is_none() {
@@ -374,27 +472,111 @@ impl HudiFs {
                     delta::schema::delta_schema(&facts.schema)
                         .map_err(|e| Error::Unsupported(format!("{rel}: {e}")))?,
                 );
+                arrow = Some(facts.schema.clone());
             }
             let f = Arc::new(DeltaFile {
                 path,
                 size,
                 modified_ms: timestamp_ms,
                 stats: Some(facts.stats.clone()),
+                data_change,
             });
             added.push(f.clone());
             files.insert(rel, f);
         }
+        let arrow = arrow.or_else(|| prev.and_then(|p| p.arrow.clone()));
         Ok(Version {
+            // Without meta fields Hudi has no change feed (§5.5).
+            wants_changes: self.opts.delta_change_data
+                && snap.cfg.populate_meta_fields
+                && data_change
+                && arrow.is_some(),
             number: n,
             instant: t.to_string(),
             completion: completion.filter(|_| snap.cfg.version >= 8),
             action: inst.action.name().to_string(),
             timestamp_ms,
             schema: schema.or_else(|| prev.and_then(|p| p.schema.clone())),
+            arrow,
             files,
             removed: dropped.values().cloned().collect(),
             added,
+            data_change,
+            changes: Default::default(),
         })
+    }
+
+    /// Work out version `v`'s change data files if it has any and they are not yet (a data
+    /// write's; a compaction or clustering changes no record): one per file of the write's
+    /// change feed (`cdc/<window of the write>/`), each written now for its size. A feed file
+    /// refused (what the same inputs always give: EOPNOTSUPP, EFBIG) is named with size 0
+    /// (reading it fails with its errno); a feed refused as a whole gives one file,
+    /// [`UNAVAILABLE`], whose directory fails with the refusal's errno. Any other failure (the
+    /// storage) is the caller's, and nothing is kept: the next read tries again.
+    fn ensure_changes(&self, v: &Version) -> Result<()> {
+        if !v.wants_changes || v.changes.get().is_some() {
+            return Ok(());
+        }
+        let Some(schema) = v.arrow.clone() else {
+            return Ok(());
+        };
+        let root = self.change_data_root(&v.instant)?;
+        let dir = join(CHANGES_DIR, &v.instant);
+        let file = |rel: &str, size: u64| {
+            Arc::new(DeltaFile {
+                path: delta::log::encode_path(&join(&dir, rel)),
+                size,
+                modified_ms: v.timestamp_ms,
+                stats: None,
+                data_change: false,
+            })
+        };
+        let Node::ViewDir { view, .. } = root else {
+            return Err(Error::Invalid(format!("delta/{dir}: not a view")));
+        };
+        let mut walked = Vec::new();
+        let listed = self
+            .view(view)
+            .and_then(|_| self.delta_walk(root, "", true, &mut walked));
+        if let Err(e) = listed {
+            if !matches!(e, Error::Refused(_) | Error::NotFound(_)) {
+                return Err(e);
+            }
+            log::warn!(
+                "delta/: version {} (instant {}): change data refused: {e}",
+                v.number,
+                v.instant
+            );
+            let _ = v.changes.set(vec![file(UNAVAILABLE, 0)]);
+            return Ok(());
+        }
+        walked.sort();
+        let threads = CHANGE_WRITERS.min(hudifs_core::side_by_side::cores());
+        let sizes = hudifs_core::side_by_side::map(&walked, threads, |(rel, ino)| {
+            let size = match Node::from_ino(*ino) {
+                Some(Node::MergedFile { view, slice }) => self
+                    .merged_slice(view, slice)
+                    .and_then(|ms| self.change_data(&ms, &schema))
+                    .map(|(_, size)| size),
+                _ => Err(Error::Invalid(format!(
+                    "delta/{dir}/{rel}: not a change feed"
+                ))),
+            };
+            match size {
+                Err(e @ (Error::Unsupported(_) | Error::TooBig(_))) => {
+                    log::warn!("delta/{dir}/{rel}: {e}");
+                    Ok(0)
+                }
+                other => other,
+            }
+        });
+        let files = walked
+            .iter()
+            .zip(sizes)
+            .map(|((rel, _), size)| Ok(file(rel, size?)))
+            .collect::<Result<Vec<_>>>()?;
+        let _ = v.changes.set(files);
+        Ok(())
     }
 
     /// The size and footer facts of the files version `t` adds (`(path in the view, inode)`, in

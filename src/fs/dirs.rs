@@ -151,6 +151,7 @@ impl HudiFs {
             Node::TimelineDir => self.timeline_entries(&snap),
             Node::DeltaDir => self.delta_entries()?,
             Node::DeltaLogDir => self.delta_log_entries()?,
+            Node::DeltaChangesDir => self.delta_changes_entries()?,
             Node::IcebergDir => self.iceberg_entries()?,
             Node::IcebergMetaDir => self.iceberg_meta_entries()?,
             Node::ViewDir { view, dir: dir_id } => {

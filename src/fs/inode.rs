@@ -7,7 +7,7 @@
 //!  61..36  view   interned view (as_of/<T>, incremental/<w>, latest, and the merged/ views)
 //!  35..0   item   kind 0: 1 root, 2 as_of/, 3 incremental/, 4 timeline/, 5 merged/,
 //!                 6 merged/as_of/, 7 merged/incremental/, 8 cdc/, 9 delta/, 10 delta/_delta_log/,
-//!                 12 iceberg/, 13 iceberg/metadata/,
+//!                 11 delta/_change_data/, 12 iceberg/, 13 iceberg/metadata/,
 //!                 or (view 1) a timeline file id, (view 2) a Delta log file, (view 3) an
 //!                 Iceberg metadata file; kind 1: interned directory
 //!                 path; kind 2: file id in the registry of table files; kind 3: slice id in the
@@ -38,6 +38,7 @@ pub const MERGED_INCREMENTAL_INO: u64 = 7;
 pub const CDC_INO: u64 = 8;
 pub const DELTA_INO: u64 = 9;
 pub const DELTA_LOG_INO: u64 = 10;
+pub const DELTA_CHANGES_INO: u64 = 11;
 pub const ICEBERG_INO: u64 = 12;
 pub const ICEBERG_META_INO: u64 = 13;
 
@@ -69,6 +70,8 @@ pub enum Node {
     CdcDir,
     DeltaDir,
     DeltaLogDir,
+    /// `delta/_change_data/`: a directory per write with change data.
+    DeltaChangesDir,
     /// One file of `delta/_delta_log/` (`DeltaLogName`'s number).
     DeltaLogFile {
         file: u64,
@@ -116,6 +119,7 @@ impl Node {
             Node::CdcDir => CDC_INO,
             Node::DeltaDir => DELTA_INO,
             Node::DeltaLogDir => DELTA_LOG_INO,
+            Node::DeltaChangesDir => DELTA_CHANGES_INO,
             Node::DeltaLogFile { file } => pack(0, DELTA_LOG_FILES, file),
             Node::IcebergDir => ICEBERG_INO,
             Node::IcebergMetaDir => ICEBERG_META_INO,
@@ -142,6 +146,7 @@ impl Node {
             (0, 0, 8) => Node::CdcDir,
             (0, 0, 9) => Node::DeltaDir,
             (0, 0, 10) => Node::DeltaLogDir,
+            (0, 0, 11) => Node::DeltaChangesDir,
             (0, DELTA_LOG_FILES, file) => Node::DeltaLogFile { file },
             (0, 0, 12) => Node::IcebergDir,
             (0, 0, 13) => Node::IcebergMetaDir,
@@ -340,6 +345,7 @@ mod tests {
             Node::TimelineFile { name: 77 },
             Node::DeltaDir,
             Node::DeltaLogDir,
+            Node::DeltaChangesDir,
             Node::DeltaLogFile { file: 0 },
             Node::DeltaLogFile { file: 12_345 },
             Node::IcebergDir,

@@ -167,6 +167,8 @@ pub struct FsOptions {
     /// How to reach the store a bootstrapped table's source files are on (the table's own
     /// store options; SEMANTICS.md §10.11).
     pub sources: crate::store::StoreArgs,
+    /// `delta/` has a change data feed (`--delta-change-data`, SEMANTICS §11.4).
+    pub delta_change_data: bool,
     /// Where readers see the table's root (the mount point, or `--iceberg-prefix`; a lake's
     /// table below it): `iceberg/` metadata names its data files under it. `None`: not known
     /// (not mounted), and `iceberg/` refuses.

@@ -13,8 +13,8 @@ use hudifs_core::viewkey::{self, ViewKey};
 
 use super::handles::OpenedParts;
 use super::inode::{
-    Node, ViewName, AS_OF_INO, CDC_INO, DELTA_INO, ICEBERG_INO, MERGED_AS_OF_INO,
-    MERGED_INCREMENTAL_INO,
+    Node, ViewName, AS_OF_INO, CDC_INO, DELTA_CHANGES_INO, DELTA_INO, ICEBERG_INO,
+    MERGED_AS_OF_INO, MERGED_INCREMENTAL_INO,
 };
 use super::{
     join, Entry, HudiFs, Kind, OpenHandle, Opened, ReadAnswer, ResolvedPartition, ViewState,
@@ -74,6 +74,7 @@ impl HudiFs {
             | Node::CdcDir
             | Node::DeltaDir
             | Node::DeltaLogDir
+            | Node::DeltaChangesDir
             | Node::IcebergDir
             | Node::IcebergMetaDir => Ok(self.dir_entry(ino, TTL_FRESH)),
             Node::DeltaLogFile { file } => self.delta_log_file_entry(file),
@@ -168,6 +169,7 @@ impl HudiFs {
             }
             Node::DeltaDir => self.delta_child(name)?,
             Node::DeltaLogDir => self.delta_log_child(name)?,
+            Node::DeltaChangesDir => self.delta_changes_child(name)?,
             Node::IcebergDir => self.iceberg_child(name)?,
             Node::IcebergMetaDir => self.iceberg_meta_child(name)?,
             Node::ViewDir { view, dir } => {
@@ -377,6 +379,7 @@ impl HudiFs {
     pub(super) fn history_name(name: &ViewName) -> Option<(u64, String)> {
         let (merged, cdc) = (name.merged, name.cdc);
         match &name.key {
+            ViewKey::AsOf(t) if name.delta && cdc => Some((DELTA_CHANGES_INO, t.to_string())),
             ViewKey::AsOf(t) if name.delta => Some((DELTA_INO, t.to_string())),
             ViewKey::AsOf(t) if name.iceberg => Some((ICEBERG_INO, t.to_string())),
             ViewKey::Incremental { start, end } if cdc => Some((

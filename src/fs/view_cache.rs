@@ -26,6 +26,33 @@ use super::stat_demand::StatDemand;
 use super::{join, TTL_FINAL, TTL_FRESH};
 use crate::journal::{Record, RestartJournal};
 
+/// The key view `name` is planned as: its own, but for the change data of a write
+/// (`delta/_change_data/<t>/`: a change feed with the `delta` mark, keyed by the write) the
+/// window of `cdc/` that selects write `t` alone (docs/SEMANTICS.md §11.4).
+fn planned_key(snap: &Snapshot, name: &ViewName) -> Result<ViewKey> {
+    match &name.key {
+        ViewKey::AsOf(t) if name.cdc && name.delta => snap.write_window(t).ok_or_else(|| {
+            Error::NotFound(format!("delta/_change_data/{t}: not a completed write"))
+        }),
+        k => Ok(k.clone()),
+    }
+}
+
+/// The change data of write `t` (`name`, planned as `plan`) must be the change feed of `t`: a
+/// window cut short before it (a pending write inside it, §2.4.3) is refused rather than given
+/// without `t`'s records.
+fn change_data_window(name: &ViewName, plan: &Plan) -> Result<()> {
+    match &name.key {
+        ViewKey::AsOf(t) if name.cdc && name.delta && !plan.selected.contains(t) => {
+            Err(Error::Refused(format!(
+                "delta/_change_data/{t}: the window of the write is cut short before it by a \
+                 pending write"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Resolved views kept (each holds a few bytes per file it shows).
 const VIEW_CACHE: usize = 32;
 
@@ -178,7 +205,11 @@ impl ViewCache {
         // Planning is cheap and always against the current snapshot: a view that can no longer
         // change keeps its files, but a clean can still make it refused. A merged view is a
         // snapshot view whatever the mount's read-optimized option says.
-        let plan = snap.plan(&name.key, self.read_optimized && !name.merged)?;
+        let plan = snap.plan(
+            &planned_key(&snap, &name)?,
+            self.read_optimized && !name.merged,
+        )?;
+        change_data_window(&name, &plan)?;
         if name.merged {
             MergedView::check(name.cdc, &snap, &plan)?;
         }

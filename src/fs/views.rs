@@ -148,7 +148,7 @@ impl HudiFs {
         })
     }
 
-    fn view_root_of(&self, name: ViewName) -> Result<Node> {
+    pub(super) fn view_root_of(&self, name: ViewName) -> Result<Node> {
         let view = self
             .inodes
             .views

@@ -2,7 +2,9 @@
 //! one version per completed write, each version's actions the change from the one before
 //! (a merged slice replaced when a log lands on its group, deletes applied in its record
 //! count), every `add` path found under `delta/`, a new write appearing as the next version
-//! only when `latest/` moves, a pending write never, and a table with archived instants refused.
+//! only when `latest/` moves, a pending write never, and a table with archived instants refused;
+//! the change data feed: `cdc` actions and the rows of their files, none for a compaction, and
+//! a write whose change feed is gone refused.
 
 use std::ffi::OsStr;
 use std::time::Duration;
@@ -93,6 +95,13 @@ fn versions_follow_the_writes_of_a_merge_on_read_table() {
     assert!(v0[0]["commitInfo"]["hudi.completion"].is_string());
     assert_eq!(of(&v0, "protocol").len(), 1);
     assert_eq!(of(&v0, "metaData").len(), 1);
+    // Without --delta-change-data: no change data feed, as a Delta table's default.
+    assert!(of(&v0, "metaData")[0]["configuration"]
+        .get("delta.enableChangeDataFeed")
+        .is_none());
+    assert_eq!(of(&v0, "protocol")[0]["minWriterVersion"], 2);
+    assert!(of(&v0, "cdc").is_empty());
+    assert!(walk(&fs, "delta/_change_data").is_err());
     let adds0 = of(&v0, "add");
     assert_eq!(adds0.len(), 2);
     let count = |a: &Value| -> i64 {
@@ -162,7 +171,7 @@ fn cleaned_and_archived_history_starts_at_a_checkpoint() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("t");
     let commits = build_cleaned_and_archived(&root).unwrap();
-    let fs = crate::fs_with_merge_cache(&root, &tmp.path().join("cache"));
+    let fs = crate::fs_with_change_data(&root, &tmp.path().join("cache"));
     let mut want: Vec<String> = (5..12).map(|n| format!("{n:020}.json")).collect();
     want.extend([
         "00000000000000000005.checkpoint.parquet".to_string(),
@@ -203,4 +212,186 @@ fn cleaned_and_archived_history_starts_at_a_checkpoint() {
         walk(&fs, "delta/_delta_log/00000000000000000004.json"),
         Err(Error::NotFound(_))
     ));
+    // The change data of the first version kept is refused (the table just before it is gone),
+    // never given as no change; each later version's is its one update.
+    let v5 = actions(&fs, 5);
+    let cdc5 = of(&v5, "cdc");
+    assert_eq!(cdc5.len(), 1);
+    let unavailable = format!("_change_data/{}/unavailable.parquet", commits[5]);
+    assert_eq!(cdc5[0]["path"], unavailable.as_str());
+    assert_eq!(cdc5[0]["size"], 0);
+    assert!(matches!(
+        walk(&fs, &format!("delta/{unavailable}")),
+        Err(Error::Refused(_))
+    ));
+    let columns = columns_of(of(&v5, "metaData")[0]);
+    for n in 6..12 {
+        let kinds = change_types(&fs, &actions(&fs, n), &columns);
+        let want = [("update_postimage", 1), ("update_preimage", 1)];
+        let want: std::collections::BTreeMap<String, usize> =
+            want.iter().map(|(k, n)| (k.to_string(), *n)).collect();
+        assert_eq!(kinds, want, "version {n}");
+    }
+    let listed: Vec<String> = fs
+        .readdir_entries(walk(&fs, "delta/_change_data").unwrap())
+        .unwrap()
+        .iter()
+        .map(|e| e.name.to_string())
+        .collect();
+    assert_eq!(listed, commits[6..], "not the refused one");
+}
+
+/// The columns of a `metaData` action's schema.
+fn columns_of(meta: &Value) -> Vec<String> {
+    let schema: Value = serde_json::from_str(meta["schemaString"].as_str().unwrap()).unwrap();
+    schema["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The rows of each `_change_type` in the change data files a version's `cdc` actions name,
+/// each found under `delta/` with the size its action gives, its columns those of the table
+/// (`columns`) and `_change_type`.
+fn change_types(
+    fs: &HudiFs,
+    acts: &[Value],
+    columns: &[String],
+) -> std::collections::BTreeMap<String, usize> {
+    use arrow_array::{Array, StringArray};
+    let mut out = std::collections::BTreeMap::new();
+    for c in of(acts, "cdc") {
+        let path = c["path"].as_str().unwrap();
+        assert_eq!(c["dataChange"], false, "{c}");
+        let ino = walk(fs, &format!("delta/{path}")).unwrap();
+        assert_eq!(
+            fs.getattr(ino).unwrap().attr.size,
+            c["size"].as_u64().unwrap()
+        );
+        let mut f = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut f, &read_all(fs, ino)).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let kinds = batch.column_by_name("_change_type").unwrap();
+            let kinds = kinds.as_any().downcast_ref::<StringArray>().unwrap();
+            for k in kinds.iter() {
+                *out.entry(k.unwrap().to_string()).or_default() += 1;
+            }
+            let names: Vec<String> = batch
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            assert_eq!(names[..names.len() - 1], columns[..], "the table's columns");
+            assert_eq!(names[names.len() - 1], "_change_type");
+        }
+    }
+    out
+}
+
+/// The change data feed (SEMANTICS.md §11.4): the table enables it, each data write's version
+/// has `cdc` actions naming `_change_data/<instant>/` files whose rows are the write's change
+/// records (an update as its pre- and post-image, a delete as its before image), and a
+/// compaction's version has none, its `add`s and `remove`s without `dataChange`.
+#[test]
+fn data_writes_carry_their_change_data_and_a_compaction_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("t");
+    let spec = TableSpec::new("d", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
+    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let g0 = t.insert("city=a", &rows(1, 50)).unwrap();
+    let g1 = t.insert("city=a", &rows(2, 40)).unwrap();
+    let i0 = t.complete().unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.update("city=a", &g0, &rows_with_ids(9, &[1000, 1001, 7_000_000]))
+        .unwrap();
+    t.delete("city=a", &g1, &[2000, 2001, 2002]).unwrap();
+    let i1 = t.complete().unwrap();
+    let c = w.schedule_compaction(&[("city=a", g0.as_str())]).unwrap();
+    w.run_compaction(&c, true).unwrap();
+
+    let fs = crate::fs_with_change_data(&root, &tmp.path().join("cache"));
+    assert_eq!(log_names(&fs).len(), 3);
+    // Listing the log works no change data out: a data write's log file has its size (on
+    // `stat`) once they are written; the compaction's has none to write.
+    let listed = fs
+        .readdir_entries(walk(&fs, "delta/_delta_log").unwrap())
+        .unwrap();
+    let listed_size = |name: &str| {
+        let e = listed.iter().find(|e| &*e.name == name).unwrap();
+        (e.entry.attr.size, e.entry.ttl.is_zero())
+    };
+    assert_eq!(listed_size("00000000000000000000.json"), (0, true));
+    assert_eq!(listed_size("00000000000000000001.json"), (0, true));
+    assert!(listed_size("00000000000000000002.json").0 > 0);
+    let merges = fs.merges_run();
+    let v0 = actions(&fs, 0);
+    assert!(
+        fs.merges_run() > merges,
+        "version 0's change data, written now"
+    );
+    let meta = of(&v0, "metaData")[0];
+    assert_eq!(meta["configuration"]["delta.enableChangeDataFeed"], "true");
+    assert_eq!(of(&v0, "protocol")[0]["minWriterVersion"], 4);
+    let cdc0 = of(&v0, "cdc");
+    assert_eq!(cdc0.len(), 2, "one change data file per file group written");
+    for c in &cdc0 {
+        let path = c["path"].as_str().unwrap();
+        assert!(
+            path.starts_with(&format!("_change_data/{i0}/city=a/")),
+            "{path}"
+        );
+    }
+    let kinds = |pairs: &[(&str, usize)]| -> std::collections::BTreeMap<String, usize> {
+        pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+    };
+    let columns = columns_of(meta);
+    assert!(columns.contains(&"_hoodie_record_key".to_string()));
+    assert_eq!(change_types(&fs, &v0, &columns), kinds(&[("insert", 90)]));
+    let v1 = actions(&fs, 1);
+    assert_eq!(of(&v1, "cdc").len(), 2);
+    assert_eq!(
+        change_types(&fs, &v1, &columns),
+        kinds(&[
+            ("delete", 3),
+            ("insert", 1),
+            ("update_postimage", 2),
+            ("update_preimage", 2)
+        ])
+    );
+    for a in of(&v0, "add").iter().chain(of(&v1, "add").iter()) {
+        assert_eq!(a["dataChange"], true);
+    }
+    // The compaction rewrote g0's records without changing them.
+    let v2 = actions(&fs, 2);
+    assert_eq!(v2[0]["commitInfo"]["hudi.instant"], c);
+    assert!(of(&v2, "cdc").is_empty(), "{v2:?}");
+    assert_eq!(of(&v2, "add").len(), 1);
+    assert_eq!(of(&v2, "remove").len(), 1);
+    for a in of(&v2, "add").iter().chain(of(&v2, "remove").iter()) {
+        assert_eq!(a["dataChange"], false, "{a}");
+    }
+    // delta/ lists _change_data/, which lists the data writes.
+    let names = |path: &str| -> Vec<String> {
+        let mut v: Vec<String> = fs
+            .readdir_entries(walk(&fs, path).unwrap())
+            .unwrap()
+            .iter()
+            .map(|e| e.name.to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(names("delta").contains(&"_change_data".to_string()));
+    let mut writes = vec![i0.clone(), i1.clone()];
+    writes.sort();
+    assert_eq!(names("delta/_change_data"), writes);
 }

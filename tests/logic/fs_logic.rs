@@ -55,7 +55,8 @@ fn views_walk_read_and_describe_themselves() {
             "timeline",
             "merged",
             "cdc",
-            "delta"
+            "delta",
+            "iceberg"
         ]
     );
     let as_of = walk(&fs, &["as_of"]).unwrap();

@@ -33,12 +33,8 @@ fn read_all(fs: &HudiFs, ino: u64) -> Vec<u8> {
 
 fn fs_at(root: &std::path::Path, cache: &std::path::Path, location: Option<&str>) -> HudiFs {
     let opts = hudifs::fs::FsOptions {
-        merge: hudifs::fs::MergeSettings {
-            cache_dir: Some(cache.to_path_buf()),
-            ..Default::default()
-        },
         location: location.map(str::to_string),
-        ..Default::default()
+        ..crate::opts_with_merge_cache(cache)
     };
     HudiFs::new(root, opts).unwrap()
 }

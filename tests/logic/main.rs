@@ -25,12 +25,25 @@ mod writer;
 
 /// The file system of the table at `root`, merging into the cache directory `cache`.
 pub fn fs_with_merge_cache(root: &std::path::Path, cache: &std::path::Path) -> hudifs::fs::HudiFs {
-    let opts = hudifs::fs::FsOptions {
+    hudifs::fs::HudiFs::new(root, opts_with_merge_cache(cache)).unwrap()
+}
+
+/// The options of [`fs_with_merge_cache`].
+pub fn opts_with_merge_cache(cache: &std::path::Path) -> hudifs::fs::FsOptions {
+    hudifs::fs::FsOptions {
         merge: hudifs::fs::MergeSettings {
             cache_dir: Some(cache.to_path_buf()),
             ..Default::default()
         },
         ..Default::default()
+    }
+}
+
+/// [`fs_with_merge_cache`] with `delta/`'s change data feed (`--delta-change-data`).
+pub fn fs_with_change_data(root: &std::path::Path, cache: &std::path::Path) -> hudifs::fs::HudiFs {
+    let opts = hudifs::fs::FsOptions {
+        delta_change_data: true,
+        ..opts_with_merge_cache(cache)
     };
     hudifs::fs::HudiFs::new(root, opts).unwrap()
 }

@@ -4,7 +4,8 @@
 //! files of `as_of/<instant>/` (copy-on-write) or `merged/as_of/<instant>/` (merge-on-read).
 //! Each version's commitInfo must name its instant, no column may be all-NULL where the view's
 //! files have values, and tables hudifs cannot give as Delta (Lance base files, archived
-//! history) must be refused with EOPNOTSUPP, never read short.
+//! history) must be refused with EOPNOTSUPP, never read short. The change data feed of every
+//! version (`load_cdf`) must be the change records of its write in `cdc/`.
 
 use crate::merge;
 use hudifs_testkit::support;
@@ -79,11 +80,11 @@ fn every_version_of_every_fixture_reads_as_hudi_reads_it() {
         want.sort();
         assert_eq!(log, want, "{}: one version per completed write", fx.name);
         // delta/ lists the data directory of every version the log has (all of them here,
-        // unless a version is refused, and then none after it).
+        // unless a version is refused, and then none after it), and `_change_data`.
         let mut dirs: Vec<String> = std::fs::read_dir(&delta)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-            .filter(|n| n != "_delta_log")
+            .filter(|n| n != "_delta_log" && n != "_change_data")
             .collect();
         dirs.sort();
         assert!(
@@ -226,13 +227,98 @@ json.dump(out, sys.stdout, default=str)
     assert!(compared >= 40, "{compared} tables compared");
 }
 
-/// A fixture zip unpacked in a temporary directory and mounted with a merge cache there: the
-/// directory (removed when dropped, after the mount), the table root and the mount.
+/// The change data feed of every fixture, through a real mount: delta-rs's `load_cdf` of each
+/// version alone gives, as a multiset of (change type, record key, data columns), exactly the
+/// change records of the window of `cdc/` that selects the version's write, read with pyarrow
+/// (`tests/mount/merge/delta_cdf_compare.py`): `insert` the after image of an `i`,
+/// `update_preimage` and `update_postimage` the images of a `u`, `delete` the before image of a
+/// `d`; a compaction or clustering none. Where one side cannot be read (a refused window, a
+/// table without meta fields) neither can the other, and a write whose window a pending write
+/// cuts short fails to read rather than reading empty: records are never lost silently.
+#[test]
+fn load_cdf_of_every_version_is_the_change_feed_of_its_write() {
+    let Some(dir) = support::fixtures_dir() else {
+        return;
+    };
+    if !support::fuse_available() {
+        return;
+    }
+    let py = support::python();
+    let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for fx in support::fixtures(&dir) {
+        let (_tmp, _root, m) = mount_fixture(&fx.zip);
+        let delta = m.path().join("delta");
+        let Ok(log) = std::fs::read_dir(delta.join("_delta_log")) else {
+            *totals.entry("tables refused".into()).or_default() += 1;
+            continue;
+        };
+        let versions: Vec<u64> = log
+            .filter_map(|e| {
+                let name = e.ok()?.file_name().to_string_lossy().to_string();
+                name.strip_suffix(".json")?.parse().ok()
+            })
+            .collect();
+        if versions.is_empty() {
+            continue;
+        }
+        *totals.entry("tables".into()).or_default() += 1;
+        let req = json!({"delta": delta, "cdc": m.path().join("cdc"), "versions": versions});
+        let res = merge::run_script(&py, "delta_cdf_compare.py", &req);
+        for a in res.as_array().unwrap() {
+            let label = format!("{} version {}", fx.name, a["version"]);
+            let count = |k: &str, totals: &mut BTreeMap<String, u64>| {
+                *totals.entry(k.to_string()).or_default() += 1
+            };
+            if a.get("log_error").is_some() {
+                count("versions refused", &mut totals);
+                continue;
+            }
+            match (a.get("delta_error"), a.get("hudi_error")) {
+                (Some(_), Some(_)) => count("versions without a change feed", &mut totals),
+                // The write's window is cut short before it by a pending write: its change
+                // data is refused until that write completes or is rolled back.
+                (Some(_), None) if a["cut"] == true => count("versions cut short", &mut totals),
+                (Some(e), None) => problems.push(format!("{label}: load_cdf failed: {e}")),
+                (None, Some(e)) => {
+                    problems.push(format!("{label}: load_cdf read what cdc/ refuses: {e}"))
+                }
+                (None, None) if a["match"] == true => {
+                    count("versions matching cdc/", &mut totals);
+                    for (k, n) in a["kinds"].as_object().unwrap() {
+                        *totals.entry(format!("rows {k}")).or_default() += n.as_u64().unwrap();
+                    }
+                }
+                (None, None) => problems.push(format!("{label}: differs from cdc/: {a}")),
+            }
+        }
+    }
+    eprintln!("delta/ change data feed comparison: {totals:#?}");
+    assert!(problems.is_empty(), "{problems:#?}");
+    for k in ["rows insert", "rows update_preimage", "rows delete"] {
+        assert!(totals.get(k).copied().unwrap_or(0) > 0, "{k}: {totals:#?}");
+    }
+    assert!(
+        totals.get("versions matching cdc/").copied().unwrap_or(0) >= 100,
+        "{totals:#?}"
+    );
+}
+
+/// A fixture zip unpacked in a temporary directory and mounted with a merge cache there and
+/// `delta/`'s change data feed: the directory (removed when dropped, after the mount), the
+/// table root and the mount.
 fn mount_fixture(zip: &std::path::Path) -> (tempfile::TempDir, std::path::PathBuf, MountGuard) {
     let tmp = tempfile::tempdir().unwrap();
     let root = support::unzip(zip, tmp.path());
     let cache = tmp.path().join("merge-cache");
-    let m = MountGuard::mount(&root, &["--merge-cache", cache.to_str().unwrap()]);
+    let m = MountGuard::mount(
+        &root,
+        &[
+            "--merge-cache",
+            cache.to_str().unwrap(),
+            "--delta-change-data",
+        ],
+    );
     (tmp, root, m)
 }
 

@@ -333,7 +333,7 @@ fn pipelines_merge_rules_hold_on_s3() {
         t.complete().unwrap();
         let url = format!("s3://lake/rules/{name}");
         let views = ["merged/latest", "cdc/earliest..latest"].map(String::from);
-        let (lm, sm) = same_on_the_store(&local, &url, &endpoint, &views);
+        let (lm, sm) = same_on_the_store(&local, &url, &endpoint, &views, &[]);
         // 30 records, 5 deleted: the merged file holds 25 rows (Parquet footer's row count).
         use parquet::file::reader::FileReader;
         let dir = lm.path().join("merged/latest");
@@ -376,7 +376,7 @@ fn upgraded_tables_read_the_same_on_s3() {
     );
     let merged: Vec<String> = views.iter().map(|v| format!("merged/{v}")).collect();
     views.extend(merged);
-    let (_, sm) = same_on_the_store(&local, "s3://lake/upgraded/t", &moto.endpoint, &views);
+    let (_, sm) = same_on_the_store(&local, "s3://lake/upgraded/t", &moto.endpoint, &views, &[]);
     assert!(!sm.log_text().contains("refused"), "{}", sm.log_text());
 }
 
@@ -403,7 +403,7 @@ fn renamed_columns_read_the_same_on_s3() {
         "merged/incremental/earliest..latest".to_string(),
         "cdc/earliest..latest".to_string(),
     ];
-    let (lm, sm) = same_on_the_store(&local, "s3://lake/renamed/t", &moto.endpoint, &views);
+    let (lm, sm) = same_on_the_store(&local, "s3://lake/renamed/t", &moto.endpoint, &views, &[]);
     for m in [&lm, &sm] {
         assert!(!m.log_text().contains("refused"), "{}", m.log_text());
     }
@@ -411,16 +411,18 @@ fn renamed_columns_read_the_same_on_s3() {
 
 /// Upload the table at `local` to the server at `endpoint` as `url`, mount both, and check
 /// that each of `views` is not empty and holds the same names and bytes on the store as on the
-/// local disk; the two mounts (local, store).
+/// local disk; the two mounts (local, store), both given the mount options `extra`.
 fn same_on_the_store(
     local: &Path,
     url: &str,
     endpoint: &str,
     views: &[String],
+    extra: &[&str],
 ) -> (MountGuard, MountGuard) {
     upload(local, url, endpoint);
-    let store_args = ["--endpoint-url", endpoint, "--force-path-style"];
-    let lm = MountGuard::mount(local, &[]);
+    let mut store_args = vec!["--endpoint-url", endpoint, "--force-path-style"];
+    store_args.extend_from_slice(extra);
+    let lm = MountGuard::mount(local, extra);
     let sm = MountGuard::mount(Path::new(url), &store_args);
     for v in views {
         let (lv, sv) = (
@@ -433,25 +435,17 @@ fn same_on_the_store(
     (lm, sm)
 }
 
-/// `delta/` on S3 (SEMANTICS §11): a merge-on-read table with an update and a delete, and the
-/// test kit's cleaned and archived copy-on-write table (log from a checkpoint), uploaded to the
-/// server. Through a mount of each `s3://` table, `delta/` (the log, checkpoints and every data
-/// directory) holds the local mount's names and bytes, and delta-rs reads the newest version
-/// from the store mount with the rows of `merged/latest/` (`latest/`).
-#[test]
-fn delta_reads_the_same_on_s3() {
+/// The tables the `delta/` and `iceberg/` store tests read, under `dir`: a merge-on-read table
+/// with an update and a delete (47 rows), and the test kit's cleaned and archived copy-on-write
+/// table (20 rows).
+fn format_tables(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     use hudifs_core::table::TableType;
     use hudifs_core::timeline::Action;
     use hudifs_testkit::generator::{
         build_cleaned_and_archived, rows, rows_with_ids, TableSpec, TableWriter,
     };
-    if !fuse_available() {
-        return;
-    }
-    let moto = support::moto();
-    let tmp = tempfile::tempdir().unwrap();
-    let mor = tmp.path().join("mor");
-    let spec = TableSpec::new("dm", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
+    let mor = dir.join("mor");
+    let spec = TableSpec::new("fm", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
     let mut w = TableWriter::create(&mor, spec, 1_767_225_600_000).unwrap();
     let mut t = w.begin(Action::DeltaCommit).unwrap();
     let g0 = t.insert("city=a", &rows(1, 30)).unwrap();
@@ -462,16 +456,41 @@ fn delta_reads_the_same_on_s3() {
         .unwrap();
     t.delete("city=b", &g1, &[2000, 2001, 2002]).unwrap();
     t.complete().unwrap();
-    let cow = tmp.path().join("cow");
+    let cow = dir.join("cow");
     build_cleaned_and_archived(&cow).unwrap();
+    (mor, cow)
+}
+
+/// `delta/` on S3 (SEMANTICS §11): a merge-on-read table with an update and a delete, and the
+/// test kit's cleaned and archived copy-on-write table (log from a checkpoint), uploaded to the
+/// server. Through a mount of each `s3://` table, `delta/` (the log, checkpoints and every data
+/// directory, the change data) holds the local mount's names and bytes, delta-rs reads the
+/// newest version from the store mount with the rows of `merged/latest/` (`latest/`), and its
+/// `load_cdf` the merge-on-read table's change records.
+#[test]
+fn delta_reads_the_same_on_s3() {
+    if !fuse_available() {
+        return;
+    }
+    let moto = support::moto();
+    let tmp = tempfile::tempdir().unwrap();
+    let (mor, cow) = format_tables(tmp.path());
     let py = support::python();
     for (local, url, plain, want) in [
         (&mor, "s3://lake/delta/mor", "merged/latest", 47),
         (&cow, "s3://lake/delta/cow", "latest", 20),
     ] {
         let views = ["delta".to_string(), plain.to_string()];
-        let (_, sm) = same_on_the_store(local, url, &moto.endpoint, &views);
-        assert!(!sm.log_text().contains("refused"), "{}", sm.log_text());
+        let (_, sm) =
+            same_on_the_store(local, url, &moto.endpoint, &views, &["--delta-change-data"]);
+        // Only the change data of the first version the cleaner kept is refused (the table
+        // just before it is gone).
+        let refused = |l: &&str| l.contains("refused") && !l.contains("change data refused");
+        assert!(
+            !sm.log_text().lines().any(|l| refused(&l)),
+            "{}",
+            sm.log_text()
+        );
         let out = std::process::Command::new(&py)
             .args([
                 "-c",
@@ -495,6 +514,38 @@ fn delta_reads_the_same_on_s3() {
             want.to_string(),
             "{url}"
         );
+        // The change data feed of the merge-on-read table from the store: the change records
+        // cdc/ gives (50 inserts, an update, three deletes).
+        if local != &mor {
+            continue;
+        }
+        let out = std::process::Command::new(&py)
+            .args([
+                "-c",
+                "import os, sys, collections, pyarrow as pa, pyarrow.dataset as ds; \
+                 from deltalake import DeltaTable; \
+                 t = pa.RecordBatchReader.from_stream(DeltaTable(sys.argv[1]).load_cdf(0)).read_all(); \
+                 c = collections.Counter(t['_change_type'].to_pylist()); \
+                 ops = ds.dataset(sys.argv[2]).to_table(columns=['op'])['op'].to_pylist(); \
+                 kinds = {'i': ['insert'], 'd': ['delete'], \
+                          'u': ['update_preimage', 'update_postimage']}; \
+                 h = collections.Counter(k for o in ops for k in kinds[o]); \
+                 print(sorted(c.items()), sorted(h.items()), sep='\\n', flush=True); os._exit(0)",
+            ])
+            .arg(sm.path().join("delta"))
+            .arg(sm.path().join("cdc/earliest..latest"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "[('delete', 3), ('insert', 50), ('update_postimage', 1), ('update_preimage', 1)]\n\
+             [('delete', 3), ('insert', 50), ('update_postimage', 1), ('update_preimage', 1)]"
+        );
     }
 }
 
@@ -505,54 +556,20 @@ fn delta_reads_the_same_on_s3() {
 /// store mount with the rows of `merged/latest/` (`latest/`), and DuckDB's `iceberg_scan` agrees.
 #[test]
 fn iceberg_reads_the_same_on_s3() {
-    use hudifs_core::table::TableType;
-    use hudifs_core::timeline::Action;
-    use hudifs_testkit::generator::{
-        build_cleaned_and_archived, rows, rows_with_ids, TableSpec, TableWriter,
-    };
     if !fuse_available() {
         return;
     }
     let moto = support::moto();
     let tmp = tempfile::tempdir().unwrap();
-    let mor = tmp.path().join("mor");
-    let spec = TableSpec::new("im", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
-    let mut w = TableWriter::create(&mor, spec, 1_767_225_600_000).unwrap();
-    let mut t = w.begin(Action::DeltaCommit).unwrap();
-    let g0 = t.insert("city=a", &rows(1, 30)).unwrap();
-    let g1 = t.insert("city=b", &rows(2, 20)).unwrap();
-    t.complete().unwrap();
-    let mut t = w.begin(Action::DeltaCommit).unwrap();
-    t.update("city=a", &g0, &rows_with_ids(7, &[1000, 1001]))
-        .unwrap();
-    t.delete("city=b", &g1, &[2000, 2001, 2002]).unwrap();
-    t.complete().unwrap();
-    let cow = tmp.path().join("cow");
-    build_cleaned_and_archived(&cow).unwrap();
+    let (mor, cow) = format_tables(tmp.path());
     for (name, local, url, want) in [
         ("mor", &mor, "s3://lake/iceberg/mor", 47),
         ("cow", &cow, "s3://lake/iceberg/cow", 20),
     ] {
-        upload(local, url, &moto.endpoint);
         let seen = tmp.path().join(format!("seen-{name}"));
+        let views = ["iceberg".to_string()];
         let prefix = ["--iceberg-prefix", seen.to_str().unwrap()];
-        let lm = MountGuard::mount(local, &prefix);
-        let sm = MountGuard::mount(
-            Path::new(url),
-            &[
-                "--endpoint-url",
-                &moto.endpoint,
-                "--force-path-style",
-                prefix[0],
-                prefix[1],
-            ],
-        );
-        let (lv, sv) = (
-            crate::tree(&lm.path().join("iceberg")),
-            crate::tree(&sm.path().join("iceberg")),
-        );
-        assert!(lv.len() > 3, "{url}: {} files in iceberg/", lv.len());
-        assert!(lv == sv, "{url}: iceberg/ differs on the store");
+        let (_lm, sm) = same_on_the_store(local, url, &moto.endpoint, &views, &prefix);
         assert!(!sm.log_text().contains("refused"), "{}", sm.log_text());
         std::os::unix::fs::symlink(sm.path(), &seen).unwrap();
         let hint =

@@ -253,6 +253,24 @@ impl Snapshot {
         viewkey::parse_window(s, zone, self.timeline().latest_completion())
     }
 
+    /// The window of `incremental/` that selects completed write `t` alone: from the time that
+    /// selects the write before it (or the earliest) to `t`'s, as `incremental/` lists it.
+    pub fn write_window(&self, t: &InstantTime) -> Option<ViewKey> {
+        let tl = self.timeline();
+        let at = tl.completion(t.as_str());
+        let mut start = InstantTime::earliest();
+        for c in tl.completed_after(None) {
+            if c.at.as_str() == at {
+                return Some(ViewKey::Incremental {
+                    start: Some(start),
+                    end: Some(c.at.clone()),
+                });
+            }
+            start = c.at.clone();
+        }
+        None
+    }
+
     /// `as_of/` listing: completed write instants and savepoints.
     pub fn as_of_names(&self) -> Vec<InstantTime> {
         let mut as_of: BTreeSet<InstantTime> = self.timeline().completed.keys().cloned().collect();

@@ -329,6 +329,47 @@ impl MergeCache {
         self.materialise(claim, &what, |out| prepared.write_to(out))
     }
 
+    /// A file derived from another entry of the cache (`source`, the path
+    /// [`MergeCache::ensure`] gave): from the cache when one was derived from the same entry the
+    /// same way (`format` names the rewriting, `variant` what else decides its bytes, such as
+    /// the schema it is written in), else written now by `write` (once, however many ask). The
+    /// source entry's name is the hash of its whole claim, so the derived file's claim names its
+    /// inputs through it.
+    pub fn derive(
+        &self,
+        table: &str,
+        source: &Path,
+        format: &str,
+        variant: &str,
+        write: impl FnOnce(BufWriter<&File>) -> Result<u64>,
+    ) -> Result<Ensured> {
+        let from = source
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .filter(|_| source.parent() == Some(self.dir.as_path()))
+            .ok_or_else(|| {
+                MergeError::corrupt(format!(
+                    "merge cache {}: {} is not one of its entries",
+                    self.dir.display(),
+                    source.display()
+                ))
+            })?;
+        let claim = Claim {
+            format: format.to_string(),
+            table: table.to_string(),
+            slice: from.to_string(),
+            inputs: Vec::new(),
+            blocks: Vec::new(),
+            keep_commits: None,
+            rules: String::new(),
+            schema: Some(variant.to_string()),
+            size: None,
+        };
+        let id = format!("{table}\0{format}\0{from}\0{variant}");
+        let what = format!("{format} of {from}");
+        self.in_flight(&id, || self.materialise(claim, &what, write))
+    }
+
     /// Run `f` holding the lock of `id`: one merge per slice at a time.
     fn in_flight(&self, id: &str, f: impl FnOnce() -> Result<Ensured>) -> Result<Ensured> {
         let flight = {
@@ -553,6 +594,46 @@ impl MergeCache {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// A Parquet-like file: it ends with `PAR1`, which is what a lookup checks.
+    fn write_parquet_like(mut out: BufWriter<&File>, body: &[u8]) -> Result<u64> {
+        out.write_all(body)
+            .and_then(|_| out.write_all(b"PAR1"))
+            .and_then(|_| out.flush())
+            .map_err(|e| MergeError::corrupt(e.to_string()))?;
+        Ok(body.len() as u64 + 4)
+    }
+
+    #[test]
+    fn a_derived_file_is_written_once_per_source_and_variant() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = MergeCache::open(&CacheOptions {
+            dir: tmp.path().join("c"),
+            max_bytes: 1 << 20,
+        })
+        .unwrap();
+        let source = tmp.path().join("c/0123.parquet");
+        let derive = |variant: &str, body: &'static [u8]| match cache
+            .derive("t", &source, "f", variant, |o| write_parquet_like(o, body))
+            .unwrap()
+        {
+            Ensured::Merged { path, size, .. } => (path, size),
+            Ensured::Base => panic!("a derived file is never the base"),
+        };
+        let (a, size) = derive("s1", b"twelve bytes");
+        assert_eq!(size, 16);
+        assert_eq!(derive("s1", b"other").0, a, "found again, not written");
+        assert_eq!(cache.merges(), 1);
+        assert_ne!(derive("s2", b"other").0, a);
+        assert_eq!(cache.merges(), 2);
+        // Only an entry of this cache can be derived from.
+        let outside = tmp.path().join("0123.parquet");
+        assert!(cache
+            .derive("t", &outside, "f", "s1", |o| write_parquet_like(o, b"x"))
+            .is_err());
+    }
+
     #[test]
     fn claim_names_are_the_ones_earlier_builds_gave() {
         // Computed by the hash as it was written here before hudifs_storage::fnv: entries

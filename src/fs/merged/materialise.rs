@@ -239,6 +239,75 @@ impl HudiFs {
         }
     }
 
+    /// The change data file (`delta/_change_data/`, docs/SEMANTICS.md §11.4) of change feed
+    /// `ms` in table schema `schema`: its path in the merge cache and its size. Written on first
+    /// use from the feed file (merged now if need be), a batch at a time, into the merge cache,
+    /// where it is an entry derived from the feed's.
+    pub(in crate::fs) fn change_data(
+        &self,
+        ms: &MergedSlice,
+        schema: &Arc<arrow_schema::Schema>,
+    ) -> Result<(PathBuf, u64)> {
+        if let Some(done) = lock(&ms.progress.change_data).clone() {
+            return Ok(done);
+        }
+        let what = || crate::fs::join(&ms.partition, &ms.name);
+        let Materialised::Merged { path: feed, .. } = self.materialise(ms)? else {
+            return Err(Error::Corrupt(format!(
+                "change feed {}: no feed file",
+                what()
+            )));
+        };
+        let table = self.store.describe(&Default::default());
+        let variant = hudifs_storage::fnv::fnv1a_wide_hex(
+            format!("{:?}", schema.fields()).into_bytes(),
+            0x6368_616e_6765_7321,
+        );
+        let write = |out: std::io::BufWriter<&std::fs::File>| {
+            let file = open_no_follow(&feed)
+                .map_err(|e| MergeError::corrupt(format!("{}: {e}", feed.display())))?;
+            crate::delta::changes::write_change_data(file, schema, out)
+                .map(|(size, _)| size)
+                .map_err(|e| match e {
+                    crate::delta::changes::ChangeError::Uncastable(e) => MergeError::unsupported(e),
+                    crate::delta::changes::ChangeError::Unreadable(e) => MergeError::corrupt(e),
+                })
+        };
+        let format = crate::delta::changes::FORMAT;
+        let ensured = self
+            .merge_cache()?
+            .derive(&table, &feed, format, &variant, write)
+            .map_err(|e| refusal(e.in_slice(&what())))?;
+        let Ensured::Merged { path, size, .. } = ensured else {
+            return Err(Error::Corrupt(format!(
+                "change data {}: not written",
+                what()
+            )));
+        };
+        *lock(&ms.progress.change_data) = Some((path.clone(), size));
+        Ok((path, size))
+    }
+
+    /// Open the change data file of change feed `ms` in table schema `schema` for reading:
+    /// written again if the cache evicted it since (its bytes are a pure function of the feed's).
+    pub(in crate::fs) fn open_change_data(
+        &self,
+        ms: &MergedSlice,
+        schema: &Arc<arrow_schema::Schema>,
+    ) -> Result<std::fs::File> {
+        for _ in 0..2 {
+            let (path, size) = self.change_data(ms, schema)?;
+            match open_no_follow(&path) {
+                Ok(f) if f.metadata().is_ok_and(|m| m.len() == size) => return Ok(f),
+                Ok(_) | Err(_) => *lock(&ms.progress.change_data) = None,
+            }
+        }
+        Err(Error::Corrupt(format!(
+            "change data {}: written again to a different file",
+            crate::fs::join(&ms.partition, &ms.name)
+        )))
+    }
+
     /// Open the merged file of `ms` for reading: the cached file, merged again if the cache
     /// evicted it since (the bytes are a pure function of the inputs, so they are the same).
     pub(super) fn open_merged(
@@ -247,13 +316,7 @@ impl HudiFs {
         path: &PathBuf,
         size: u64,
     ) -> Result<std::fs::File> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let open = |p: &PathBuf| {
-            std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(p)
-        };
+        let open = |p: &PathBuf| open_no_follow(p);
         match open(path) {
             Ok(f) if f.metadata().is_ok_and(|m| m.len() == size) => return Ok(f),
             Ok(_) | Err(_) => {}
@@ -270,6 +333,15 @@ impl HudiFs {
             ))),
         }
     }
+}
+
+/// Open a file of the merge cache for reading, not following a symbolic link.
+fn open_no_follow(p: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(p)
 }
 
 /// Slices merged ahead of a reader going through a view in order.

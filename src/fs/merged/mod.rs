@@ -436,7 +436,8 @@ impl HudiFs {
             }
             MergedNode::Slice(slice) => {
                 let ms = self.merged_slice(view, slice)?;
-                let entry = self.merged_entry(Node::MergedFile { view, slice }.ino(), &ms, ttl)?;
+                let ino = Node::MergedFile { view, slice }.ino();
+                let entry = self.merged_entry(view, ino, &ms, ttl)?;
                 self.read_ahead(v, i, &part, name);
                 entry
             }
@@ -467,7 +468,8 @@ impl HudiFs {
                 }
                 MergedNode::Slice(slice) => {
                     let ms = self.merged_slice(view, slice)?;
-                    self.merged_listed(Node::MergedFile { view, slice }.ino(), &ms, v.ttl())
+                    let ino = Node::MergedFile { view, slice }.ino();
+                    self.merged_listed(view, ino, &ms, v.ttl())
                 }
             };
             out.push(DirEntry {
@@ -509,11 +511,27 @@ impl HudiFs {
         ttl: Duration,
     ) -> Result<Entry> {
         let ms = self.merged_slice(view, slice)?;
-        self.merged_entry(ino, &ms, ttl)
+        self.merged_entry(view, ino, &ms, ttl)
     }
 
-    /// The entry of a merged slice: merged now if it is not yet.
-    fn merged_entry(&self, ino: u64, ms: &MergedSlice, ttl: Duration) -> Result<Entry> {
+    /// The write whose change data view `view` is (`delta/_change_data/<t>/`: a change feed
+    /// shown as Delta change data files), if it is one.
+    pub(super) fn change_data_of(&self, view: u32) -> Option<InstantTime> {
+        let name = self.inodes.views.get(view)?;
+        match &name.key {
+            hudifs_core::viewkey::ViewKey::AsOf(t) if name.cdc && name.delta => Some(t.clone()),
+            _ => None,
+        }
+    }
+
+    /// The entry of a merged slice of view `view`: merged now if it is not yet (in a change
+    /// data view, the change data file of the feed, written now if it is not yet).
+    fn merged_entry(&self, view: u32, ino: u64, ms: &MergedSlice, ttl: Duration) -> Result<Entry> {
+        if let Some(t) = self.change_data_of(view) {
+            let schema = self.change_data_schema(&t)?;
+            let (_, size) = self.change_data(ms, &schema)?;
+            return Ok(self.owner.merged_file(ino, size, ms.mtime, ttl));
+        }
         let size = match self.materialise(ms)? {
             Materialised::Base(file) => {
                 let f = self.views.registered(file)?;
@@ -527,7 +545,13 @@ impl HudiFs {
 
     /// The entry of a merged slice in a listing: without merging. One not merged yet shows
     /// size 0 with a zero TTL, so that the kernel asks (and the slice is merged) on `stat`.
-    fn merged_listed(&self, ino: u64, ms: &MergedSlice, ttl: Duration) -> Entry {
+    fn merged_listed(&self, view: u32, ino: u64, ms: &MergedSlice, ttl: Duration) -> Entry {
+        if self.change_data_of(view).is_some() {
+            return match lock(&ms.progress.change_data).as_ref() {
+                Some((_, size)) => self.owner.merged_file(ino, *size, ms.mtime, ttl),
+                None => self.owner.merged_file(ino, 0, ms.mtime, Duration::ZERO),
+            };
+        }
         let size_of = |id| {
             let f = self.views.file(id)?;
             f.is_stated().then(|| f.size())
@@ -542,6 +566,14 @@ impl HudiFs {
     /// file (merged now if it is not yet), whose bytes are fixed by its inputs.
     pub(super) fn open_merged_slice(&self, view: u32, slice: u64) -> Result<OpenedParts> {
         let ms = self.merged_slice(view, slice)?;
+        if let Some(t) = self.change_data_of(view) {
+            let schema = self.change_data_schema(&t)?;
+            let f = self.open_change_data(&ms, &schema)?;
+            let handle = hudifs_storage::local_file_handle(f)
+                .map_err(|e| Error::io(format!("change data {}", ms.name), e))?;
+            // Its bytes are fixed by the feed's and the version's schema.
+            return Ok((OpenHandle::Data(handle.clone()), true, Some(handle)));
+        }
         match self.materialise(&ms)? {
             Materialised::Base(file) => self.open_table_file(file),
             Materialised::Merged { path, size } => {

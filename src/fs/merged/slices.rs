@@ -66,6 +66,10 @@ pub(super) struct Progress {
     pub logged: AtomicBool,
     /// A merge ahead of a reader was started for it (`HudiFs::read_ahead`: once).
     pub ahead: AtomicBool,
+    /// A change feed's change data file (`delta/_change_data/`), once written: its path in the
+    /// merge cache and its size. (A feed is one window's, and a window's change data is in one
+    /// version's schema.)
+    pub change_data: Mutex<Option<(PathBuf, u64)>>,
 }
 
 /// Where a merged slice stands, asked without waiting for a merge in progress.

@@ -144,7 +144,7 @@ type Selected = (
 
 /// What a write does to records: by the action it was planned as (compaction, log compaction,
 /// clustering), else by its operation type (archived writes).
-fn write_kind(planned: Option<Action>, m: Option<&CommitMetadata>) -> WriteKind {
+pub fn write_kind(planned: Option<Action>, m: Option<&CommitMetadata>) -> WriteKind {
     let op = m.and_then(|m| m.operation_type.as_deref());
     match (planned, op) {
         (Some(Action::Compaction), _) | (_, Some("COMPACT")) => WriteKind::Compaction,

@@ -20,7 +20,7 @@ mod touched;
 
 pub use archived::ArchivedFacts;
 pub use context::{unreadable_metadata, Context};
-pub use incremental::incremental_windows;
+pub use incremental::{incremental_windows, write_kind};
 pub use model::model;
 pub use plan::{needs_archive, plan, wants_archive, Archived, Plan, WindowWrite, WriteKind};
 pub use resolve::{resolve_partition, Chosen, InstantInterner, PartitionChoice};
