@@ -6,11 +6,10 @@
 //! the change data feed: `cdc` actions and the rows of their files, none for a compaction, and
 //! a write whose change feed is gone refused.
 
-use std::ffi::OsStr;
 use std::time::Duration;
 
 use hudifs::follow::Follower;
-use hudifs::fs::{HudiFs, ROOT};
+use hudifs::fs::HudiFs;
 use hudifs_core::error::Error;
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
@@ -19,21 +18,7 @@ use hudifs_testkit::generator::{
 };
 use serde_json::Value;
 
-fn walk(fs: &HudiFs, path: &str) -> hudifs_core::error::Result<u64> {
-    let mut ino = ROOT;
-    for p in path.split('/') {
-        ino = fs.lookup(ino, OsStr::new(p))?.attr.ino;
-    }
-    Ok(ino)
-}
-
-fn read_all(fs: &HudiFs, ino: u64) -> Vec<u8> {
-    let size = fs.getattr(ino).unwrap().attr.size;
-    let fh = fs.open(ino).unwrap().fh;
-    let bytes = crate::read_now(fs, fh, 0, u32::try_from(size).unwrap()).unwrap();
-    fs.release(fh);
-    bytes
-}
+use crate::{read_all, walk};
 
 fn log_names(fs: &HudiFs) -> Vec<String> {
     let mut v: Vec<String> = fs

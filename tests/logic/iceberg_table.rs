@@ -5,31 +5,14 @@
 //! bytes; a pending write never a snapshot; and a file system that does not know where readers
 //! see it refusing.
 
-use std::ffi::OsStr;
-
-use hudifs::fs::{HudiFs, ROOT};
+use hudifs::fs::HudiFs;
 use hudifs_core::error::Error;
 use hudifs_core::table::TableType;
 use hudifs_core::timeline::Action;
 use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
 use serde_json::Value;
 
-fn walk(fs: &HudiFs, path: &str) -> hudifs_core::error::Result<u64> {
-    let mut ino = ROOT;
-    for p in path.split('/') {
-        ino = fs.lookup(ino, OsStr::new(p))?.attr.ino;
-    }
-    Ok(ino)
-}
-
-fn read_all(fs: &HudiFs, ino: u64) -> Vec<u8> {
-    let size = fs.getattr(ino).unwrap().attr.size;
-    let fh = fs.open(ino).unwrap().fh;
-    let bytes = crate::read_now(fs, fh, 0, u32::try_from(size).unwrap()).unwrap();
-    fs.release(fh);
-    assert_eq!(bytes.len() as u64, size);
-    bytes
-}
+use crate::{read_all, walk};
 
 fn fs_at(root: &std::path::Path, cache: &std::path::Path, location: Option<&str>) -> HudiFs {
     let opts = hudifs::fs::FsOptions {

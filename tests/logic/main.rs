@@ -23,6 +23,25 @@ mod objstore_conformance;
 mod upgraded;
 mod writer;
 
+/// The inode of `path` (names joined by `/`) below the root of `fs`.
+pub fn walk(fs: &hudifs::fs::HudiFs, path: &str) -> hudifs_core::error::Result<u64> {
+    let mut ino = hudifs::fs::ROOT;
+    for p in path.split('/') {
+        ino = fs.lookup(ino, std::ffi::OsStr::new(p))?.attr.ino;
+    }
+    Ok(ino)
+}
+
+/// The whole of file `ino` of `fs`, read in one request of its stated size.
+pub fn read_all(fs: &hudifs::fs::HudiFs, ino: u64) -> Vec<u8> {
+    let size = fs.getattr(ino).unwrap().attr.size;
+    let fh = fs.open(ino).unwrap().fh;
+    let bytes = read_now(fs, fh, 0, u32::try_from(size).unwrap()).unwrap();
+    fs.release(fh);
+    assert_eq!(bytes.len() as u64, size, "a read of the stated size");
+    bytes
+}
+
 /// The file system of the table at `root`, merging into the cache directory `cache`.
 pub fn fs_with_merge_cache(root: &std::path::Path, cache: &std::path::Path) -> hudifs::fs::HudiFs {
     hudifs::fs::HudiFs::new(root, opts_with_merge_cache(cache)).unwrap()

@@ -194,35 +194,6 @@ fn duckdb_iceberg_scan_reads_every_fixture_as_its_files() {
     if !support::fuse_available() {
         return;
     }
-    let py = support::python_duckdb_delta();
-    let script = format!(
-        "{}
-import json, sys
-req = json.load(sys.stdin)
-out = []
-for t in req:
-    r = {{}}
-    try:
-        src = \"iceberg_scan('\" + t['meta'] + \"')\"
-        cols = [d[0] for d in c.execute('select * from ' + src + ' limit 0').description]
-        key = '_hoodie_record_key' if '_hoodie_record_key' in cols else None
-        q = 'select count(*){{}} from {{}}'.format(
-            ', list(' + key + ' order by ' + key + ')' if key else '', '{{}}')
-        r['iceberg'] = c.execute(q.format(src)).fetchall()[0]
-        files = \"read_parquet('\" + t['files'] + \"', union_by_name=true)\"
-        r['files'] = c.execute(q.format(files)).fetchall()[0]
-        nulls = lambda s: set(x for x in cols if c.execute(
-            'select count(\"' + x + '\") from ' + s).fetchall()[0][0] == 0)
-        types = dict((d[0], str(d[1])) for d in c.execute('select * from ' + src + ' limit 0').description)
-        r['all_null'] = sorted(nulls(src) - nulls(files))
-        r['all_null_types'] = [types[x] for x in r['all_null']]
-    except Exception as e:
-        r['error'] = repr(e)[:300]
-    out.append(r)
-json.dump(out, sys.stdout, default=str)
-",
-        support::DUCKDB_ICEBERG_LOAD
-    );
     let mut compared = 0;
     let mut lists = 0;
     for fx in support::fixtures(&dir) {
@@ -238,11 +209,10 @@ json.dump(out, sys.stdout, default=str)
         if files.is_empty() || std::fs::read(&meta).is_err() {
             continue;
         }
-        let req = json!([{"meta": meta, "files": latest.join("**/*.parquet")}]);
-        let res = merge::run_code(&py, &script, &req);
-        let r = &res[0];
+        let scan = format!("iceberg_scan('{}')", meta.display());
+        let r = merge::duckdb_scan(support::DUCKDB_ICEBERG_LOAD, &scan, &latest);
         assert!(r.get("error").is_none(), "{}: {r}", fx.name);
-        assert_eq!(r["iceberg"], r["files"], "{}", fx.name);
+        assert_eq!(r["scan"], r["files"], "{}", fx.name);
         for t in r["all_null_types"].as_array().unwrap() {
             assert!(
                 t.as_str().unwrap().ends_with("[]"),
@@ -316,20 +286,10 @@ fn a_cleaned_table_reads_through_another_prefix() {
         );
         assert_eq!(v["hudi_rs"]["match"], true, "{v}");
     }
-    let script = format!(
-        "{}\nprint(c.execute(\"select count(*) from iceberg_scan('{}')\").fetchall()[0][0])",
-        support::DUCKDB_ICEBERG_LOAD,
-        meta_path.display()
+    let scan = format!("iceberg_scan('{}')", meta_path.display());
+    assert_eq!(
+        support::duckdb_count(support::DUCKDB_ICEBERG_LOAD, &scan),
+        20
     );
-    let out = std::process::Command::new(support::python_duckdb_delta())
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "20");
     drop(m);
 }

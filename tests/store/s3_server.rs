@@ -594,23 +594,10 @@ fn iceberg_reads_the_same_on_s3() {
             want.to_string(),
             "{url}"
         );
-        let script = format!(
-            "{}\nprint(c.execute(\"select count(*) from iceberg_scan('{}')\").fetchall()[0][0])",
-            support::DUCKDB_ICEBERG_LOAD,
-            meta.display()
-        );
-        let out = std::process::Command::new(support::python_duckdb_delta())
-            .args(["-c", &script])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let scan = format!("iceberg_scan('{}')", meta.display());
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
-            want.to_string(),
+            support::duckdb_count(support::DUCKDB_ICEBERG_LOAD, &scan),
+            want,
             "{url}"
         );
         std::fs::remove_file(&seen).unwrap();

@@ -71,9 +71,12 @@ def read_dir(d):
 def read_delta(spec):
     """A version of a Delta table read with delta-rs (`deltalake`): its rows, and the Hudi
     instant its commitInfo names."""
-    from deltalake import DeltaTable
-    dt = DeltaTable(spec["root"], version=spec["version"])
-    t = dt.to_pyarrow_table()
+    if spec.get("reader") == "polars":
+        import polars as pl
+        t = pl.read_delta(spec["root"], version=spec["version"]).to_arrow()
+    else:
+        from deltalake import DeltaTable
+        t = DeltaTable(spec["root"], version=spec["version"]).to_pyarrow_table()
     log = os.path.join(spec["root"], "_delta_log", "%020d.json" % spec["version"])
     with open(log) as f:
         infos = [a["commitInfo"] for a in map(json.loads, f) if "commitInfo" in a]

@@ -20,9 +20,18 @@ pub fn run_script(py: &Path, name: &str, input: &Value) -> Value {
     run_python(py, &[script.as_os_str()], name, input)
 }
 
-/// Run the Python program `code` with `input` as JSON on its stdin; its JSON answer.
-pub fn run_code(py: &Path, code: &str, input: &Value) -> Value {
-    run_python(py, &["-c".as_ref(), code.as_ref()], "python -c", input)
+/// DuckDB 1.5.5 (`support::python_duckdb_delta`) with the extensions `load` loads: `scan` (a
+/// table-format scan, `delta_scan('…')`, `iceberg_scan('…')`) against `read_parquet` of the
+/// Parquet files under `files`: counts, record keys and all-NULL columns (`duckdb_scan.py`).
+pub fn duckdb_scan(load: &str, scan: &str, files: &Path) -> Value {
+    let req = serde_json::json!({"load": load, "tables": [{
+        "scan": scan, "files": files.join("**/*.parquet")}]});
+    let res = run_script(
+        &hudifs_testkit::support::python_duckdb_delta(),
+        "duckdb_scan.py",
+        &req,
+    );
+    res[0].clone()
 }
 
 fn run_python(py: &Path, args: &[&std::ffi::OsStr], what: &str, input: &Value) -> Value {

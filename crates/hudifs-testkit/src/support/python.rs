@@ -264,6 +264,28 @@ c = duckdb.connect(config={'allow_unsigned_extensions': 'true'})
 c.execute(\"LOAD '\" + ext + \"'\")
 ";
 
+/// DuckDB 1.5.5's `count(*)` of `scan` (`delta_scan('…')`, `iceberg_scan('…')`) with the
+/// extensions `load` ([`DUCKDB_DELTA_LOAD`], [`DUCKDB_ICEBERG_LOAD`]) loads; panics with
+/// DuckDB's error when the query fails.
+pub fn duckdb_count(load: &str, scan: &str) -> u64 {
+    let script = format!(
+        "{load}\nimport sys\nprint(c.execute('select count(*) from ' + sys.argv[1]).fetchall()[0][0])"
+    );
+    let out = std::process::Command::new(python_duckdb_delta())
+        .args(["-c", &script, scan])
+        .output()
+        .expect("duckdb python");
+    assert!(
+        out.status.success(),
+        "{scan}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{scan}: {e}"))
+}
+
 /// Python that loads the iceberg extension (and the avro extension it reads manifests with) of
 /// [`python_duckdb_delta`]'s wheels into connection `c`.
 pub const DUCKDB_ICEBERG_LOAD: &str = "import duckdb, glob, os
