@@ -690,60 +690,6 @@ fn a_daemon_that_takes_over_gives_every_number_and_handle_the_same_meaning() {
     assert!(read_via(&next, files[0].0, fresh + 1_000_000).is_none());
 }
 
-/// A local table seen as an object store: work that may wait on it runs on a thread of its own
-/// (as on a store's runtime), and every request to it is counted (`FaultyStore`). As on a
-/// store, a partition's listing gives its files' sizes.
-#[derive(Debug)]
-struct AsObjectStore(Arc<hudifs_storage::FaultyStore<hudifs_storage::LocalStore>>);
-
-impl hudifs_storage::Storage for AsObjectStore {
-    fn describe(&self, path: &hudifs_storage::TablePath) -> String {
-        self.0.describe(path)
-    }
-    fn list(&self, dir: &hudifs_storage::TablePath) -> std::io::Result<Vec<hudifs_storage::Entry>> {
-        self.0.list(dir)
-    }
-    fn list_names(
-        &self,
-        dir: &hudifs_storage::TablePath,
-    ) -> std::io::Result<Vec<(String, hudifs_storage::Kind)>> {
-        self.0.list_names(dir)
-    }
-    fn stat(&self, path: &hudifs_storage::TablePath) -> std::io::Result<hudifs_storage::Meta> {
-        self.0.stat(path)
-    }
-    fn stat_names(
-        &self,
-        dir: &hudifs_storage::TablePath,
-        names: &[&str],
-    ) -> Vec<std::io::Result<hudifs_storage::Meta>> {
-        self.0.stat_names(dir, names)
-    }
-    fn read(&self, path: &hudifs_storage::TablePath) -> std::io::Result<Vec<u8>> {
-        self.0.read(path)
-    }
-    fn read_range(
-        &self,
-        path: &hudifs_storage::TablePath,
-        offset: u64,
-        len: usize,
-    ) -> std::io::Result<Vec<u8>> {
-        self.0.read_range(path, offset, len)
-    }
-    fn open(
-        &self,
-        path: &hudifs_storage::TablePath,
-    ) -> std::io::Result<Arc<dyn hudifs_storage::OpenFile>> {
-        self.0.open(path)
-    }
-    fn is_object_store(&self) -> bool {
-        true
-    }
-    fn run_blocking(&self, job: hudifs_storage::Job) {
-        std::thread::spawn(job);
-    }
-}
-
 /// An operation of `Served` asked as the FUSE adapter asks it: its answer, and whether it was
 /// given in place (on this thread, before the call returned) rather than from the store's
 /// threads. An answer given in place must have asked the storage nothing (`calls` counts the
@@ -787,7 +733,11 @@ fn directories_resolved_in_memory_are_answered_without_the_storage() {
         1,
     ));
     let fs = Arc::new(
-        HudiFs::with_store(Arc::new(AsObjectStore(store.clone())), FsOptions::default()).unwrap(),
+        HudiFs::with_store(
+            Arc::new(crate::AsObjectStore(store.clone())),
+            FsOptions::default(),
+        )
+        .unwrap(),
     );
     let calls = || {
         [Op::List, Op::Stat, Op::Read, Op::ReadRange, Op::Open]

@@ -196,6 +196,56 @@ fn a_reader_in_order_finds_the_next_partition_merged() {
     assert!(peak <= 2, "{peak} merges ahead at once");
 }
 
+/// On an object store a merge mostly waits on its requests: four slices are merged ahead of a
+/// reader in order, at most four at a time, across partitions.
+#[test]
+fn on_an_object_store_four_slices_are_merged_ahead() {
+    use hudifs_storage::{FaultyStore, LocalStore};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("t");
+    partitioned_table(&root);
+    let store = std::sync::Arc::new(FaultyStore::new(
+        std::sync::Arc::new(LocalStore::new(&root).unwrap()),
+        1,
+    ));
+    let opts = crate::opts_with_merge_cache(&tmp.path().join("cache"));
+    let fs = HudiFs::with_store(std::sync::Arc::new(crate::AsObjectStore(store)), opts)
+        .unwrap()
+        .shared();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let peak = {
+        let (fs, done) = (fs.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                peak = peak.max(fs.merges_ahead());
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            peak
+        })
+    };
+    let a = part_dir(&fs, "city=a");
+    let names: Vec<String> = listed(&fs, a).into_iter().map(|(n, _)| n).collect();
+    fs.lookup(a, OsStr::new(&names[0])).unwrap();
+    assert_eq!(merges_settle(&fs, 1), 1, "the first slice alone");
+    // The second in order: the third of city=a and the three of city=b are merged ahead.
+    fs.lookup(a, OsStr::new(&names[1])).unwrap();
+    assert_eq!(merges_settle(&fs, 6), 6, "four slices merged ahead, across");
+    let b = part_dir(&fs, "city=b");
+    assert!(
+        listed(&fs, b).iter().all(|(_, m)| *m),
+        "city=b merged ahead"
+    );
+    let c = part_dir(&fs, "city=c");
+    assert!(
+        listed(&fs, c).iter().all(|(_, m)| !m),
+        "nothing merged four slices past the reader"
+    );
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let peak = peak.join().unwrap();
+    assert!(peak <= 4, "{peak} merges ahead at once");
+}
+
 #[test]
 fn a_reader_skipping_across_partitions_starts_none() {
     let tmp = tempfile::tempdir().unwrap();

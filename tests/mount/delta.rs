@@ -154,7 +154,9 @@ fn every_version_of_every_fixture_reads_as_hudi_reads_it() {
                     .as_str()
                     .is_some_and(|s| s.contains("data type mismatch"));
                 if polars && mismatch && !stringify.is_empty() {
-                    *totals.entry("polars: mixed column types refused").or_default() += 1;
+                    *totals
+                        .entry("polars: mixed column types refused")
+                        .or_default() += 1;
                     continue;
                 }
                 // Refused: the read fails (delta-rs does not always pass the errno on) and the

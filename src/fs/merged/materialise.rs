@@ -81,8 +81,8 @@ impl HudiFs {
         })
     }
 
-    /// Merges ahead of readers running now (at most [`READ_AHEAD_RUNNING`]; a thread resolving
-    /// a partition ahead of a reader counts as one).
+    /// Merges ahead of readers running now (at most [`HudiFs::ahead_depth`]'s; a thread
+    /// resolving a partition ahead of a reader counts as one).
     pub fn merges_ahead(&self) -> usize {
         self.merged.ahead().load(Ordering::Acquire)
     }
@@ -92,10 +92,28 @@ impl HudiFs {
         self.merge_job()?.materialise(ms)
     }
 
+    /// How far merges run ahead of a reader: on a local disk a merge keeps a core busy, and two
+    /// at a time keep both of this machine's; on an object store a merge mostly waits on its
+    /// requests, and more at a time hide their latency from a lone reader (issue 34, item 7:
+    /// `scripts/bench --only s3merged`, one file after another at +20 ms per request).
+    fn ahead_depth(&self) -> Depth {
+        if self.store.is_object_store() {
+            Depth {
+                slices: READ_AHEAD_STORE,
+                running: READ_AHEAD_RUNNING_STORE,
+            }
+        } else {
+            Depth {
+                slices: READ_AHEAD,
+                running: READ_AHEAD_RUNNING,
+            }
+        }
+    }
+
     /// A reader going through the view in order (the slice a walk visits before `name` is
     /// merged already, and `name`, in partition `i` of view `v`, was just asked for) will ask
-    /// for the slices after it next: start merging the next [`READ_AHEAD`] in walk order not
-    /// merged yet (each once), each on a thread of its own, at most [`READ_AHEAD_RUNNING`] at a
+    /// for the slices after it next: start merging the next few ([`HudiFs::ahead_depth`]) in
+    /// walk order not merged yet (each once), each on a thread of its own, at most a few at a
     /// time in the mount (SEMANTICS.md §10.6). Where the partition ends first, the read-ahead
     /// goes on into the partitions a walk visits next (at most [`READ_AHEAD_PARTITIONS`] of
     /// them), one not built yet resolved on such a thread too, never holding up the caller. A
@@ -136,11 +154,12 @@ impl HudiFs {
             return;
         };
         let running = self.merged.ahead();
-        let mut want = READ_AHEAD;
-        for id in slices.iter().skip(k + 1).take(READ_AHEAD) {
+        let depth = self.ahead_depth();
+        let mut want = depth.slices;
+        for id in slices.iter().skip(k + 1).take(depth.slices) {
             want -= 1;
             if let Some(ms) = self.merged.get(*id) {
-                if start_ahead(&job, &running, ms) == Ahead::Full {
+                if start_ahead(&job, &running, depth.running, ms) == Ahead::Full {
                     return;
                 }
             }
@@ -157,13 +176,14 @@ impl HudiFs {
             };
             at = next;
             let Some(p) = m.built(next) else {
-                self.resolve_ahead(v, next, READ_AHEAD_PARTITIONS - looked, want, job, running);
+                let ahead = (want, depth.running);
+                self.resolve_ahead(v, next, READ_AHEAD_PARTITIONS - looked, ahead, job, running);
                 return;
             };
             for id in slice_ids(&p).into_iter().take(want) {
                 want -= 1;
                 if let Some(ms) = self.merged.get(id) {
-                    if start_ahead(&job, &running, ms) == Ahead::Full {
+                    if start_ahead(&job, &running, depth.running, ms) == Ahead::Full {
                         return;
                     }
                 }
@@ -173,22 +193,23 @@ impl HudiFs {
 
     /// Go on ahead of a reader into partition `first` of view `v`, not built yet, and up to
     /// `partitions` partitions from it in walk order: on a thread of its own (one of the
-    /// [`READ_AHEAD_RUNNING`]), build each and merge the first `want` slices in them, the first
+    /// `limit` running ahead), build each and merge the first `want` slices in them, the first
     /// on this thread, the others each on a thread of its own. Only a shared mount
-    /// ([`HudiFs::shared`]) can.
+    /// ([`HudiFs::shared`]) can. `(want, limit)` is `ahead`.
     fn resolve_ahead(
         &self,
         v: &Arc<ViewState>,
         first: usize,
         partitions: usize,
-        want: usize,
+        ahead: (usize, usize),
         job: MergeJob,
         running: Arc<AtomicUsize>,
     ) {
+        let (want, limit) = ahead;
         let Some(fs) = self.this.upgrade() else {
             return;
         };
-        if running.fetch_add(1, Ordering::AcqRel) >= READ_AHEAD_RUNNING {
+        if running.fetch_add(1, Ordering::AcqRel) >= limit {
             running.fetch_sub(1, Ordering::AcqRel);
             return;
         }
@@ -217,7 +238,7 @@ impl HudiFs {
                         if claim(&ms) {
                             own = Some(ms);
                         }
-                    } else if start_ahead(&job, &running, ms) == Ahead::Full {
+                    } else if start_ahead(&job, &running, limit, ms) == Ahead::Full {
                         want = 0;
                     }
                 }
@@ -344,11 +365,22 @@ fn open_no_follow(p: &std::path::Path) -> std::io::Result<std::fs::File> {
         .open(p)
 }
 
-/// Slices merged ahead of a reader going through a view in order.
+/// Slices merged ahead of a reader going through a view in order, on a local disk.
 pub(super) const READ_AHEAD: usize = 2;
-/// The most merges ahead of readers running at once in a mount (a thread resolving a
-/// partition ahead of a reader counts as one).
+/// The most merges ahead of readers running at once in a mount on a local disk (a thread
+/// resolving a partition ahead of a reader counts as one).
 const READ_AHEAD_RUNNING: usize = 2;
+/// The same on an object store, where a merge mostly waits on its requests.
+const READ_AHEAD_STORE: usize = 4;
+const READ_AHEAD_RUNNING_STORE: usize = 4;
+
+/// How far merges run ahead of readers ([`HudiFs::ahead_depth`]).
+struct Depth {
+    /// Slices merged ahead of a reader.
+    slices: usize,
+    /// Merges ahead running at once in the mount.
+    running: usize,
+}
 /// The most partitions after the reader's that a read-ahead looks into (partitions without a
 /// slice to merge hold it up no further).
 const READ_AHEAD_PARTITIONS: usize = 4;
@@ -376,17 +408,22 @@ enum Ahead {
     Started,
     /// Merged, merging, refused, or started ahead before.
     Skipped,
-    /// [`READ_AHEAD_RUNNING`] merges ahead are running already.
+    /// As many merges ahead as the limit are running already.
     Full,
 }
 
 /// Start merging `ms` ahead of a reader on a thread of its own, if it can be claimed and fewer
-/// than [`READ_AHEAD_RUNNING`] merges ahead are running (`running` counts them).
-fn start_ahead(job: &MergeJob, running: &Arc<AtomicUsize>, ms: Arc<MergedSlice>) -> Ahead {
+/// than `limit` merges ahead are running (`running` counts them).
+fn start_ahead(
+    job: &MergeJob,
+    running: &Arc<AtomicUsize>,
+    limit: usize,
+    ms: Arc<MergedSlice>,
+) -> Ahead {
     if !claim(&ms) {
         return Ahead::Skipped;
     }
-    if running.fetch_add(1, Ordering::AcqRel) >= READ_AHEAD_RUNNING {
+    if running.fetch_add(1, Ordering::AcqRel) >= limit {
         running.fetch_sub(1, Ordering::AcqRel);
         ms.progress.ahead.store(false, Ordering::Release);
         return Ahead::Full;
