@@ -49,6 +49,12 @@ impl Progress {
         self.last.store(now_ms(), Ordering::Relaxed);
     }
 
+    /// The thread is done: it waits on nothing any more, so no stall is counted for it (a
+    /// reader that stopped while the holder still reads its held files made "no progress").
+    pub fn finished(&self) {
+        self.last.store(i64::MAX, Ordering::Relaxed);
+    }
+
     /// Record the calling thread as this one's.
     pub fn here(&self) {
         // SAFETY: gettid has no preconditions.
@@ -245,7 +251,16 @@ pub fn holder(sh: Arc<Shared>, prog: Arc<Progress>) {
             }
         }
         let mut out = vec![Seen::Latest(w)];
-        let gone: Vec<String> = held.keys().filter(|p| !(sh.exists)(p)).cloned().collect();
+        // Each check asks the table's storage itself (on a store, a HEAD to the server from
+        // this process): time spent there is not the daemon's, so each is progress.
+        let gone: Vec<String> = held
+            .keys()
+            .filter(|p| {
+                prog.tick();
+                !(sh.exists)(p)
+            })
+            .cloned()
+            .collect();
         for path in gone {
             prog.tick();
             if let Some((mut f, opened)) = held.remove(&path) {

@@ -62,6 +62,9 @@ pub struct Config {
     pub ops_per_sec: f64,
     /// The table is written to and mounted from an S3 server (moto on 127.0.0.1).
     pub store: bool,
+    /// ... s3s-fs rather than moto (`hudifs-bench s3-serve`, a server that is not the
+    /// bottleneck).
+    pub s3s: bool,
 }
 
 impl Config {
@@ -70,7 +73,11 @@ impl Config {
             "v{}-{}{}",
             self.version,
             if self.cow { "cow" } else { "mor" },
-            if self.store { "-s3" } else { "" }
+            match (self.store, self.s3s) {
+                (true, true) => "-s3s",
+                (true, false) => "-s3",
+                _ => "",
+            }
         )
     }
 }

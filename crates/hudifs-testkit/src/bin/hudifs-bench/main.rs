@@ -212,6 +212,11 @@ enum Cmd {
         #[command(flatten)]
         c: Common,
     },
+    /// Serve `dir` over S3 with s3s-fs on 127.0.0.1 (a bucket per sub-directory; the test
+    /// kit's keys) until killed, after printing `endpoint http://127.0.0.1:PORT`: the second
+    /// server of the S3 torture (`scripts/torture … v9-mor-s3s`; built with the `s3bench`
+    /// feature).
+    S3Serve { dir: PathBuf },
     /// Figure 10: hudifs vs mount-s3 on one S3 server (s3s-fs with ETag listings, run as
     /// MOUNT_S3's peer): sequential throughput, daemon CPU per GiB, a Parquet reader's pattern
     /// (built with the `s3bench` feature).
@@ -356,6 +361,12 @@ fn main() -> std::process::ExitCode {
         #[cfg(not(feature = "s3bench"))]
         Cmd::S3peer { .. } => Err("built without the s3bench feature: \
             cargo build --release -p hudifs-testkit --features s3bench"
+            .into()),
+        #[cfg(feature = "s3bench")]
+        Cmd::S3Serve { dir } => s3read::serve_forever(dir),
+        #[cfg(not(feature = "s3bench"))]
+        Cmd::S3Serve { .. } => Err("built without the s3bench feature: \
+            cargo build -p hudifs-testkit --features s3bench"
             .into()),
         #[cfg(not(feature = "s3bench"))]
         Cmd::S3read { .. } => Err("built without the s3bench feature: \

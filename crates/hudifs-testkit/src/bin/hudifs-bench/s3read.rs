@@ -48,6 +48,19 @@ pub fn runtime() -> Res<tokio::runtime::Runtime> {
         .map_err(err("runtime"))
 }
 
+/// Serve `root` with s3s-fs on 127.0.0.1 until the process is killed, after printing its
+/// endpoint (`endpoint http://127.0.0.1:PORT`) on a line of its own.
+pub fn serve_forever(root: &Path) -> Res<()> {
+    use std::io::Write;
+    let rt = runtime()?;
+    let endpoint = start_server(&rt, root)?;
+    println!("endpoint {endpoint}");
+    std::io::stdout().flush().map_err(err("stdout"))?;
+    loop {
+        std::thread::park();
+    }
+}
+
 /// s3s-fs over `root` on 127.0.0.1; its endpoint.
 pub fn start_server(rt: &tokio::runtime::Runtime, root: &Path) -> Res<String> {
     use hyper_util::rt::{TokioExecutor, TokioIo};
