@@ -137,6 +137,27 @@ fn listed(fs: &HudiFs, d: u64) -> Vec<(String, bool)> {
     names
 }
 
+/// Watch how many merges ahead run at once in `fs` until `done` is set: the most seen (the
+/// thread's answer).
+fn watch_peak(
+    fs: &std::sync::Arc<HudiFs>,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<usize>,
+) {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (fs, stop) = (fs.clone(), done.clone());
+    let peak = std::thread::spawn(move || {
+        let mut peak = 0;
+        while !stop.load(std::sync::atomic::Ordering::Acquire) {
+            peak = peak.max(fs.merges_ahead());
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        peak
+    });
+    (done, peak)
+}
+
 #[test]
 fn a_reader_in_order_finds_the_next_partition_merged() {
     let tmp = tempfile::tempdir().unwrap();
@@ -144,18 +165,7 @@ fn a_reader_in_order_finds_the_next_partition_merged() {
     partitioned_table(&root);
     let fs = crate::fs_with_merge_cache(&root, &tmp.path().join("cache-1")).shared();
     // The most merges ahead running at once, watched throughout.
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let peak = {
-        let (fs, done) = (fs.clone(), done.clone());
-        std::thread::spawn(move || {
-            let mut peak = 0;
-            while !done.load(std::sync::atomic::Ordering::Acquire) {
-                peak = peak.max(fs.merges_ahead());
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            peak
-        })
-    };
+    let (done, peak) = watch_peak(&fs);
     // The reader lists `city=a` alone: `city=b` is not resolved until the read-ahead gets
     // there.
     let a = part_dir(&fs, "city=a");
@@ -212,18 +222,7 @@ fn on_an_object_store_four_slices_are_merged_ahead() {
     let fs = HudiFs::with_store(std::sync::Arc::new(crate::AsObjectStore(store)), opts)
         .unwrap()
         .shared();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let peak = {
-        let (fs, done) = (fs.clone(), done.clone());
-        std::thread::spawn(move || {
-            let mut peak = 0;
-            while !done.load(std::sync::atomic::Ordering::Acquire) {
-                peak = peak.max(fs.merges_ahead());
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            peak
-        })
-    };
+    let (done, peak) = watch_peak(&fs);
     let a = part_dir(&fs, "city=a");
     let names: Vec<String> = listed(&fs, a).into_iter().map(|(n, _)| n).collect();
     fs.lookup(a, OsStr::new(&names[0])).unwrap();

@@ -435,6 +435,22 @@ fn same_on_the_store(
     (lm, sm)
 }
 
+/// What the Python program `code` prints (trimmed) given `arg`; panics with its stderr when it
+/// fails.
+fn printed(py: &Path, code: &str, arg: &Path) -> String {
+    let out = std::process::Command::new(py)
+        .args(["-c", code])
+        .arg(arg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// The tables the `delta/` and `iceberg/` store tests read, under `dir`: a merge-on-read table
 /// with an update and a delete (47 rows), and the test kit's cleaned and archived copy-on-write
 /// table (20 rows).
@@ -491,26 +507,14 @@ fn delta_reads_the_same_on_s3() {
             "{}",
             sm.log_text()
         );
-        let out = std::process::Command::new(&py)
-            .args([
-                "-c",
-                // os._exit: under this test binary delta-rs aborted at interpreter exit
-                // ("terminate called without an active exception"), after its answer was
-                // printed and read correctly; the local mount tests' runs exit cleanly.
-                "import os, sys; from deltalake import DeltaTable; \
-                 print(DeltaTable(sys.argv[1]).to_pyarrow_table().num_rows, flush=True); \
-                 os._exit(0)",
-            ])
-            .arg(sm.path().join("delta"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        // os._exit: under this test binary delta-rs aborted at interpreter exit ("terminate
+        // called without an active exception"), after its answer was printed and read
+        // correctly; the local mount tests' runs exit cleanly.
+        let code = "import os, sys; from deltalake import DeltaTable; \
+                    print(DeltaTable(sys.argv[1]).to_pyarrow_table().num_rows, flush=True); \
+                    os._exit(0)";
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
+            printed(&py, code, &sm.path().join("delta")),
             want.to_string(),
             "{url}"
         );
@@ -575,22 +579,10 @@ fn iceberg_reads_the_same_on_s3() {
         let hint =
             std::fs::read_to_string(seen.join("iceberg/metadata/version-hint.text")).unwrap();
         let meta = seen.join(format!("iceberg/metadata/v{}.metadata.json", hint.trim()));
-        let out = std::process::Command::new(support::python())
-            .args([
-                "-c",
-                "import sys; from pyiceberg.table import StaticTable; \
-                 print(StaticTable.from_metadata(sys.argv[1]).scan().to_arrow().num_rows)",
-            ])
-            .arg(&meta)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let code = "import sys; from pyiceberg.table import StaticTable; \
+                    print(StaticTable.from_metadata(sys.argv[1]).scan().to_arrow().num_rows)";
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
+            printed(&support::python(), code, &meta),
             want.to_string(),
             "{url}"
         );
