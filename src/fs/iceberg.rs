@@ -298,12 +298,7 @@ impl HudiFs {
         };
         let built = self.iceberg()?;
         let missing = || Error::NotFound(format!("iceberg/{t}/{rel}"));
-        let s = built
-            .table
-            .snapshots
-            .iter()
-            .find(|s| s.version.instant == t.as_str())
-            .ok_or_else(missing)?;
+        let s = built.table.snapshot_at(t.as_str()).ok_or_else(missing)?;
         let f = s.version.files.get(&rel).ok_or_else(missing)?.clone();
         Ok((built, f))
     }

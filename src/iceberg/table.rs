@@ -267,20 +267,14 @@ impl IcebergTable {
             for f in v.added.iter().chain(&v.removed) {
                 touched[bucket(&f.path)] = true;
             }
-            let mut present = [false; BUCKETS];
-            for f in v.files.values() {
-                present[bucket(&f.path)] = true;
-            }
+            // A manifest is written where the write changed something (deleted entries
+            // included); every other bucket keeps the manifest it had, and a bucket no write
+            // ever touched has none. (No walk of the version's files: a version adds or removes
+            // a few of the table's many.)
             let mut manifests = HashMap::new();
-            for b in 0..BUCKETS {
-                // A manifest is written where the write changed something (deleted entries
-                // included); a bucket left empty and untouched has none.
-                if touched[b] {
-                    writers[b] = Some(i);
-                    manifests.insert(b, OnceLock::new());
-                } else if !present[b] {
-                    writers[b] = None;
-                }
+            for b in (0..BUCKETS).filter(|b| touched[*b]) {
+                writers[b] = Some(i);
+                manifests.insert(b, OnceLock::new());
             }
             by_instant.insert(v.instant.clone(), i);
             snapshots.push(Snapshot {
@@ -303,6 +297,11 @@ impl IcebergTable {
             by_instant,
             properties,
         })
+    }
+
+    /// The snapshot of the write at `instant`.
+    pub fn snapshot_at(&self, instant: &str) -> Option<&Snapshot> {
+        self.by_instant.get(instant).map(|i| &self.snapshots[*i])
     }
 
     fn snapshot(&self, number: u64) -> Option<(usize, &Snapshot)> {

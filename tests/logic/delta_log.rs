@@ -44,6 +44,24 @@ fn of<'a>(acts: &'a [Value], kind: &str) -> Vec<&'a Value> {
     acts.iter().filter_map(|a| a.get(kind)).collect()
 }
 
+/// A merge-on-read table in `root` with two groups in `city=a` (50 and 40 rows) and two
+/// completed writes: the inserts, then an update of two rows of the first group plus an insert
+/// there, and a delete of three rows of the second. The writer, the first group and the writes.
+fn two_writes(root: &std::path::Path) -> (TableWriter, String, String, String) {
+    let spec = TableSpec::new("d", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
+    let mut w = TableWriter::create(root, spec, 1_767_225_600_000).unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let g0 = t.insert("city=a", &rows(1, 50)).unwrap();
+    let g1 = t.insert("city=a", &rows(2, 40)).unwrap();
+    let i0 = t.complete().unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.update("city=a", &g0, &rows_with_ids(9, &[1000, 1001, 7_000_000]))
+        .unwrap();
+    t.delete("city=a", &g1, &[2000, 2001, 2002]).unwrap();
+    let i1 = t.complete().unwrap();
+    (w, g0, i0, i1)
+}
+
 fn refresh(fs: &HudiFs) {
     if let Some(inv) = Follower::new().poll_once(fs, Duration::ZERO).unwrap() {
         fs.switched(&inv);
@@ -54,17 +72,7 @@ fn refresh(fs: &HudiFs) {
 fn versions_follow_the_writes_of_a_merge_on_read_table() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("t");
-    let spec = TableSpec::new("d", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
-    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
-    let mut t = w.begin(Action::DeltaCommit).unwrap();
-    let g0 = t.insert("city=a", &rows(1, 50)).unwrap();
-    let g1 = t.insert("city=a", &rows(2, 40)).unwrap();
-    let i0 = t.complete().unwrap();
-    let mut t = w.begin(Action::DeltaCommit).unwrap();
-    t.update("city=a", &g0, &rows_with_ids(9, &[1000, 1001, 7_000_000]))
-        .unwrap();
-    t.delete("city=a", &g1, &[2000, 2001, 2002]).unwrap();
-    let i1 = t.complete().unwrap();
+    let (mut w, _, i0, i1) = two_writes(&root);
     // A write still in flight: never a version.
     let mut t = w.begin(Action::DeltaCommit).unwrap();
     t.insert("city=b", &rows(3, 5)).unwrap();
@@ -289,17 +297,7 @@ fn change_types(
 fn data_writes_carry_their_change_data_and_a_compaction_none() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("t");
-    let spec = TableSpec::new("d", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
-    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
-    let mut t = w.begin(Action::DeltaCommit).unwrap();
-    let g0 = t.insert("city=a", &rows(1, 50)).unwrap();
-    let g1 = t.insert("city=a", &rows(2, 40)).unwrap();
-    let i0 = t.complete().unwrap();
-    let mut t = w.begin(Action::DeltaCommit).unwrap();
-    t.update("city=a", &g0, &rows_with_ids(9, &[1000, 1001, 7_000_000]))
-        .unwrap();
-    t.delete("city=a", &g1, &[2000, 2001, 2002]).unwrap();
-    let i1 = t.complete().unwrap();
+    let (mut w, g0, i0, i1) = two_writes(&root);
     let c = w.schedule_compaction(&[("city=a", g0.as_str())]).unwrap();
     w.run_compaction(&c, true).unwrap();
 
