@@ -38,7 +38,7 @@ pub struct Version {
     /// The data files, by their path in the table (partition and name): a file keeps its
     /// `DeltaFile` from the version that added it for as long as it stays.
     /// (A persistent map: a version shares what it keeps with the one before.)
-    pub files: imbl::OrdMap<String, Arc<DeltaFile>>,
+    pub files: imbl::OrdMap<Arc<str>, Arc<DeltaFile>>,
     /// The files of the version before that this one no longer has, and the files it adds.
     pub removed: Vec<Arc<DeltaFile>>,
     pub added: Vec<Arc<DeltaFile>>,

@@ -8,7 +8,7 @@
 //! selects it alone, under its own inode numbers), each feed file served as a change data file
 //! in its version's schema; the version's `cdc` actions name them (§11.4).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -108,6 +108,30 @@ fn touched_partitions(
     Some(out)
 }
 
+/// The file groups write `inst` changed, by partition: those its write stats name and those it
+/// replaced; `None` when its metadata cannot be read or a stat names no group.
+fn touched_groups(
+    snap: &Snapshot,
+    inst: &hudifs_core::timeline::Instant,
+) -> Option<BTreeMap<String, BTreeSet<String>>> {
+    let m = snap.meta.commit(inst).ok()?;
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let groups = m
+        .write_stats
+        .iter()
+        .map(|w| (&w.partition, &w.file_id))
+        .chain(m.replaced.iter().map(|g| (&g.partition, &g.file_id)));
+    for (partition, fid) in groups {
+        if fid.is_empty() {
+            return None;
+        }
+        out.entry(partition.clone())
+            .or_default()
+            .insert(fid.clone());
+    }
+    Some(out)
+}
+
 /// Whether version `v` has change data files (worked out or not).
 fn has_changes(v: &Arc<Version>) -> bool {
     v.wants_changes
@@ -119,6 +143,28 @@ fn changes_given(v: &Version) -> bool {
     v.changes
         .get()
         .is_some_and(|c| !c.iter().any(|f| f.path.ends_with(UNAVAILABLE)))
+}
+
+/// The files of a version's map.
+type Files = imbl::OrdMap<Arc<str>, Arc<DeltaFile>>;
+
+/// Move the files of `files` whose path starts with `prefix` and lies in partition `part` to
+/// `to`.
+fn move_files(files: &mut Files, to: &mut Files, prefix: &str, part: &str) {
+    let keys: Vec<Arc<str>> = files
+        .range::<_, str>((
+            std::ops::Bound::Included(prefix),
+            std::ops::Bound::Unbounded,
+        ))
+        .take_while(|(k, _)| k.starts_with(prefix))
+        .filter(|(k, _)| partition_of(k) == part)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in keys {
+        if let Some(f) = files.remove(&*k) {
+            to.insert(k, f);
+        }
+    }
 }
 
 /// The partition of a file's path in a view.
@@ -343,6 +389,15 @@ impl HudiFs {
         let cleaned = snap.ctx.retention_bound();
         let pending = tl.oldest_pending();
         let old = lock(&self.delta.log).clone();
+        // Every write's commit metadata, decoded side by side first (each version reads it; a
+        // table of a thousand writes spends most of a first build decoding them one by one).
+        // A later build keeps the versions it can and decodes only the new writes'.
+        if old.is_none() {
+            let writes: Vec<&Arc<hudifs_core::timeline::Instant>> = tl.completed.values().collect();
+            hudifs_core::side_by_side::map(&writes, hudifs_core::side_by_side::cores(), |inst| {
+                let _ = snap.meta.commit(inst);
+            });
+        }
         for (i, (t, inst)) in tl.completed.iter().enumerate() {
             let n = offset + i as u64;
             if failed.is_some() {
@@ -421,41 +476,57 @@ impl HudiFs {
         // The previous version's files, less those of the partitions walked again (`dropped`):
         // what the walk finds again with the same name stays as it was.
         let mut files = prev.map(|p| p.files.clone()).unwrap_or_default();
-        let mut dropped: imbl::OrdMap<String, Arc<DeltaFile>> = imbl::OrdMap::new();
+        let mut dropped = Files::new();
         let mut walked = Vec::new();
-        match prev.and_then(|_| touched_partitions(snap, inst)) {
-            Some(touched) => {
-                for part in &touched {
-                    let keys: Vec<String> = if part.is_empty() {
-                        files.keys().filter(|k| !k.contains('/')).cloned().collect()
-                    } else {
-                        let prefix = format!("{part}/");
-                        files
-                            .range(prefix.clone()..)
-                            .take_while(|(k, _)| k.starts_with(&prefix))
-                            .filter(|(k, _)| partition_of(k) == part)
-                            .map(|(k, _)| k.clone())
-                            .collect()
-                    };
-                    for k in keys {
-                        if let Some(f) = files.remove(&k) {
-                            dropped.insert(k, f);
-                        }
+        // A copy-on-write table's version: only the groups the write touched are resolved again
+        // (a version of a big table touches a few groups of many partitions).
+        let groups = prev
+            .filter(|_| !merged)
+            .and_then(|_| touched_groups(snap, inst));
+        if let (Some(groups), Node::ViewDir { view, .. }) = (groups, root) {
+            let v = self.view(view)?;
+            for (part, fids) in &groups {
+                for fid in fids {
+                    let prefix = join(part, &format!("{fid}_"));
+                    move_files(&mut files, &mut dropped, &prefix, part);
+                }
+                let fids: BTreeSet<&str> = fids.iter().map(|f| f.as_str()).collect();
+                if let Some((listing, choice)) = self.views.resolve_groups(&v, part, &fids)? {
+                    for c in &choice.files {
+                        let i = c.index as usize;
+                        let node = Node::ViewFile {
+                            view,
+                            file: listing.ids[i],
+                        };
+                        walked.push((join(part, listing.files[i].name()), node.ino()));
                     }
-                    self.delta_walk(root, part, false, &mut walked)?;
                 }
             }
-            None => {
-                dropped = std::mem::take(&mut files);
-                self.delta_walk(root, "", true, &mut walked)?;
+        } else {
+            match prev.and_then(|_| touched_partitions(snap, inst)) {
+                Some(touched) => {
+                    for part in &touched {
+                        let prefix = if part.is_empty() {
+                            String::new()
+                        } else {
+                            format!("{part}/")
+                        };
+                        move_files(&mut files, &mut dropped, &prefix, part);
+                        self.delta_walk(root, part, false, &mut walked)?;
+                    }
+                }
+                None => {
+                    dropped = std::mem::take(&mut files);
+                    self.delta_walk(root, "", true, &mut walked)?;
+                }
             }
         }
         walked.sort();
         let mut new = Vec::new();
         for (rel, ino) in walked {
-            match dropped.remove(&rel) {
-                Some(f) => {
-                    files.insert(rel, f);
+            match dropped.remove_with_key(rel.as_str()) {
+                Some((k, f)) => {
+                    files.insert(k, f);
                 }
                 None => new.push((rel, ino)),
             }
@@ -482,7 +553,7 @@ impl HudiFs {
                 data_change,
             });
             added.push(f.clone());
-            files.insert(rel, f);
+            files.insert(Arc::from(rel), f);
         }
         let arrow = arrow.or_else(|| prev.and_then(|p| p.arrow.clone()));
         Ok(Version {

@@ -299,7 +299,12 @@ impl HudiFs {
         let built = self.iceberg()?;
         let missing = || Error::NotFound(format!("iceberg/{t}/{rel}"));
         let s = built.table.snapshot_at(t.as_str()).ok_or_else(missing)?;
-        let f = s.version.files.get(&rel).ok_or_else(missing)?.clone();
+        let f = s
+            .version
+            .files
+            .get(rel.as_str())
+            .ok_or_else(missing)?
+            .clone();
         Ok((built, f))
     }
 

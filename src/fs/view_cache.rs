@@ -283,6 +283,29 @@ impl ViewCache {
         Ok(slot.get_or_init(|| Arc::new(resolved)).clone())
     }
 
+    /// What view `v` shows of the file groups `fids` of `partition` alone (found by name, the
+    /// partition's other groups not resolved), with the partition's listing; `None` when the
+    /// view's snapshot has no such partition.
+    pub fn resolve_groups(
+        &self,
+        v: &ViewState,
+        partition: &str,
+        fids: &BTreeSet<&str>,
+    ) -> Result<Option<(Arc<PartitionListing>, PartitionChoice)>> {
+        let Some(i) = v.partition_index(partition) else {
+            return Ok(None);
+        };
+        let partition = &v.snap.partitions[i];
+        if !v.plan.may_list(partition) {
+            return Ok(Some((Arc::default(), PartitionChoice::default())));
+        }
+        let listing = self.listing_of(v, partition)?;
+        let choice = v
+            .snap
+            .resolve_groups(&v.plan, &listing.files, fids, &self.interner);
+        Ok(Some((listing, choice)))
+    }
+
     /// The listing of `partition` for view `v`'s snapshot (a store's fault is EIO).
     pub fn listing_of(&self, v: &ViewState, partition: &Arc<str>) -> Result<Arc<PartitionListing>> {
         let listing = self.partitions.listing(&v.snap, partition).map_err(|e| {

@@ -28,6 +28,9 @@ pub const BUCKETS: usize = 64;
 /// What the table needs of one data file: its footer facts (schema and statistics).
 pub type FactsOf<'a> = dyn Fn(&DeltaFile) -> Option<Arc<FileFacts>> + 'a;
 
+/// A manifest as written, and its entry in a manifest list.
+type Rendered = (Arc<Vec<u8>>, ManifestRef);
+
 /// One snapshot.
 pub struct Snapshot {
     pub version: Arc<Version>,
@@ -39,8 +42,12 @@ pub struct Snapshot {
     /// For each bucket, the snapshot (index) that wrote its manifest; none: the bucket is empty.
     writers: Vec<Option<usize>>,
     list: OnceLock<Arc<Vec<u8>>>,
-    /// This snapshot's own manifests (by bucket), rendered when first read.
-    manifests: HashMap<usize, OnceLock<Arc<Vec<u8>>>>,
+    /// This snapshot's own manifests (by bucket) and their manifest-list entries, rendered when
+    /// first read.
+    manifests: HashMap<usize, OnceLock<Rendered>>,
+    /// The version's files by bucket, sorted out in one pass when a manifest of this snapshot
+    /// is first rendered (each manifest would otherwise walk all of them).
+    by_bucket: OnceLock<Vec<Vec<Arc<DeltaFile>>>>,
 }
 
 /// A file of `iceberg/metadata/`.
@@ -285,6 +292,7 @@ impl IcebergTable {
                 writers,
                 list: OnceLock::new(),
                 manifests,
+                by_bucket: OnceLock::new(),
             });
         }
         Ok(IcebergTable {
@@ -484,20 +492,17 @@ impl IcebergTable {
             .manifests
             .get(&b)
             .ok_or_else(|| format!("snapshot {} wrote no manifest {b}", s.id))?;
+        if let Some(got) = slot.get() {
+            return Ok(got.clone());
+        }
         let entries = self.entries(i, b, facts)?;
-        let bytes = match slot.get() {
-            Some(bytes) => bytes.clone(),
-            None => {
-                let (fields, _) = &self.schemas[s.schema_id as usize];
-                let schema = json!({"type": "struct", "schema-id": s.schema_id, "fields": fields});
-                let bytes = Arc::new(manifest::manifest(
-                    &schema.to_string(),
-                    s.schema_id,
-                    &entries,
-                ));
-                slot.get_or_init(|| bytes).clone()
-            }
-        };
+        let (fields, _) = &self.schemas[s.schema_id as usize];
+        let schema = json!({"type": "struct", "schema-id": s.schema_id, "fields": fields});
+        let bytes = Arc::new(manifest::manifest(
+            &schema.to_string(),
+            s.schema_id,
+            &entries,
+        ));
         let mut r = ManifestRef {
             path: self.path_of(MetaFile::Manifest(s.version.number, b)),
             length: bytes.len() as u64,
@@ -509,7 +514,7 @@ impl IcebergTable {
             deleted: (0, 0),
         };
         r.count(&entries);
-        Ok((bytes, r))
+        Ok(slot.get_or_init(|| (bytes, r)).clone())
     }
 
     /// The entries of the manifest snapshot `i` wrote for bucket `b`: its files there (added
@@ -518,8 +523,14 @@ impl IcebergTable {
         let s = &self.snapshots[i];
         let v = &s.version;
         let mut out = Vec::new();
-        let files = v.files.values().filter(|f| bucket(&f.path) == b);
-        for f in files {
+        let by_bucket = s.by_bucket.get_or_init(|| {
+            let mut out = vec![Vec::new(); BUCKETS];
+            for f in v.files.values() {
+                out[bucket(&f.path)].push(f.clone());
+            }
+            out
+        });
+        for f in &by_bucket[b] {
             let adder = self.adder(f)?;
             let status = if adder == i {
                 Status::Added

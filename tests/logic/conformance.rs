@@ -105,3 +105,59 @@ fn every_fixture_through_hudifs_ls() {
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// Resolving only some file groups of a partition (what `delta/` does for the groups a write
+/// touched) chooses in them exactly what resolving the whole partition chooses: on every
+/// fixture, every `as_of/` view and every partition, each group alone and all groups at once.
+#[test]
+fn a_partition_resolves_group_by_group_as_a_whole() {
+    let Some(dir) = support::fixtures_dir() else {
+        return;
+    };
+    let interner = hudifs_core::rules::InstantInterner::default();
+    let mut checked = 0;
+    for fx in support::fixtures(&dir) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = support::unzip(&fx.zip, tmp.path());
+        let snap = support::snapshot(&root);
+        let keys = snap
+            .timeline()
+            .completed
+            .keys()
+            .map(|t| hudifs_core::viewkey::ViewKey::AsOf(t.clone()))
+            .chain([hudifs_core::viewkey::ViewKey::Latest]);
+        for key in keys {
+            let Ok(plan) = snap.plan(&key, false) else {
+                continue;
+            };
+            for p in snap.partitions.iter() {
+                let files = snap.list_partition(p).unwrap();
+                let whole = snap.resolve_partition(&plan, &files, &interner);
+                let chosen =
+                    |c: &hudifs_core::rules::PartitionChoice| -> Vec<(u32, String, String)> {
+                        c.files
+                            .iter()
+                            .map(|f| {
+                                let w = c.writer(f).map(|w| w.to_string()).unwrap_or_default();
+                                (f.index, w, c.slice(f).to_string())
+                            })
+                            .collect()
+                    };
+                let fids: std::collections::BTreeSet<&str> =
+                    files.iter().map(|f| f.file_id()).collect();
+                let all = snap.resolve_groups(&plan, &files, &fids, &interner);
+                assert_eq!(chosen(&all), chosen(&whole), "{} {key:?} {p}", fx.name);
+                let mut by_one = Vec::new();
+                for fid in &fids {
+                    let one = snap.resolve_groups(&plan, &files, &[*fid].into(), &interner);
+                    by_one.extend(chosen(&one));
+                }
+                by_one.sort();
+                assert_eq!(by_one, chosen(&whole), "{} {key:?} {p}", fx.name);
+                checked += 1;
+            }
+        }
+    }
+    eprintln!("{checked} partitions of views resolved group by group as a whole");
+    assert!(checked > 500, "only {checked} partitions checked");
+}

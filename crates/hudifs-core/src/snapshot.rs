@@ -192,6 +192,18 @@ impl Snapshot {
         rules::resolve_partition(&self.ctx, &self.meta, plan, files, interner)
     }
 
+    /// What [`Snapshot::resolve_partition`] chooses in the file groups `fids` alone, found by
+    /// name in the partition's listing without a look at its other files.
+    pub fn resolve_groups<F: std::borrow::Borrow<DataFile>>(
+        &self,
+        plan: &Plan,
+        files: &[F],
+        fids: &std::collections::BTreeSet<&str>,
+        interner: &InstantInterner,
+    ) -> PartitionChoice {
+        rules::resolve_groups(&self.ctx, &self.meta, plan, files, fids, interner)
+    }
+
     /// The data files of a partition, as the storage lists them now (or, the first time on an
     /// object store, as the discovery of this snapshot listed them).
     pub fn list_partition(&self, partition: &str) -> Result<Vec<DataFile>> {

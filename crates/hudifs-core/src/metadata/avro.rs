@@ -468,7 +468,9 @@ impl<'s> AvroDecoder<'s> {
                 Value::Object(entries.into_iter().collect())
             }
             AvroNode::Record(fields) => {
-                let mut out = serde_json::Map::new();
+                // Sized once: a record grown field by field spent more time growing than
+                // decoding (a commit of a thousand write stats).
+                let mut out = serde_json::Map::with_capacity(fields.len());
                 for (name, field) in fields {
                     out.insert(
                         name.to_string(),

@@ -23,7 +23,7 @@ pub use context::{unreadable_metadata, Context};
 pub use incremental::{incremental_windows, write_kind};
 pub use model::model;
 pub use plan::{needs_archive, plan, wants_archive, Archived, Plan, WindowWrite, WriteKind};
-pub use resolve::{resolve_partition, Chosen, InstantInterner, PartitionChoice};
+pub use resolve::{resolve_groups, resolve_partition, Chosen, InstantInterner, PartitionChoice};
 pub use touched::touched_partitions;
 
 use crate::instant_time::InstantTime;

@@ -103,22 +103,72 @@ pub fn resolve_partition<F: std::borrow::Borrow<DataFile>>(
     files: &[F],
     interner: &InstantInterner,
 ) -> PartitionChoice {
-    let mut out = PartitionChoice::default();
-    let Some(t) = plan.t.as_deref() else {
-        return out;
-    };
-    let Some(first) = files.first().map(|f| f.borrow()) else {
-        return out;
+    let (Some(t), Some(first)) = (plan.t.as_deref(), files.first().map(|f| f.borrow())) else {
+        return PartitionChoice::default();
     };
     if !plan.may_list(&first.partition) {
-        return out;
+        return PartitionChoice::default();
     }
-    let partition = first.partition.to_string();
     let mut groups: BTreeMap<&str, Vec<(u32, &DataFile)>> = BTreeMap::new();
     for (i, f) in files.iter().enumerate() {
         let f: &DataFile = f.borrow();
         groups.entry(f.file_id()).or_default().push((i as u32, f));
     }
+    choose(ctx, meta, plan, t, &first.partition, groups, interner)
+}
+
+/// Choose, for a planned view, the files of only the file groups `fids` of one partition's
+/// listing (`files`, sorted by name): what [`resolve_partition`] chooses in those groups, found
+/// by name (a group's base files are named `<fileId>_…`, its logs `.<fileId>_…`) without a look
+/// at the partition's other files. For a caller that knows which groups changed between two
+/// views (a Delta version is the version before plus the groups its write touched).
+pub fn resolve_groups<F: std::borrow::Borrow<DataFile>>(
+    ctx: &Context,
+    meta: &InstantMetadata,
+    plan: &Plan,
+    files: &[F],
+    fids: &BTreeSet<&str>,
+    interner: &InstantInterner,
+) -> PartitionChoice {
+    let (Some(t), Some(first)) = (plan.t.as_deref(), files.first().map(|f| f.borrow())) else {
+        return PartitionChoice::default();
+    };
+    if !plan.may_list(&first.partition) {
+        return PartitionChoice::default();
+    }
+    let mut groups: BTreeMap<&str, Vec<(u32, &DataFile)>> = BTreeMap::new();
+    for fid in fids {
+        for prefix in [fid.to_string(), format!(".{fid}")] {
+            let start = files.partition_point(|f| f.borrow().name() < prefix.as_str());
+            for (i, f) in files.iter().enumerate().skip(start) {
+                let f: &DataFile = f.borrow();
+                if !f.name().starts_with(prefix.as_str()) {
+                    break;
+                }
+                if f.file_id() == *fid {
+                    groups.entry(fid).or_default().push((i as u32, f));
+                }
+            }
+        }
+    }
+    for g in groups.values_mut() {
+        g.sort_by_key(|(i, _)| *i);
+    }
+    choose(ctx, meta, plan, t, &first.partition, groups, interner)
+}
+
+/// The files a view shows of the file groups `groups` (each group's files in listing order) of
+/// one partition: [`resolve_group`] on each, as a [`PartitionChoice`].
+fn choose<'f>(
+    ctx: &'f Context,
+    meta: &InstantMetadata,
+    plan: &'f Plan,
+    t: &'f str,
+    partition: &str,
+    groups: BTreeMap<&'f str, Vec<Listed<'f>>>,
+    interner: &InstantInterner,
+) -> PartitionChoice {
+    let mut out = PartitionChoice::default();
     let mut chosen: Vec<Picked> = Vec::new();
     // Most tables have no replaced groups, pending compactions or group filter: their groups
     // need no id (two strings each).
@@ -127,7 +177,7 @@ pub fn resolve_partition<F: std::borrow::Borrow<DataFile>>(
         || plan.only.is_some()
         || !ctx.pending_compaction_groups.is_empty();
     for (fid, gfiles) in groups {
-        let g = group_facts.then(|| FileGroupId::new(&partition, fid));
+        let g = group_facts.then(|| FileGroupId::new(partition, fid));
         if let Some(g) = &g {
             if ctx.replaced_at(g, t)
                 || plan.archived_replaced.contains(g)
