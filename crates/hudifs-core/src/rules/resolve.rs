@@ -136,9 +136,15 @@ pub fn resolve_groups<F: std::borrow::Borrow<DataFile>>(
     if !plan.may_list(&first.partition) {
         return PartitionChoice::default();
     }
+    // Log names start with a dot: where no name does, no group has a log to look for.
+    let dot = files.partition_point(|f| f.borrow().name() < ".");
+    let logs = files
+        .get(dot)
+        .is_some_and(|f| f.borrow().name().starts_with('.'));
     let mut groups: BTreeMap<&str, Vec<(u32, &DataFile)>> = BTreeMap::new();
     for fid in fids {
-        for prefix in [fid.to_string(), format!(".{fid}")] {
+        let log_prefix = logs.then(|| format!(".{fid}"));
+        for prefix in std::iter::once(fid.to_string()).chain(log_prefix) {
             let start = files.partition_point(|f| f.borrow().name() < prefix.as_str());
             for (i, f) in files.iter().enumerate().skip(start) {
                 let f: &DataFile = f.borrow();

@@ -101,7 +101,19 @@ impl InstantMetadata {
     /// one).
     pub fn commit(&self, inst: &Instant) -> Decoded<CommitMetadata> {
         memo(&inst.memo.commit, || {
-            let v = self.json(inst)?;
+            // The JSON is kept only where something else decoded it already: a commit's facts
+            // are all its readers need, and a thousand commits' JSON trees held the memory of
+            // a mount of a big table (and cost more in fresh pages than in decoding).
+            let v = match inst.memo.json.get() {
+                Some(v) => v.clone()?,
+                None => {
+                    let state = inst
+                        .last_file()
+                        .map(|f| f.state)
+                        .unwrap_or(State::Requested);
+                    self.decode_state(inst, state)?
+                }
+            };
             let m = CommitMetadata::from_json(&v).map_err(|error| MetadataError {
                 file: self.describe(inst.last_file().map(|f| f.name.as_str()).unwrap_or("")),
                 error,

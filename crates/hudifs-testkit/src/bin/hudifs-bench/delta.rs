@@ -4,14 +4,86 @@
 //! time until a first full listing of `latest/` on an equally cold mount. Then DuckDB's
 //! `count(*)` through `delta_scan('delta/')` against `read_parquet` of the same files
 //! (`latest/**/*.parquet`) on one warm mount, alternating.
+//!
+//! With `--server` the same table is served by an S3 server on 127.0.0.1 (s3s-fs in this
+//! process, or moto) behind the test kit's latency proxy, mounted as `s3://…`, once per
+//! `--latency-ms`: the same two figures on an object store.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
 use crate::record::{append, median, sides, Record, Side};
+use crate::s3server::{serve, S3Table};
 use crate::sys::{drop_caches, find_files, hudifs_bin, Mount};
 use crate::{Common, Res};
+
+/// Where a figure's table is mounted from: its path (or `s3://` URL), the mount's extra
+/// arguments, and how the record names and titles say so (empty on a local disk).
+pub struct Source {
+    pub table: std::path::PathBuf,
+    pub args: Vec<String>,
+    /// `-s3s-fs-0ms`: appended to the record names.
+    pub tag: String,
+    /// ` (s3s-fs, +0 ms per request)`: appended to the titles.
+    pub title: String,
+}
+
+/// The S3 side of a figure: `--server` and `--latency-ms` of `delta` and `iceberg`.
+#[derive(clap::Args, Clone, Default)]
+pub struct OnS3 {
+    /// Also measure the table on this S3 server on 127.0.0.1: s3s-fs (a build with
+    /// --features s3bench) or moto (`--moto-python`).
+    #[arg(long)]
+    pub server: Option<String>,
+    /// Per-request latencies to measure the S3 side at, in ms.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub latency_ms: Vec<u64>,
+    /// A Python with `moto[server]`, for `--server moto`.
+    #[arg(long)]
+    pub moto_python: Option<std::path::PathBuf>,
+}
+
+/// Figure `f` on `table` from a local disk, then from every S3 side `s3` asks for.
+pub fn bench_everywhere(table: &Path, python: &Path, c: &Common, s3: &OnS3, f: &Format) -> Res<()> {
+    let canon = table
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", table.display()))?;
+    let local = Source {
+        table: canon.clone(),
+        args: Vec::new(),
+        tag: String::new(),
+        title: String::new(),
+    };
+    bench_format(&local, python, c, f)?;
+    let Some(server) = &s3.server else {
+        return Ok(());
+    };
+    let url = "s3://lake/bench/wide";
+    let served = serve(
+        &S3Table {
+            table: canon,
+            python: s3.moto_python.clone().unwrap_or_default(),
+            script: Default::default(),
+            latency_ms: s3.latency_ms.clone(),
+            server: server.clone(),
+        },
+        url,
+    )?;
+    for &lat in &s3.latency_ms {
+        served
+            .proxy
+            .set_latency(std::time::Duration::from_millis(lat));
+        let on = Source {
+            table: url.into(),
+            args: hudifs_testkit::s3::store_args(&served.proxy.endpoint),
+            tag: format!("-{server}-{lat}ms"),
+            title: format!(" ({server}, +{lat} ms per request)"),
+        };
+        bench_format(&on, python, c, f)?;
+    }
+    Ok(())
+}
 
 /// What a Delta reader reads of `delta/` to know the current snapshot; the files read.
 fn read_metadata(delta: &Path) -> Res<usize> {
@@ -94,12 +166,9 @@ pub struct Format<'a> {
 /// The figure of `f` on `table`: cold mounts until a reader has the current snapshot's
 /// metadata vs until a full listing of latest/, then DuckDB's count(*) through the format vs
 /// read_parquet of the same files on one warm mount, alternating.
-pub fn bench_format(table: &Path, python: &Path, c: &Common, f: &Format) -> Res<()> {
+pub fn bench_format(on: &Source, python: &Path, c: &Common, f: &Format) -> Res<()> {
     let hudifs = hudifs_bin(c);
-    let canon = table
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", table.display()))?;
-    let (_, n_files) = find_files(&canon)?;
+    let mut n_files = 0;
     let cold = drop_caches();
     let (mut meta, mut listing) = (Vec::new(), Vec::new());
     let mut read_files = 0;
@@ -107,18 +176,20 @@ pub fn bench_format(table: &Path, python: &Path, c: &Common, f: &Format) -> Res<
         for format_side in sides(rep) {
             drop_caches();
             let t = Instant::now();
-            let mnt = Mount::new(&hudifs, &canon, &c.mnt, &[])?;
+            let mnt = Mount::new(&hudifs, &on.table, &c.mnt, &on.args)?;
             if format_side {
                 read_files = (f.read_metadata)(&mnt.guard.path().join(f.dir))?;
                 meta.push(t.elapsed().as_secs_f64());
             } else {
-                find_files(&mnt.latest())?;
+                n_files = find_files(&mnt.latest())?.1;
                 listing.push(t.elapsed().as_secs_f64());
             }
         }
     }
     let notes = vec![
-        format!("table: {n_files} files; {read_files} metadata files read for the newest snapshot"),
+        format!(
+            "latest/: {n_files} files; {read_files} metadata files read for the newest snapshot"
+        ),
         format!(
             "page cache {}; wall time from `hudifs mount` to the last byte read",
             if cold {
@@ -142,10 +213,10 @@ pub fn bench_format(table: &Path, python: &Path, c: &Common, f: &Format) -> Res<
         &c.out,
         &Record::new(
             f.figure,
-            &format!("{}-metadata-cold", f.dir),
+            &format!("{}-metadata-cold{}", f.dir, on.tag),
             &format!(
-                "Cold mount until a {} reader has the newest snapshot's metadata vs until a full listing of latest/",
-                f.title
+                "Cold mount until a {} reader has the newest snapshot's metadata vs until a full listing of latest/{}",
+                f.title, on.title
             ),
             Side::new(&format!("{}/ metadata", f.dir), "s", meta),
             Side::new("latest/ listing", "s", listing),
@@ -155,7 +226,7 @@ pub fn bench_format(table: &Path, python: &Path, c: &Common, f: &Format) -> Res<
         ),
     )?;
 
-    let mnt = Mount::new(&hudifs, &canon, &c.mnt, &[])?;
+    let mnt = Mount::new(&hudifs, &on.table, &c.mnt, &on.args)?;
     let root = mnt.guard.path().to_path_buf();
     let scan = format!("select count(*) from {}", (f.scan)(&root)?);
     let plain = format!(
@@ -180,10 +251,10 @@ pub fn bench_format(table: &Path, python: &Path, c: &Common, f: &Format) -> Res<
         &c.out,
         &Record::new(
             f.figure,
-            &format!("{}-duckdb-count", f.dir),
+            &format!("{}-duckdb-count{}", f.dir, on.tag),
             &format!(
-                "DuckDB 1.5.5 count(*): {fun}('{}/') vs read_parquet of the same files",
-                f.dir
+                "DuckDB 1.5.5 count(*): {fun}('{}/') vs read_parquet of the same files{}",
+                f.dir, on.title
             ),
             Side::new(&fun, "s", a),
             Side::new("read_parquet", "s", b),
@@ -194,12 +265,13 @@ pub fn bench_format(table: &Path, python: &Path, c: &Common, f: &Format) -> Res<
     )
 }
 
-pub fn bench_delta(table: &Path, python: &Path, c: &Common) -> Res<()> {
+pub fn bench_delta(table: &Path, python: &Path, c: &Common, s3: &OnS3) -> Res<()> {
     let scan = |root: &Path| Ok(format!("delta_scan('{}')", root.join("delta").display()));
-    bench_format(
+    bench_everywhere(
         table,
         python,
         c,
+        s3,
         &Format {
             figure: 12,
             dir: "delta",

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::delta::{bench_format, Format};
+use crate::delta::{bench_everywhere, Format, OnS3};
 use crate::{Common, Res};
 
 /// The current metadata file of `iceberg/`.
@@ -50,17 +50,18 @@ fn read_metadata(iceberg: &Path) -> Res<usize> {
     Ok(files)
 }
 
-pub fn bench_iceberg(table: &Path, python: &Path, c: &Common) -> Res<()> {
+pub fn bench_iceberg(table: &Path, python: &Path, c: &Common, s3: &OnS3) -> Res<()> {
     let scan = |root: &Path| {
         Ok(format!(
             "iceberg_scan('{}')",
             current(&root.join("iceberg"))?.display()
         ))
     };
-    bench_format(
+    bench_everywhere(
         table,
         python,
         c,
+        s3,
         &Format {
             figure: 13,
             dir: "iceberg",

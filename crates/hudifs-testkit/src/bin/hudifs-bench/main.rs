@@ -159,6 +159,8 @@ enum Cmd {
         #[arg(long)]
         python: PathBuf,
         #[command(flatten)]
+        s3: delta::OnS3,
+        #[command(flatten)]
         c: Common,
     },
     /// Figure 13: iceberg/: a cold mount until an Iceberg reader has the current snapshot's
@@ -170,6 +172,8 @@ enum Cmd {
         /// extensions.
         #[arg(long)]
         python: PathBuf,
+        #[command(flatten)]
+        s3: delta::OnS3,
         #[command(flatten)]
         c: Common,
     },
@@ -304,8 +308,18 @@ fn main() -> std::process::ExitCode {
             c,
         } => read::bench_read(table, file, modes, c),
         Cmd::Find { table, c } => find::bench_find(table, c),
-        Cmd::Delta { table, python, c } => delta::bench_delta(table, python, c),
-        Cmd::Iceberg { table, python, c } => iceberg::bench_iceberg(table, python, c),
+        Cmd::Delta {
+            table,
+            python,
+            s3,
+            c,
+        } => delta::bench_delta(table, python, c, s3),
+        Cmd::Iceberg {
+            table,
+            python,
+            s3,
+            c,
+        } => iceberg::bench_iceberg(table, python, c, s3),
         Cmd::MountList {
             table,
             python,
