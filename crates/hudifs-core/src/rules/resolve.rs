@@ -103,18 +103,34 @@ pub fn resolve_partition<F: std::borrow::Borrow<DataFile>>(
     files: &[F],
     interner: &InstantInterner,
 ) -> PartitionChoice {
+    resolve_grouped(ctx, meta, plan, files, interner, |files| {
+        let mut groups: BTreeMap<&str, Vec<Listed>> = BTreeMap::new();
+        for (i, f) in files.iter().enumerate() {
+            let f: &DataFile = f.borrow();
+            groups.entry(f.file_id()).or_default().push((i as u32, f));
+        }
+        groups
+    })
+}
+
+/// What a view shows of the file groups `group` sorts out of one partition's listing (each
+/// group's files in listing order): nothing where the view has no time or cannot have files in
+/// the partition.
+fn resolve_grouped<'f, F: std::borrow::Borrow<DataFile>>(
+    ctx: &Context,
+    meta: &InstantMetadata,
+    plan: &Plan,
+    files: &'f [F],
+    interner: &InstantInterner,
+    group: impl FnOnce(&'f [F]) -> BTreeMap<&'f str, Vec<Listed<'f>>>,
+) -> PartitionChoice {
     let (Some(t), Some(first)) = (plan.t.as_deref(), files.first().map(|f| f.borrow())) else {
         return PartitionChoice::default();
     };
     if !plan.may_list(&first.partition) {
         return PartitionChoice::default();
     }
-    let mut groups: BTreeMap<&str, Vec<(u32, &DataFile)>> = BTreeMap::new();
-    for (i, f) in files.iter().enumerate() {
-        let f: &DataFile = f.borrow();
-        groups.entry(f.file_id()).or_default().push((i as u32, f));
-    }
-    choose(ctx, meta, plan, t, &first.partition, groups, interner)
+    choose(ctx, meta, plan, t, &first.partition, group(files), interner)
 }
 
 /// Choose, for a planned view, the files of only the file groups `fids` of one partition's
@@ -130,37 +146,33 @@ pub fn resolve_groups<F: std::borrow::Borrow<DataFile>>(
     fids: &BTreeSet<&str>,
     interner: &InstantInterner,
 ) -> PartitionChoice {
-    let (Some(t), Some(first)) = (plan.t.as_deref(), files.first().map(|f| f.borrow())) else {
-        return PartitionChoice::default();
-    };
-    if !plan.may_list(&first.partition) {
-        return PartitionChoice::default();
-    }
-    // Log names start with a dot: where no name does, no group has a log to look for.
-    let dot = files.partition_point(|f| f.borrow().name() < ".");
-    let logs = files
-        .get(dot)
-        .is_some_and(|f| f.borrow().name().starts_with('.'));
-    let mut groups: BTreeMap<&str, Vec<(u32, &DataFile)>> = BTreeMap::new();
-    for fid in fids {
-        let log_prefix = logs.then(|| format!(".{fid}"));
-        for prefix in std::iter::once(fid.to_string()).chain(log_prefix) {
-            let start = files.partition_point(|f| f.borrow().name() < prefix.as_str());
-            for (i, f) in files.iter().enumerate().skip(start) {
-                let f: &DataFile = f.borrow();
-                if !f.name().starts_with(prefix.as_str()) {
-                    break;
-                }
-                if f.file_id() == *fid {
-                    groups.entry(fid).or_default().push((i as u32, f));
+    resolve_grouped(ctx, meta, plan, files, interner, |files| {
+        // Log names start with a dot: where no name does, no group has a log to look for.
+        let dot = files.partition_point(|f| f.borrow().name() < ".");
+        let logs = files
+            .get(dot)
+            .is_some_and(|f| f.borrow().name().starts_with('.'));
+        let mut groups: BTreeMap<&str, Vec<Listed>> = BTreeMap::new();
+        for fid in fids {
+            let log_prefix = logs.then(|| format!(".{fid}"));
+            for prefix in std::iter::once(fid.to_string()).chain(log_prefix) {
+                let start = files.partition_point(|f| f.borrow().name() < prefix.as_str());
+                for (i, f) in files.iter().enumerate().skip(start) {
+                    let f: &DataFile = f.borrow();
+                    if !f.name().starts_with(prefix.as_str()) {
+                        break;
+                    }
+                    if f.file_id() == *fid {
+                        groups.entry(f.file_id()).or_default().push((i as u32, f));
+                    }
                 }
             }
         }
-    }
-    for g in groups.values_mut() {
-        g.sort_by_key(|(i, _)| *i);
-    }
-    choose(ctx, meta, plan, t, &first.partition, groups, interner)
+        for g in groups.values_mut() {
+            g.sort_by_key(|(i, _)| *i);
+        }
+        groups
+    })
 }
 
 /// The files a view shows of the file groups `groups` (each group's files in listing order) of
