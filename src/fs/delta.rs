@@ -96,18 +96,6 @@ impl Built {
     }
 }
 
-/// The partitions write `inst` changed: those its write stats name and those of the groups
-/// it replaced; `None` when its metadata cannot be read (then every partition is walked).
-fn touched_partitions(
-    snap: &Snapshot,
-    inst: &hudifs_core::timeline::Instant,
-) -> Option<BTreeSet<String>> {
-    let m = snap.meta.commit(inst).ok()?;
-    let mut out: BTreeSet<String> = m.write_stats.iter().map(|w| w.partition.clone()).collect();
-    out.extend(m.replaced.iter().map(|g| g.partition.clone()));
-    Some(out)
-}
-
 /// The file groups write `inst` changed, by partition: those its write stats name and those it
 /// replaced; `None` when its metadata cannot be read or a stat names no group.
 fn touched_groups(
@@ -393,7 +381,12 @@ impl HudiFs {
         // table of a thousand writes spends most of a first build decoding them one by one).
         // A later build keeps the versions it can and decodes only the new writes'.
         if old.is_none() {
-            let writes: Vec<&Arc<hudifs_core::timeline::Instant>> = tl.completed.values().collect();
+            let writes: Vec<&Arc<hudifs_core::timeline::Instant>> = tl
+                .completed
+                .iter()
+                .filter(|(t, _)| cleaned.is_none_or(|b| *t >= b))
+                .map(|(_, i)| i)
+                .collect();
             hudifs_core::side_by_side::map(&writes, hudifs_core::side_by_side::cores(), |inst| {
                 let _ = snap.meta.commit(inst);
             });
@@ -470,9 +463,10 @@ impl HudiFs {
         let timestamp_ms = epoch_ms(completion.as_deref().unwrap_or(t.as_str()));
         let root = self.delta_root(t.clone(), merged)?;
         // A view that refuses (cleaned history, unreadable metadata) refuses the version.
-        if let Node::ViewDir { view, .. } = root {
-            self.view(view)?;
-        }
+        let view = match root {
+            Node::ViewDir { view, .. } => Some((view, self.view(view)?)),
+            _ => None,
+        };
         // The previous version's files, less those of the partitions walked again (`dropped`):
         // what the walk finds again with the same name stays as it was.
         let mut files = prev.map(|p| p.files.clone()).unwrap_or_default();
@@ -480,18 +474,16 @@ impl HudiFs {
         let mut walked = Vec::new();
         // A copy-on-write table's version: only the groups the write touched are resolved again
         // (a version of a big table touches a few groups of many partitions).
-        let groups = prev
-            .filter(|_| !merged)
-            .and_then(|_| touched_groups(snap, inst));
-        if let (Some(groups), Node::ViewDir { view, .. }) = (groups, root) {
-            let v = self.view(view)?;
-            for (part, fids) in &groups {
+        let groups = prev.and_then(|_| touched_groups(snap, inst));
+        if let (Some(groups), Some((view, v)), false) = (&groups, &view, merged) {
+            let view = *view;
+            for (part, fids) in groups {
                 for fid in fids {
                     let prefix = join(part, &format!("{fid}_"));
                     move_files(&mut files, &mut dropped, &prefix, part);
                 }
                 let fids: BTreeSet<&str> = fids.iter().map(|f| f.as_str()).collect();
-                if let Some((listing, choice)) = self.views.resolve_groups(&v, part, &fids)? {
+                if let Some((listing, choice)) = self.views.resolve_groups(v, part, &fids)? {
                     for c in &choice.files {
                         let i = c.index as usize;
                         let node = Node::ViewFile {
@@ -503,9 +495,9 @@ impl HudiFs {
                 }
             }
         } else {
-            match prev.and_then(|_| touched_partitions(snap, inst)) {
+            match groups {
                 Some(touched) => {
-                    for part in &touched {
+                    for part in touched.keys() {
                         let prefix = if part.is_empty() {
                             String::new()
                         } else {

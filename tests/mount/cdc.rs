@@ -383,17 +383,7 @@ duck_rows = duckdb.sql(f"select count(*) from '{mnt}/merged/incremental/earliest
 latest = duckdb.sql(f"select count(*) from '{mnt}/merged/latest/**/*.parquet'").fetchall()[0][0]
 print(ops, arrow_rows, duck_rows, latest)
 "#;
-    let out = std::process::Command::new(&py)
-        .args(["-c", script])
-        .arg(m.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let text = support::printed(&py, script, &[m.path()]);
     let parts: Vec<&str> = text.split_whitespace().collect();
     // 8 inserts, 3 updates and 2 deletes over the table's history (cdc/ reads the same as
     // tests/mount/cdc.rs's reference); the whole-history window of merged/incremental/ is the table.

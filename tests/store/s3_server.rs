@@ -435,22 +435,6 @@ fn same_on_the_store(
     (lm, sm)
 }
 
-/// What the Python program `code` prints (trimmed) given `arg`; panics with its stderr when it
-/// fails.
-fn printed(py: &Path, code: &str, arg: &Path) -> String {
-    let out = std::process::Command::new(py)
-        .args(["-c", code])
-        .arg(arg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 /// The tables the `delta/` and `iceberg/` store tests read, under `dir`: a merge-on-read table
 /// with an update and a delete (47 rows), and the test kit's cleaned and archived copy-on-write
 /// table (20 rows).
@@ -514,7 +498,7 @@ fn delta_reads_the_same_on_s3() {
                     print(DeltaTable(sys.argv[1]).to_pyarrow_table().num_rows, flush=True); \
                     os._exit(0)";
         assert_eq!(
-            printed(&py, code, &sm.path().join("delta")),
+            support::printed(&py, code, &[&sm.path().join("delta")]),
             want.to_string(),
             "{url}"
         );
@@ -523,10 +507,9 @@ fn delta_reads_the_same_on_s3() {
         if local != &mor {
             continue;
         }
-        let out = std::process::Command::new(&py)
-            .args([
-                "-c",
-                "import os, sys, collections, pyarrow as pa, pyarrow.dataset as ds; \
+        let got = support::printed(
+            &py,
+            "import os, sys, collections, pyarrow as pa, pyarrow.dataset as ds; \
                  from deltalake import DeltaTable; \
                  t = pa.RecordBatchReader.from_stream(DeltaTable(sys.argv[1]).load_cdf(0)).read_all(); \
                  c = collections.Counter(t['_change_type'].to_pylist()); \
@@ -535,18 +518,13 @@ fn delta_reads_the_same_on_s3() {
                           'u': ['update_preimage', 'update_postimage']}; \
                  h = collections.Counter(k for o in ops for k in kinds[o]); \
                  print(sorted(c.items()), sorted(h.items()), sep='\\n', flush=True); os._exit(0)",
-            ])
-            .arg(sm.path().join("delta"))
-            .arg(sm.path().join("cdc/earliest..latest"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            &[
+                &sm.path().join("delta"),
+                &sm.path().join("cdc/earliest..latest"),
+            ],
         );
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
+            got,
             "[('delete', 3), ('insert', 50), ('update_postimage', 1), ('update_preimage', 1)]\n\
              [('delete', 3), ('insert', 50), ('update_postimage', 1), ('update_preimage', 1)]"
         );
@@ -582,7 +560,7 @@ fn iceberg_reads_the_same_on_s3() {
         let code = "import sys; from pyiceberg.table import StaticTable; \
                     print(StaticTable.from_metadata(sys.argv[1]).scan().to_arrow().num_rows)";
         assert_eq!(
-            printed(&support::python(), code, &meta),
+            support::printed(&support::python(), code, &[&meta]),
             want.to_string(),
             "{url}"
         );

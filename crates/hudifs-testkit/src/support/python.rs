@@ -55,6 +55,22 @@ pub fn pip_install(py: &Path, packages: &[&str]) {
     assert!(st.success(), "pip install {packages:?} failed");
 }
 
+/// What the Python program `code` prints (trimmed) given `args`; panics with its stderr when it
+/// fails.
+pub fn printed(py: &Path, code: &str, args: &[&Path]) -> String {
+    let out = std::process::Command::new(py)
+        .args(["-c", code])
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", py.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// A Python with [`PYTHON_PACKAGES`]: `HUDIFS_PYTHON`, else a virtual environment in
 /// target/pyenv, created and filled from PyPI on first use.
 pub fn python() -> PathBuf {
