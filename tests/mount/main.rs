@@ -11,6 +11,7 @@ mod cdc;
 mod crash_restart;
 mod delta;
 mod demo;
+mod hudi_rs_written;
 mod iceberg;
 mod lake_mount;
 mod lifecycle;

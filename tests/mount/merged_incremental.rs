@@ -26,9 +26,9 @@ use hudifs_testkit::generator::{rows, rows_with_ids, TableSpec, TableWriter};
 use serde_json::{json, Value};
 use support::MountGuard;
 
-/// Fixtures on which hudi-rs 0.5.0's incremental read departs from Java Hudi, and how
-/// (SEMANTICS.md §10.9 has the details).
-const HUDI_RS_DIFFERS: [(&str, &str); 2] = [
+/// Fixtures on which hudi-rs's incremental read (0.5.0, and 0.6.0-rc.1: `hudi_rs_written`)
+/// departs from Java Hudi, and how (SEMANTICS.md §10.9 has the details).
+pub(crate) const HUDI_RS_DIFFERS: [(&str, &str); 2] = [
     (
         "quickstart_trips_table/mor/avro/table_partial_update",
         "hudi-rs leaves the columns a partial update did not set null; Java merges them",

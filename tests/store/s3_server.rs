@@ -409,6 +409,44 @@ fn renamed_columns_read_the_same_on_s3() {
     }
 }
 
+/// The tables hudi-rs 0.6 wrote (`tests/fixtures/hudi-rs-0.6/`: ZSTD base files and log blocks,
+/// a metadata table, deletes, delete markers, a compaction), uploaded to the server. Through a
+/// mount of each `s3://` table, every view hudi-rs answered for (`merged/latest/`, each
+/// `merged/as_of/<T>/` and `merged/incremental/<w>/`; `latest/` and `as_of/<T>/` of the
+/// copy-on-write tables) holds the local mount's names and bytes, which
+/// `mount::hudi_rs_written` checks against hudi-rs's own reads.
+#[test]
+fn hudi_rs_tables_read_the_same_on_s3() {
+    if !fuse_available() {
+        return;
+    }
+    let moto = support::moto();
+    let tmp = tempfile::tempdir().unwrap();
+    let tables = support::hudi_rs_tables(tmp.path());
+    assert!(tables.len() >= 9, "{tables:?}");
+    for t in &tables {
+        let doc = t.doc("views.json");
+        let cow = doc["table_type"] == "COPY_ON_WRITE";
+        let mut views = Vec::new();
+        for v in doc["views"].as_array().unwrap() {
+            let label = v["label"].as_str().unwrap();
+            // A window that selects no data write (a compaction, a delete) lists nothing.
+            if v["rows"] == 0 {
+                continue;
+            }
+            views.push(format!("merged/{label}"));
+            if cow && !label.starts_with("incremental/") {
+                views.push(label.to_string());
+            }
+        }
+        let url = format!("s3://lake/hudi-rs/{}", t.name);
+        let (lm, sm) = same_on_the_store(&t.root, &url, &moto.endpoint, &views, &[]);
+        for m in [&lm, &sm] {
+            assert!(!m.log_text().contains("refused"), "{}", m.log_text());
+        }
+    }
+}
+
 /// Upload the table at `local` to the server at `endpoint` as `url`, mount both, and check
 /// that each of `views` is not empty and holds the same names and bytes on the store as on the
 /// local disk; the two mounts (local, store), both given the mount options `extra`.

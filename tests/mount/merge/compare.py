@@ -3,7 +3,8 @@ data. Input (JSON on stdin): {"table": root, "gold": dir or null, "views": [{"la
 (or null for latest), "window" (optional: [start, end], an incremental read of (start, end]
 instead of a snapshot), "oracle" (optional: {"dir", "keep"}: the rows of another view's
 files whose _hoodie_commit_time is in "keep", the answer the view must equal), "stringify"
-(optional: columns compared as strings with hudi-rs), "dir", "refused", "model" (optional: the rows the view must hold, as
+(optional: columns compared as strings with hudi-rs), "same_as_dir" / "same_as_file" (optional: the
+Parquet files under a folder, or one file, the view must equal; "table" null skips hudi-rs 0.5.0), "dir", "refused", "model" (optional: the rows the view must hold, as
 a list of {column: value}; compared on those columns)}]}. Output: one JSON object on stdout with per-view
 results; a view whose files cannot be read (a merged file the mount refuses) has "read_error"
 with the errno and message instead.
@@ -149,8 +150,10 @@ def main():
     req = json.load(sys.stdin)
     out = {"views": []}
     try:
-        from hudi import HudiReadOptions, HudiTableBuilder
-        table = HudiTableBuilder.from_base_uri(req["table"]).build()
+        table = None
+        if req.get("table") is not None:
+            from hudi import HudiReadOptions, HudiTableBuilder
+            table = HudiTableBuilder.from_base_uri(req["table"]).build()
     except Exception as e:  # noqa: BLE001
         table = None
         out["hudi_error"] = repr(e)[:300]
@@ -216,9 +219,12 @@ def main():
                 r["oracle"]["skipped"] = skipped
             except Exception as e:  # noqa: BLE001
                 r["oracle_error"] = repr(e)[:300]
-        if v.get("same_as_dir") is not None and ours is not None:
+        if (v.get("same_as_dir") or v.get("same_as_file")) is not None and ours is not None:
             try:
-                files = read_dir(v["same_as_dir"])
+                if v.get("same_as_file") is not None:
+                    files = [pq.read_table(v["same_as_file"])]
+                else:
+                    files = read_dir(v["same_as_dir"])
                 cols = v.get("stringify") or []
                 r["same_as_dir"] = compare(stringified(ours, cols), stringified(files, cols))
                 r["same_as_dir"]["all_null"] = all_null_columns(ours, files)

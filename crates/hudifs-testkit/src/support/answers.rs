@@ -17,6 +17,73 @@ pub fn answers_dir() -> PathBuf {
     crate::fixtures::workspace().join("tests/fixtures")
 }
 
+/// A table another writer wrote and that writer's answers for it (tests/fixtures/hudi-rs-0.6/,
+/// see its README.md): `root` the table, `answers` the folder of `views.json`, `steps.json`
+/// and one Parquet file per view.
+#[derive(Debug)]
+pub struct WrittenTable {
+    pub name: String,
+    pub root: PathBuf,
+    pub answers: PathBuf,
+}
+
+impl WrittenTable {
+    /// `views.json` or `steps.json` of the answers.
+    pub fn doc(&self, file: &str) -> Value {
+        serde_json::from_slice(&std::fs::read(self.answers.join(file)).unwrap()).unwrap()
+    }
+}
+
+/// The tables hudi-rs 0.6 wrote, unzipped into `tmp`, sorted by name; with
+/// `HUDIFS_HUDI_RS_TABLES=DIR`, the fresh output of `hudi-rs-oracle write DIR` in place instead.
+pub fn hudi_rs_tables(tmp: &Path) -> Vec<WrittenTable> {
+    if let Ok(dir) = std::env::var("HUDIFS_HUDI_RS_TABLES") {
+        return written_tables_in(Path::new(&dir));
+    }
+    for e in std::fs::read_dir(answers_dir().join("hudi-rs-0.6")).unwrap() {
+        let zip = e.unwrap().path();
+        if zip.extension().is_some_and(|x| x == "zip") {
+            unzip(&zip, tmp);
+        }
+    }
+    written_tables_in(tmp)
+}
+
+/// The tables under `dir` (a folder with `.hoodie/`, searched to any depth) whose answers are
+/// beside them (`<table>.answers/`), sorted by name (the path under `dir`).
+pub fn written_tables_in(dir: &Path) -> Vec<WrittenTable> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let root = e.path();
+            if !root.is_dir() {
+                continue;
+            }
+            let answers = root.with_file_name(format!(
+                "{}.answers",
+                root.file_name().unwrap().to_string_lossy()
+            ));
+            if root.join(".hoodie").is_dir() && answers.is_dir() {
+                let name = root
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string();
+                out.push(WrittenTable {
+                    name,
+                    root,
+                    answers,
+                });
+            } else if !root.join(".hoodie").is_dir() {
+                stack.push(root);
+            }
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
 /// One fixture: its name (path under tables/ without .zip), its expected answers, its zip.
 pub struct Fixture {
     pub name: String,
