@@ -1,6 +1,7 @@
 //! What the Delta log says of one data file, from its Parquet footer alone: the record count,
 //! per-column null counts, minimums and maximums (`add.stats`), and the file's schema.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow_schema::Schema;
@@ -22,26 +23,77 @@ pub struct FileFacts {
     pub parquet: Arc<parquet::schema::types::Type>,
 }
 
-/// Read the footer of `file` (two reads: its length, then the footer) and take its facts.
-pub fn read_facts(file: &dyn OpenFile) -> Result<FileFacts, String> {
+/// How many bytes of a file's end [`read_facts`] takes in one read: the footer and the 8 bytes
+/// after it, guessed from the footers read before it (the files of one table have footers of
+/// about one size). Starts at 16 KiB; never guesses past 4 MiB.
+#[derive(Debug)]
+pub struct TailGuess(AtomicU64);
+
+const FIRST_GUESS: u64 = 16 << 10;
+const MAX_GUESS: u64 = 4 << 20;
+
+impl Default for TailGuess {
+    fn default() -> Self {
+        TailGuess(AtomicU64::new(FIRST_GUESS))
+    }
+}
+
+impl TailGuess {
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+    /// A footer of `len` bytes was read: guess its size (with the 8 bytes after it, and an
+    /// eighth to spare) next time.
+    fn saw(&self, len: u64) {
+        let want = (len + 8 + len / 8).min(MAX_GUESS);
+        self.0.fetch_max(want, Ordering::Relaxed);
+    }
+}
+
+/// The footer of a Parquet file: its bytes, and the offset it starts at.
+pub struct Footer {
+    pub bytes: Vec<u8>,
+    pub start: u64,
+}
+
+/// Read the footer of `file`: one read of its last `guess` bytes when the footer is in them (on
+/// an object store, one request rather than two: the length, then the footer), else a second
+/// read of the footer itself. The one reader of footer bytes (`delta/` facts, `iceberg/`'s
+/// footers with field ids).
+pub fn read_footer(file: &dyn OpenFile, guess: &TailGuess) -> Result<Footer, String> {
     let size = file.size();
     if size < 12 {
         return Err(format!("{size} bytes is too short for a Parquet file"));
     }
-    let mut tail = [0u8; 8];
-    file.read_exact_random(&mut tail, size - 8)
+    let take = size.min(guess.get().max(8));
+    let mut tail = vec![0u8; take as usize];
+    file.read_exact_random(&mut tail, size - take)
         .map_err(|e| e.to_string())?;
-    if &tail[4..] != b"PAR1" {
+    let end = &tail[tail.len() - 8..];
+    if &end[4..] != b"PAR1" {
         return Err("not a Parquet file (no PAR1 at its end)".into());
     }
-    let len = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
+    let len = u64::from(u32::from_le_bytes([end[0], end[1], end[2], end[3]]));
     if len + 12 > size {
         return Err(format!("a footer of {len} bytes in a file of {size}"));
     }
-    let mut footer = vec![0u8; len as usize];
-    file.read_exact_random(&mut footer, size - 8 - len)
+    guess.saw(len);
+    let start = size - 8 - len;
+    if len + 8 <= take {
+        tail.truncate(tail.len() - 8);
+        tail.drain(..(take - 8 - len) as usize);
+        return Ok(Footer { bytes: tail, start });
+    }
+    let mut bytes = vec![0u8; len as usize];
+    file.read_exact_random(&mut bytes, start)
         .map_err(|e| e.to_string())?;
-    let md = ParquetMetaDataReader::decode_metadata(&footer).map_err(|e| e.to_string())?;
+    Ok(Footer { bytes, start })
+}
+
+/// Read the footer of `file` ([`read_footer`]) and take its facts.
+pub fn read_facts(file: &dyn OpenFile, guess: &TailGuess) -> Result<FileFacts, String> {
+    let footer = read_footer(file, guess)?;
+    let md = ParquetMetaDataReader::decode_metadata(&footer.bytes).map_err(|e| e.to_string())?;
     facts(&md)
 }
 
@@ -170,5 +222,101 @@ fn less(a: &Value, b: &Value) -> bool {
         (Value::Number(x), Value::Number(y)) => x.as_i64() < y.as_i64(),
         (Value::String(x), Value::String(y)) => x.as_bytes() < y.as_bytes(),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::io;
+    use std::sync::atomic::AtomicUsize;
+
+    use arrow_array::{Int64Array, RecordBatch};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+
+    /// A file in memory that counts the reads made of it.
+    struct Counted(Vec<u8>, AtomicUsize);
+
+    impl OpenFile for Counted {
+        fn size(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            self.1.fetch_add(1, Ordering::Relaxed);
+            let from = (offset as usize).min(self.0.len());
+            let n = buf.len().min(self.0.len() - from);
+            buf[..n].copy_from_slice(&self.0[from..from + n]);
+            Ok(n)
+        }
+    }
+
+    /// A Parquet file of `rows` rows whose footer carries `padding` bytes of key-value metadata
+    /// (as a Hudi base file carries its bloom filter).
+    fn parquet(rows: i64, padding: usize) -> Counted {
+        let batch = RecordBatch::try_from_iter([(
+            "x",
+            Arc::new(Int64Array::from_iter_values(0..rows)) as _,
+        )])
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_key_value_metadata(Some(vec![KeyValue::new(
+                "org.apache.hudi.bloomfilter".into(),
+                "b".repeat(padding),
+            )]))
+            .build();
+        let mut out = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut out, batch.schema(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        Counted(out, AtomicUsize::new(0))
+    }
+
+    fn reads(f: &Counted) -> usize {
+        f.1.swap(0, Ordering::Relaxed)
+    }
+
+    #[test]
+    fn a_footer_is_one_read_once_its_size_is_guessed() {
+        let guess = TailGuess::default();
+        // Smaller than the first guess: the whole file in one read.
+        let small = parquet(10, 0);
+        assert!(small.size() < FIRST_GUESS);
+        assert_eq!(read_facts(&small, &guess).unwrap().num_records, 10);
+        assert_eq!(reads(&small), 1);
+        // A footer bigger than the guess: a second read, and the guess learns its size.
+        let big = parquet(1000, 200_000);
+        assert_eq!(read_facts(&big, &guess).unwrap().num_records, 1000);
+        assert_eq!(reads(&big), 2);
+        assert!(
+            guess.get() > 200_000 && guess.get() < 250_000,
+            "{}",
+            guess.get()
+        );
+        // The next file of that kind: one read.
+        let next = parquet(500, 200_000);
+        assert_eq!(read_facts(&next, &guess).unwrap().num_records, 500);
+        assert_eq!(reads(&next), 1);
+        // The guess never shrinks below a footer seen, and never grows past its bound.
+        guess.saw(100 << 20);
+        assert_eq!(guess.get(), MAX_GUESS);
+    }
+
+    #[test]
+    fn a_file_that_is_not_parquet_is_refused_whatever_the_guess() {
+        let guess = TailGuess::default();
+        let mut f = parquet(10, 0);
+        let n = f.0.len();
+        f.0[n - 1] = b'X';
+        assert!(read_facts(&f, &guess).unwrap_err().contains("no PAR1"));
+        // A length that points before the file's start.
+        let mut f = parquet(10, 0);
+        let n = f.0.len();
+        f.0[n - 8..n - 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(read_facts(&f, &guess).unwrap_err().contains("a footer of"));
+        let tiny = Counted(b"PAR1PAR1".to_vec(), AtomicUsize::new(0));
+        assert!(read_facts(&tiny, &guess).unwrap_err().contains("too short"));
     }
 }

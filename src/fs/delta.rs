@@ -29,6 +29,8 @@ type Sized = (u64, Arc<FileFacts>);
 
 /// Footers read side by side while a version is built.
 const FOOTER_READERS: usize = 8;
+/// The same on an object store, where a read is a request that mostly waits.
+const FOOTER_READERS_REMOTE: usize = 32;
 
 /// Change data files of one version written side by side (each merges its group's states
 /// before and after the write first): at most this many, and no more than the cores.
@@ -52,6 +54,8 @@ pub(super) struct DeltaCache {
     facts: Mutex<HashMap<String, Arc<FileFacts>>>,
     /// The distinct schemas of the files read (a table's files share a few).
     schemas: Mutex<Schemas>,
+    /// How much of a file's end one footer read takes.
+    tail: delta::stats::TailGuess,
 }
 
 /// Schemas shared by the footer facts of many files, each held once.
@@ -643,8 +647,9 @@ impl HudiFs {
     }
 
     /// The size and footer facts of the files version `t` adds (`(path in the view, inode)`, in
-    /// order), read side by side: a version of a big write adds thousands, each two small reads
-    /// and a footer to decode (a merged slice is merged for its size).
+    /// order), read side by side: a version of a big write adds thousands, each a read of its
+    /// end (two when its footer is bigger than the footers before it) and a footer to decode (a
+    /// merged slice is merged for its size).
     fn delta_new_files(
         &self,
         t: &InstantTime,
@@ -661,35 +666,17 @@ impl HudiFs {
             let path = delta::log::encode_path(&join(t.as_str(), rel));
             Ok((size, self.delta_facts(&path, ino)?))
         };
-        let threads = FOOTER_READERS.min(new.len());
-        if threads <= 1 {
-            return new
-                .iter()
-                .map(|(rel, ino)| Ok((rel.clone(), one(rel, *ino)?)))
-                .collect();
-        }
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let mut got: Vec<Option<Result<Sized>>> = Vec::new();
-        got.resize_with(new.len(), || None);
-        let got = Mutex::new(got);
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some((rel, ino)) = new.get(i) else { break };
-                    let r = one(rel, *ino);
-                    lock(&got)[i] = Some(r);
-                });
-            }
-        });
-        let got = got.into_inner().unwrap_or_else(|e| e.into_inner());
-        new.iter()
-            .zip(got)
-            .map(|((rel, _), r)| {
-                let r = r.ok_or_else(|| Error::Invalid(format!("{rel}: not read")))?;
-                Ok((rel.clone(), r?))
-            })
-            .collect()
+        // On an object store a footer read is mostly waiting for the store.
+        let threads = if self.store.is_object_store() {
+            FOOTER_READERS_REMOTE
+        } else {
+            FOOTER_READERS
+        };
+        hudifs_core::side_by_side::map(new, threads, |(rel, ino)| {
+            Ok((rel.clone(), one(rel, *ino)?))
+        })
+        .into_iter()
+        .collect()
     }
 
     /// The files of directory `dir` of the view whose root is `root` (and of every directory
@@ -726,6 +713,11 @@ impl HudiFs {
         Ok(())
     }
 
+    /// How much of a data file's end one footer read takes (learnt from the footers read).
+    pub(super) fn footer_guess(&self) -> &delta::stats::TailGuess {
+        &self.delta.tail
+    }
+
     /// The footer facts of the file at `path` in `delta/`, if a version read them.
     pub(super) fn delta_cached_facts(&self, path: &str) -> Option<Arc<FileFacts>> {
         lock(&self.delta.facts).get(path).cloned()
@@ -740,7 +732,7 @@ impl HudiFs {
         let OpenHandle::Data(file) = handle else {
             return Err(Error::Invalid(format!("delta/{path}: not a data file")));
         };
-        let mut facts = delta::stats::read_facts(&*file)
+        let mut facts = delta::stats::read_facts(&*file, &self.delta.tail)
             .map_err(|e| Error::Corrupt(format!("delta/{path}: {e}")))?;
         {
             let mut s = lock(&self.delta.schemas);

@@ -341,7 +341,7 @@ impl HudiFs {
         };
         let (built, f) = self.iceberg_file(view, node)?;
         let ids = |root: &parquet::schema::types::Type| element_ids(root, &built.table.ids);
-        let file = WithIds::open(inner, &ids).map_err(|e| {
+        let file = WithIds::open(inner, &ids, self.footer_guess()).map_err(|e| {
             let e = Error::Corrupt(format!("iceberg/{}: {e}", f.path));
             log::warn!("{e}");
             e

@@ -30,6 +30,8 @@ use hudifs_storage::{fill_at, OpenFile, ReadDone};
 use parquet::file::metadata::ParquetMetaDataReader;
 use parquet::schema::types::Type;
 
+use crate::delta::stats::{read_footer, Footer, TailGuess};
+
 /// Nesting deeper than this is not a footer (and would exhaust the stack).
 const MAX_DEPTH: usize = 64;
 
@@ -298,29 +300,17 @@ pub struct WithIds {
 }
 
 impl WithIds {
-    /// `inner` with the ids `ids_of` gives its footer's schema (two reads: the length, then
-    /// the footer).
-    pub fn open(inner: Arc<dyn OpenFile>, ids_of: &IdsOf<'_>) -> Result<WithIds, String> {
-        let size = inner.size();
-        if size < 12 {
-            return Err(format!("{size} bytes is too short for a Parquet file"));
-        }
-        let mut end = [0u8; 8];
-        inner
-            .read_exact_random(&mut end, size - 8)
-            .map_err(|e| e.to_string())?;
-        if &end[4..] != b"PAR1" {
-            return Err("not a Parquet file (no PAR1 at its end)".into());
-        }
-        let len = u64::from(u32::from_le_bytes([end[0], end[1], end[2], end[3]]));
-        if len + 12 > size {
-            return Err(format!("a footer of {len} bytes in a file of {size}"));
-        }
-        let mut footer = vec![0u8; len as usize];
-        let cut = size - 8 - len;
-        inner
-            .read_exact_random(&mut footer, cut)
-            .map_err(|e| e.to_string())?;
+    /// `inner` with the ids `ids_of` gives its footer's schema (its footer read as
+    /// [`read_footer`] reads it, `guess` how much of its end that takes in one read).
+    pub fn open(
+        inner: Arc<dyn OpenFile>,
+        ids_of: &IdsOf<'_>,
+        guess: &TailGuess,
+    ) -> Result<WithIds, String> {
+        let Footer {
+            bytes: footer,
+            start: cut,
+        } = read_footer(&*inner, guess)?;
         let md = ParquetMetaDataReader::decode_metadata(&footer).map_err(|e| e.to_string())?;
         let ids = ids_of(md.file_metadata().schema())?;
         let mut tail = with_field_ids(&footer, &ids)?;

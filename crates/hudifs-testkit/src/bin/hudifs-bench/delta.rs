@@ -42,6 +42,10 @@ pub struct OnS3 {
     /// A Python with `moto[server]`, for `--server moto`.
     #[arg(long)]
     pub moto_python: Option<std::path::PathBuf>,
+    /// The metadata figure alone, without DuckDB's count (which reads every data file: minutes
+    /// on a store with latency).
+    #[arg(long)]
+    pub metadata_only: bool,
 }
 
 /// Figure `f` on `table` from a local disk, then from every S3 side `s3` asks for.
@@ -55,7 +59,7 @@ pub fn bench_everywhere(table: &Path, python: &Path, c: &Common, s3: &OnS3, f: &
         tag: String::new(),
         title: String::new(),
     };
-    bench_format(&local, python, c, f)?;
+    bench_format(&local, python, c, f, s3.metadata_only)?;
     let Some(server) = &s3.server else {
         return Ok(());
     };
@@ -80,7 +84,7 @@ pub fn bench_everywhere(table: &Path, python: &Path, c: &Common, s3: &OnS3, f: &
             tag: format!("-{server}-{lat}ms"),
             title: format!(" ({server}, +{lat} ms per request)"),
         };
-        bench_format(&on, python, c, f)?;
+        bench_format(&on, python, c, f, s3.metadata_only)?;
     }
     Ok(())
 }
@@ -165,8 +169,14 @@ pub struct Format<'a> {
 
 /// The figure of `f` on `table`: cold mounts until a reader has the current snapshot's
 /// metadata vs until a full listing of latest/, then DuckDB's count(*) through the format vs
-/// read_parquet of the same files on one warm mount, alternating.
-pub fn bench_format(on: &Source, python: &Path, c: &Common, f: &Format) -> Res<()> {
+/// read_parquet of the same files on one warm mount, alternating (unless `metadata_only`).
+pub fn bench_format(
+    on: &Source,
+    python: &Path,
+    c: &Common,
+    f: &Format,
+    metadata_only: bool,
+) -> Res<()> {
     let hudifs = hudifs_bin(c);
     let mut n_files = 0;
     let cold = drop_caches();
@@ -226,6 +236,9 @@ pub fn bench_format(on: &Source, python: &Path, c: &Common, f: &Format) -> Res<(
         ),
     )?;
 
+    if metadata_only {
+        return Ok(());
+    }
     let mnt = Mount::new(&hudifs, &on.table, &c.mnt, &on.args)?;
     let root = mnt.guard.path().to_path_buf();
     let scan = format!("select count(*) from {}", (f.scan)(&root)?);
