@@ -16,7 +16,9 @@
 //! `hudi-rs-oracle write DIR` instead (what `scripts/hudi-rs-oracle` does).
 //!
 //! `commits_show_in_latest_within_the_freshness_goal` needs the oracle program itself
-//! (`HUDIFS_HUDI_RS_ORACLE=path`, set by `scripts/hudi-rs-oracle`): it is not built in CI.
+//! (`HUDIFS_HUDI_RS_ORACLE=path`) and `fixtures_equal_hudi_rs_0_6` its reads of the fixtures
+//! (`HUDIFS_HUDI_RS_FIXTURE_ANSWERS=DIR`): `scripts/hudi-rs-oracle`, the last stage of
+//! `scripts/test` (so of CI), builds the program and sets both.
 
 use crate::merge;
 use hudifs_testkit::support;
@@ -248,7 +250,7 @@ fn fixtures_equal_hudi_rs_0_6() {
 }
 
 /// The oracle's writer commits while the table is mounted: each commit must show in
-/// `latest/`'s `user.hudi.instant` within the freshness goal (100 ms, SEMANTICS §9) after the
+/// `latest/`'s `user.hudi.instant` within the freshness goal (100 ms, SEMANTICS §6) after the
 /// write returned. hudi-rs puts every timeline file in place by renaming `<name>#1`.
 #[test]
 fn commits_show_in_latest_within_the_freshness_goal() {
@@ -269,12 +271,14 @@ fn commits_show_in_latest_within_the_freshness_goal() {
     assert!(first.status.success(), "{first:?}");
     let m = MountGuard::mount(&table, &[]);
     let latest = m.path().join("latest");
-    let mut child = std::process::Command::new(&oracle)
-        .args(["commit-loop", table.to_str().unwrap(), "10", "300"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut child = Writer(
+        std::process::Command::new(&oracle)
+            .args(["commit-loop", table.to_str().unwrap(), "10", "300"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let out = std::io::BufReader::new(child.0.stdout.take().unwrap());
     let mut lags = Vec::new();
     for line in std::io::BufRead::lines(out) {
         let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
@@ -294,7 +298,7 @@ fn commits_show_in_latest_within_the_freshness_goal() {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
-    assert!(child.wait().unwrap().success());
+    assert!(child.0.wait().unwrap().success());
     lags.sort();
     eprintln!("hudi-rs commits to latest/: {lags:?}");
     assert_eq!(lags.len(), 10);
@@ -310,4 +314,14 @@ fn unix_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// The writer's process, killed if the test fails before it ends.
+struct Writer(std::process::Child);
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
