@@ -23,30 +23,27 @@ pub struct FileFacts {
     pub parquet: Arc<parquet::schema::types::Type>,
 }
 
-/// How many bytes of a file's end [`read_facts`] takes in one read: the footer and the 8 bytes
-/// after it, guessed from the footers read before it (the files of one table have footers of
-/// about one size). Starts at 16 KiB; never guesses past 4 MiB.
-#[derive(Debug)]
+/// How many bytes of a file's end [`read_footer`] takes in one read: the largest footer read
+/// so far and the 8 bytes after it, with an eighth to spare (the files of one table have
+/// footers of about one size), or 16 KiB before the first; never more than 4 MiB. On a local
+/// disk a small guess keeps each read small; on a store a right one makes each footer one
+/// request.
+#[derive(Debug, Default)]
 pub struct TailGuess(AtomicU64);
 
 const FIRST_GUESS: u64 = 16 << 10;
 const MAX_GUESS: u64 = 4 << 20;
 
-impl Default for TailGuess {
-    fn default() -> Self {
-        TailGuess(AtomicU64::new(FIRST_GUESS))
-    }
-}
-
 impl TailGuess {
     fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        match self.0.load(Ordering::Relaxed) {
+            0 => FIRST_GUESS,
+            len => (len + 8 + len / 8).min(MAX_GUESS),
+        }
     }
-    /// A footer of `len` bytes was read: guess its size (with the 8 bytes after it, and an
-    /// eighth to spare) next time.
+    /// A footer of `len` bytes was read.
     fn saw(&self, len: u64) {
-        let want = (len + 8 + len / 8).min(MAX_GUESS);
-        self.0.fetch_max(want, Ordering::Relaxed);
+        self.0.fetch_max(len.max(1), Ordering::Relaxed);
     }
 }
 
@@ -302,6 +299,14 @@ mod tests {
         // The guess never shrinks below a footer seen, and never grows past its bound.
         guess.saw(100 << 20);
         assert_eq!(guess.get(), MAX_GUESS);
+        // Small footers keep the reads small: the guess follows them down from 16 KiB.
+        let fresh = TailGuess::default();
+        assert_eq!(fresh.get(), FIRST_GUESS);
+        read_facts(&parquet(10, 0), &fresh).unwrap();
+        assert!(fresh.get() < 2048, "{}", fresh.get());
+        let again = parquet(20, 0);
+        assert_eq!(read_facts(&again, &fresh).unwrap().num_records, 20);
+        assert_eq!(reads(&again), 1);
     }
 
     #[test]
