@@ -183,8 +183,11 @@ fn every_view_equals_hudi_rs_own_read() {
         // The windows that end at a stale upsert's completion, on event-time merge-on-read
         // tables (elsewhere the stale row wins, and hudi-rs agrees).
         let steps = t.doc("steps.json");
-        let event_time_mor =
-            t.doc("views.json")["table_type"] == "MERGE_ON_READ" && !t.name.contains("commit_time");
+        let props = std::fs::read_to_string(t.root.join(".hoodie/hoodie.properties")).unwrap();
+        let event_time_mor = t.doc("views.json")["table_type"] == "MERGE_ON_READ"
+            && props
+                .lines()
+                .any(|l| l == "hoodie.record.merge.mode=EVENT_TIME_ORDERING");
         let stale: Vec<String> = steps["steps"]
             .as_array()
             .unwrap()
