@@ -150,6 +150,7 @@ pub(super) fn serve(
     if let Serving::Table(fs) = &serving {
         let latest = fs.clone();
         metrics.set_latest(Box::new(move || latest.latest_instant()));
+        fs.warm_delta();
     }
     let listener = match &mut session {
         Session::Own => bind_metrics(cfg)?,
@@ -204,6 +205,8 @@ pub(super) fn serve(
     };
     let result = mounted.run();
     ended.store(true, Ordering::SeqCst);
+    // What `delta/` saves for the next mount of its table (SEMANTICS §11.5) ends first.
+    crate::fs::wait_for_saves(SAVE_GRACE);
     stop.store(true, Ordering::SeqCst);
     if let Serving::Lake(l) = &serving {
         l.stop();
@@ -296,6 +299,9 @@ fn take_kept(
     }
     Ok(mounted)
 }
+
+/// How long an exiting daemon waits for `delta/`'s saves.
+const SAVE_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// The signal thread of a daemon serving its own mount: on a stop signal, unmount `mp` and
 /// stop; if a process still holds the detached mount, exit once the grace period is over

@@ -15,7 +15,7 @@ pub struct DeltaFile {
     /// `add.modificationTime`: when the version that added it was written (ms since the epoch).
     pub modified_ms: i64,
     /// `add.stats` (none for a change data file).
-    pub stats: Option<String>,
+    pub stats: Option<Arc<str>>,
     /// `add.dataChange`: false where the version that added it only rewrote records (a
     /// compaction, a clustering), so change data readers skip it.
     pub data_change: bool,
@@ -217,7 +217,7 @@ pub fn add(f: &DeltaFile) -> Value {
     add.insert("modificationTime".into(), json!(f.modified_ms));
     add.insert("dataChange".into(), json!(f.data_change));
     if let Some(s) = &f.stats {
-        add.insert("stats".into(), json!(s));
+        add.insert("stats".into(), json!(&**s));
     }
     json!({ "add": add })
 }
@@ -234,6 +234,31 @@ pub fn encode_path(path: &str) -> String {
         }
     }
     out
+}
+
+/// A percent-encoded path (`DeltaFile::path`) as the file system names it.
+pub fn decode_path(p: &str) -> String {
+    let b = p.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).and_then(|c| hex(*c)),
+            b.get(i + 2).and_then(|c| hex(*c)),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A stable table id shaped as a UUID, from what names the table.

@@ -1,12 +1,13 @@
 //! `delta/`: the table as a Delta Lake table, for engines that read Delta but not Hudi
 //! (docs/SEMANTICS.md §11). Plain logic, no file system: the versions and their log files
-//! (`log`), checkpoints (`checkpoint`), change data files (`changes`), the Delta schema of a Parquet schema (`schema`) and a
-//! data file's statistics from its footer (`stats`). The file system builds the versions from
+//! (`log`), checkpoints (`checkpoint`), change data files (`changes`), the Delta schema of a Parquet schema (`schema`), a
+//! data file's statistics from its footer (`stats`) and the log kept across mounts (`saved`). The file system builds the versions from
 //! its own views (`fs/delta.rs`).
 
 pub mod changes;
 pub mod checkpoint;
 pub mod log;
+pub mod saved;
 pub mod schema;
 pub mod stats;
 
@@ -155,6 +156,11 @@ impl DeltaLog {
         }
     }
 
+    /// What every version shares.
+    pub fn table(&self) -> &TableFacts {
+        &self.table
+    }
+
     fn version(&self, number: u64) -> Option<(usize, &Arc<Version>)> {
         let first = self.versions.first()?.number;
         let i = usize::try_from(number.checked_sub(first)?).ok()?;
@@ -176,18 +182,35 @@ impl DeltaLog {
     }
 
     /// The length of log file `f` if it is known without working anything out: a version's
-    /// log file once it can be rendered (its change data files worked out, where it has any).
+    /// log file once rendered, a checkpoint once written. (A listing of `_delta_log/` renders
+    /// nothing: a reader reads the newest checkpoint and the versions after it, not the
+    /// thousand before.)
     pub fn known_len(&self, f: LogFile) -> Option<usize> {
         match f {
             LogFile::Json(n) => {
-                let (_, v) = self.version(n)?;
-                if v.wants_changes && v.changes.get().is_none() {
-                    return None;
-                }
-                Some(self.bytes(f)?.ok()?.len())
+                let (i, _) = self.version(n)?;
+                self.rendered[i].get().map(|b| b.len())
             }
             LogFile::Last => Some(self.bytes(f)?.ok()?.len()),
-            LogFile::Checkpoint(_) => None,
+            LogFile::Checkpoint(n) => match hudifs_storage::sync::lock(&self.written).get(&n) {
+                Some(Ok(b)) => Some(b.len()),
+                _ => None,
+            },
+        }
+    }
+
+    /// The versions with a checkpoint, in order.
+    pub fn checkpoint_versions(&self) -> &[u64] {
+        &self.checkpoints
+    }
+
+    /// Take `bytes` as the checkpoint of version `n` (written for the same version before:
+    /// the log kept across mounts, `saved.rs`), where this log has a checkpoint there.
+    pub fn adopt_checkpoint(&self, n: u64, bytes: Arc<Vec<u8>>) {
+        if self.checkpoints.contains(&n) {
+            hudifs_storage::sync::lock(&self.written)
+                .entry(n)
+                .or_insert(Ok(bytes));
         }
     }
 

@@ -16,7 +16,7 @@ use hudifs_storage::OpenFile;
 #[derive(Debug, Clone)]
 pub struct FileFacts {
     /// `add.stats`: `numRecords`, `nullCount`, `minValues`, `maxValues`.
-    pub stats: String,
+    pub stats: Arc<str>,
     pub num_records: i64,
     pub schema: Arc<Schema>,
     /// The Parquet schema (for `iceberg/`'s field ids): files of one table share it.
@@ -144,7 +144,7 @@ pub fn facts(md: &ParquetMetaData) -> Result<FileFacts, String> {
     stats.insert("maxValues".into(), Value::Object(maxs));
     stats.insert("nullCount".into(), Value::Object(nulls));
     Ok(FileFacts {
-        stats: Value::Object(stats).to_string(),
+        stats: Arc::from(Value::Object(stats).to_string()),
         num_records,
         schema: Arc::new(schema),
         parquet: fmd.schema_descr().root_schema_ptr(),

@@ -9,7 +9,7 @@
 //! in its version's schema; the version's `cdc` actions name them (§11.4).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, UNIX_EPOCH};
 
 use hudifs_core::error::{Error, Result};
@@ -56,6 +56,197 @@ pub(super) struct DeltaCache {
     schemas: Mutex<Schemas>,
     /// How much of a file's end one footer read takes.
     tail: delta::stats::TailGuess,
+    /// Saving the log for the next mount (`delta/saved.rs`).
+    saving: Mutex<Saving>,
+    /// How many versions the first build took from the log the last mount saved.
+    taken: std::sync::atomic::AtomicUsize,
+    /// Held while a log is built.
+    building: Mutex<()>,
+    /// The saved log, being read since the table was opened.
+    preload: Mutex<Option<Preload>>,
+}
+
+/// Whether a save of the log runs, and the log to save once it ends.
+#[derive(Default)]
+struct Saving {
+    running: bool,
+    next: Option<Arc<Built>>,
+}
+
+/// What tells this build of hudifs apart from another: its version, and the size and time of
+/// its executable (a saved log is reused only by the build that saved it). `None` where the
+/// executable cannot be read (no log is saved or read).
+fn build_id() -> Option<&'static str> {
+    static ID: OnceLock<Option<String>> = OnceLock::new();
+    ID.get_or_init(|| {
+        let exe = std::env::current_exe().ok()?;
+        let m = std::fs::metadata(&exe).ok()?;
+        let t = m.modified().ok()?.duration_since(UNIX_EPOCH).ok()?;
+        Some(format!(
+            "hudifs {} {} {} {}",
+            env!("CARGO_PKG_VERSION"),
+            exe.display(),
+            m.len(),
+            t.as_nanos()
+        ))
+    })
+    .as_deref()
+}
+
+/// What every version of the log of table `cfg` shares.
+fn table_facts(cfg: &hudifs_core::table::TableConfig, opts: &super::FsOptions) -> TableFacts {
+    TableFacts {
+        id: delta::log::table_id(&format!("hudi:{}", cfg.name)),
+        name: cfg.name.clone(),
+        // Without meta fields Hudi has no change feed (§5.5).
+        change_feed: opts.delta_change_data && cfg.populate_meta_fields,
+    }
+}
+
+/// The name of the saved log of table `cfg` in `store` in the merge cache, and the key it is
+/// saved under: the build of hudifs, the table and everything else that decides a version's
+/// bytes.
+fn saved_name(
+    store: &dyn hudifs_storage::Storage,
+    cfg: &hudifs_core::table::TableConfig,
+    opts: &super::FsOptions,
+) -> Option<(String, String)> {
+    let table = table_facts(cfg, opts);
+    let key = format!(
+        "{}\n{}\n{} {} {}\n{:?}\nread_optimized={} change_data={} zone={:?}",
+        build_id()?,
+        store.describe(&hudifs_storage::TablePath::root()),
+        table.id,
+        table.name,
+        table.change_feed,
+        cfg,
+        opts.read_optimized,
+        opts.delta_change_data,
+        opts.zone,
+    );
+    let name = format!(
+        "delta-{}.log",
+        hudifs_storage::fnv::fnv1a_wide_hex(key.bytes(), 0x5bd1_e995_0f0e_0d0c)
+    );
+    Some((name, key))
+}
+
+/// The saved log `name` in merge cache directory `dir`, decoded under `key`: `None` where there
+/// is none, else the log or why it cannot be used.
+fn read_saved(
+    dir: &std::path::Path,
+    name: &str,
+    key: &str,
+) -> Option<std::result::Result<delta::saved::Saved, String>> {
+    let started = std::time::Instant::now();
+    let bytes = hudifs_merge::cache::read_side_in(dir, name)?;
+    let read = delta::saved::unpack(&bytes).and_then(|b| delta::saved::decode(key, &b));
+    log::debug!(
+        "delta/: {name} read and decoded in {} ms",
+        started.elapsed().as_millis()
+    );
+    Some(read)
+}
+
+/// The saved log of a table being opened, read and decoded on a thread of its own while the
+/// table's timeline loads (only where there is one): its name, and the thread.
+type Preload = (
+    String,
+    std::thread::JoinHandle<Option<std::result::Result<delta::saved::Saved, String>>>,
+);
+
+impl DeltaCache {
+    /// What `delta/` keeps of table `cfg` in `store`, its saved log (SEMANTICS §11.5), if
+    /// there is one, already being read.
+    pub(super) fn opening(
+        store: &dyn hudifs_storage::Storage,
+        cfg: &hudifs_core::table::TableConfig,
+        opts: &super::FsOptions,
+    ) -> DeltaCache {
+        let cache = DeltaCache::default();
+        let dir = opts
+            .merge
+            .cache_dir
+            .clone()
+            .unwrap_or_else(super::default_cache_dir);
+        if let Some((name, key)) = saved_name(store, cfg, opts) {
+            if hudifs_merge::cache::has_side_in(&dir, &name) {
+                let n = name.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("delta-preload".into())
+                    .spawn(move || {
+                        // Behind the work of opening the table and serving what else is read.
+                        crate::sys::priority::lower_this_thread();
+                        read_saved(&dir, &n, &key)
+                    });
+                if let Ok(h) = spawned {
+                    *lock(&cache.preload) = Some((name, h));
+                }
+            }
+        }
+        cache
+    }
+}
+
+/// The saves running on threads of their own, and how their ends are heard of.
+static SAVES: (Mutex<usize>, std::sync::Condvar) = (Mutex::new(0), std::sync::Condvar::new());
+
+/// Run `save` on a thread of its own, at a low priority (it must not slow the readers it
+/// saves for); counted until it ends, for [`wait_for_saves`]. False when no thread could be
+/// started.
+fn spawn_save(save: impl FnOnce() + Send + 'static) -> bool {
+    *lock(&SAVES.0) += 1;
+    let spawned = std::thread::Builder::new()
+        .name("delta-save".into())
+        .spawn(move || {
+            struct Done;
+            impl Drop for Done {
+                fn drop(&mut self) {
+                    *lock(&SAVES.0) -= 1;
+                    SAVES.1.notify_all();
+                }
+            }
+            let _done = Done;
+            crate::sys::priority::lower_this_thread();
+            save();
+        });
+    if spawned.is_err() {
+        *lock(&SAVES.0) -= 1;
+    }
+    spawned.is_ok()
+}
+
+/// Wait until the saves of `delta/`'s log for the next mount end (at most `limit`): a daemon
+/// about to exit lets them finish.
+pub fn wait_for_saves(limit: Duration) {
+    let until = std::time::Instant::now() + limit;
+    let mut running = lock(&SAVES.0);
+    while *running > 0 {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            log::info!("delta/: {} saves cut short at exit", *running);
+            return;
+        }
+        running = SAVES
+            .1
+            .wait_timeout(running, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+/// The name of the newest checkpoint saved beside the saved log `log`.
+fn checkpoint_name(log: &str) -> String {
+    format!("{}.checkpoint", log.strip_suffix(".log").unwrap_or(log))
+}
+
+/// A saved log's facts not yet handed to the versions taken back: each file's record count and
+/// schema, and the schemas (the footer facts of a file of each).
+/// (By version, from the first saved: what [`delta::saved::Saved::added_facts`] has.)
+struct SavedFacts {
+    first: u64,
+    added: Vec<Vec<Option<(i64, usize)>>>,
+    schemas: Vec<Arc<FileFacts>>,
 }
 
 /// Schemas shared by the footer facts of many files, each held once.
@@ -341,11 +532,17 @@ impl HudiFs {
         if let LogFile::Json(_) = f {
             self.ensure_changes(&v)?;
         }
+        // A checkpoint written now is saved with the log, for the next mount.
+        let new_checkpoint =
+            matches!(f, LogFile::Checkpoint(_)) && built.log.known_len(f).is_none();
         let bytes = built.log.bytes(f).ok_or_else(missing)?.map_err(|e| {
             let e = Error::Corrupt(format!("delta/{LOG_DIR}/{}: {e}", f.name()));
             log::warn!("{e}");
             e
         })?;
+        if new_checkpoint {
+            self.save_delta_checkpoint(&built, f, &v, &bytes);
+        }
         Ok((bytes, v))
     }
 
@@ -357,30 +554,276 @@ impl HudiFs {
                 return Ok(b.clone());
             }
         }
-        let built = Arc::new(self.build_delta_log(&snap)?);
+        // One build at a time (a reader and the build ahead, `warm_delta`): the second finds
+        // the first's.
+        let _building = lock(&self.delta.building);
+        if let Some(b) = lock(&self.delta.log).as_ref() {
+            if b.log.generation == snap.generation {
+                return Ok(b.clone());
+            }
+        }
+        let (built, changed) = self.build_delta_log(&snap)?;
+        let built = Arc::new(built);
         *lock(&self.delta.log) = Some(built.clone());
+        if changed {
+            self.save_delta_log(built.clone());
+        }
         Ok(built)
     }
 
-    fn build_delta_log(&self, snap: &Arc<Snapshot>) -> Result<Built> {
+    /// What every version of `snap`'s log shares.
+    fn delta_table_facts(&self, snap: &Snapshot) -> TableFacts {
+        table_facts(&snap.cfg, &self.opts)
+    }
+
+    /// Build `delta/`'s log now, on a thread of its own at a low priority, if the last mount of
+    /// the table saved one (SEMANTICS §11.5): a table read through `delta/` or `iceberg/` before
+    /// is likely read so again, and its first reader then finds the log built, or being built.
+    /// A table never read so costs nothing.
+    pub fn warm_delta(self: &Arc<Self>) {
+        let fs = self.clone();
+        let _ = std::thread::Builder::new()
+            .name("delta-warm".into())
+            .spawn(move || {
+                crate::sys::priority::lower_this_thread();
+                let snap = fs.snapshot();
+                let Some((name, _)) = fs.delta_saved_name(&snap) else {
+                    return;
+                };
+                let saved = fs.merge_cache().is_ok_and(|c| c.has_side(&name));
+                if saved || lock(&fs.delta.preload).is_some() {
+                    if let Err(e) = fs.delta_log() {
+                        log::info!("delta/: the log is not built ahead: {e}");
+                    }
+                }
+            });
+    }
+
+    /// How many versions the first build of `delta/`'s log took from the log the last mount of
+    /// the table saved (SEMANTICS §11.5).
+    pub fn delta_versions_taken(&self) -> usize {
+        self.delta.taken.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn delta_saved_name(&self, snap: &Snapshot) -> Option<(String, String)> {
+        saved_name(&*self.store, &snap.cfg, &self.opts)
+    }
+
+    /// The log the last mount of this table saved, as the log of an earlier snapshot (what
+    /// [`HudiFs::build_delta_log`] keeps of it is what it would keep of its own), with the facts
+    /// of its files; `None` where there is none, or it cannot be used (logged).
+    fn load_saved_delta(
+        &self,
+        snap: &Snapshot,
+        table: &TableFacts,
+    ) -> Option<(Arc<Built>, SavedFacts)> {
+        let (name, key) = self.delta_saved_name(snap)?;
+        let cache = self.merge_cache().ok()?;
+        let started = std::time::Instant::now();
+        // Read while the table was opened (`Preload`), else now.
+        let preloaded = lock(&self.delta.preload).take().and_then(|p| {
+            let (for_name, h) = p;
+            (for_name == name).then(|| h.join().ok()).flatten()
+        });
+        let read = match preloaded {
+            Some(r) => r,
+            None => read_saved(cache.dir(), &name, &key),
+        };
+        let mut saved = match read {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                log::info!("delta/: the saved log {name} is not used: {e}");
+                return None;
+            }
+            None => return None,
+        };
+        log::debug!(
+            "delta/: {name} decoded at {} ms",
+            started.elapsed().as_millis()
+        );
+        // The schemas, from the footer of a file of each.
+        let mut schemas = Vec::new();
+        for p in &saved.samples {
+            match self.delta_sample_facts(p) {
+                Ok(f) => schemas.push(f),
+                Err(e) => {
+                    log::info!("delta/: the saved log {name} is not used: {p}: {e}");
+                    return None;
+                }
+            }
+        }
+        let added = std::mem::take(&mut saved.added_facts);
+        let count = saved.len();
+        let versions = saved.versions(&schemas)?;
+        let first = versions.first().map_or(0, |v| v.number);
+        log::debug!(
+            "delta/: {name}: schemas at {} ms",
+            started.elapsed().as_millis()
+        );
+        let log = DeltaLog::new(u64::MAX, table.clone(), versions, None);
+        // The newest checkpoint written, if it is one of this log's versions as it is now.
+        let ck = checkpoint_name(&name);
+        if let Some(bytes) = cache.read_side(&ck) {
+            let taken = log.checkpoint_versions().iter().rev().find_map(|n| {
+                let v = log.version_of(LogFile::Checkpoint(*n))?;
+                delta::saved::decode_checkpoint(&key, table, v, &bytes)
+                    .ok()
+                    .map(|b| (*n, b))
+            });
+            match taken {
+                Some((n, b)) => log.adopt_checkpoint(n, Arc::new(b)),
+                None => log::info!("delta/: the saved checkpoint {ck} is not used"),
+            }
+        }
+        log::info!(
+            "delta/: the saved log {name}: {count} versions read in {} ms",
+            started.elapsed().as_millis()
+        );
+        let built = Built {
+            log,
+            failed: None,
+            numbers: Vec::new(),
+        };
+        let facts = SavedFacts {
+            first,
+            added,
+            schemas,
+        };
+        Some((Arc::new(built), facts))
+    }
+
+    /// The footer facts of the file at `add.path` `path`, found by its path under `delta/`.
+    fn delta_sample_facts(&self, path: &str) -> Result<Arc<FileFacts>> {
+        let rel = delta::log::decode_path(path);
+        let mut ino = Node::DeltaDir.ino();
+        for c in rel.split('/') {
+            ino = self.lookup(ino, std::ffi::OsStr::new(c))?.attr.ino;
+        }
+        self.delta_facts(path, ino)
+    }
+
+    /// Save `built` for the next mount of the table, on a thread of its own where the mount is
+    /// shared (else now); a save asked for while one runs follows it with the newest log.
+    fn save_delta_log(&self, built: Arc<Built>) {
+        let Some(fs) = self.this.upgrade() else {
+            self.write_saved_delta(&built);
+            return;
+        };
+        {
+            let mut s = lock(&self.delta.saving);
+            s.next = Some(built);
+            if s.running {
+                return;
+            }
+            s.running = true;
+        }
+        let spawned = spawn_save(move || loop {
+            let next = {
+                let mut s = lock(&fs.delta.saving);
+                let n = s.next.take();
+                if n.is_none() {
+                    s.running = false;
+                }
+                n
+            };
+            match next {
+                Some(b) => fs.write_saved_delta(&b),
+                None => break,
+            }
+        });
+        if !spawned {
+            lock(&self.delta.saving).running = false;
+        }
+    }
+
+    /// Save checkpoint `f` (of version `v`, just written) for the next mount, where it is the
+    /// newest of the log: on a thread of its own where the mount is shared.
+    fn save_delta_checkpoint(
+        &self,
+        built: &Built,
+        f: LogFile,
+        v: &Arc<Version>,
+        bytes: &Arc<Vec<u8>>,
+    ) {
+        if built.log.version_of(LogFile::Last).map(|l| l.number) != Some(v.number) {
+            return;
+        }
+        let snap = self.snapshot();
+        let Some((name, key)) = self.delta_saved_name(&snap) else {
+            return;
+        };
+        let (table, v, bytes) = (built.log.table().clone(), v.clone(), bytes.clone());
+        let write = move |fs: &HudiFs| {
+            let Ok(cache) = fs.merge_cache() else {
+                return;
+            };
+            let saved = delta::saved::encode_checkpoint(&key, &table, &v, &bytes);
+            let ck = checkpoint_name(&name);
+            match cache.write_side(&ck, &saved) {
+                Ok(()) => log::info!("delta/: {} saved in {ck}", f.name()),
+                Err(e) => log::info!("delta/: {} is not saved: {e}", f.name()),
+            }
+        };
+        match self.this.upgrade() {
+            Some(fs) => {
+                spawn_save(move || write(&fs));
+            }
+            None => write(self),
+        }
+    }
+
+    /// Write `built`'s versions, their files' facts and its checkpoints to the merge cache.
+    fn write_saved_delta(&self, built: &Built) {
+        let snap = self.snapshot();
+        let Some((name, key)) = self.delta_saved_name(&snap) else {
+            return;
+        };
+        let Ok(cache) = self.merge_cache() else {
+            return;
+        };
+        let started = std::time::Instant::now();
+        let facts = |p: &str| lock(&self.delta.facts).get(p).cloned();
+        let Some(bytes) = delta::saved::encode(&key, &built.log.versions, &facts) else {
+            log::debug!("delta/: the log is not saved: a file without footer facts");
+            return;
+        };
+        let bytes = delta::saved::pack(&bytes);
+        match cache.write_side(&name, &bytes) {
+            Ok(()) => log::info!(
+                "delta/: {} versions saved in {name} ({} bytes, {} ms)",
+                built.log.versions.len(),
+                bytes.len(),
+                started.elapsed().as_millis()
+            ),
+            Err(e) => log::info!("delta/: the log is not saved: {e}"),
+        }
+    }
+
+    /// The log of `snap`, and whether it has versions the log before it (or the one saved by
+    /// the last mount) did not.
+    fn build_delta_log(&self, snap: &Arc<Snapshot>) -> Result<(Built, bool)> {
         let tl = snap.timeline();
         // Version numbers count every write since the table began, archived ones included.
         let offset = snap.archived_write_count().inspect_err(|e| {
             log::warn!("delta/: {e}");
         })? as u64;
         let merged = snap.cfg.is_mor();
-        let table = TableFacts {
-            id: delta::log::table_id(&format!("hudi:{}", snap.cfg.name)),
-            name: snap.cfg.name.clone(),
-            // Without meta fields Hudi has no change feed (§5.5).
-            change_feed: self.opts.delta_change_data && snap.cfg.populate_meta_fields,
-        };
+        let table = self.delta_table_facts(snap);
         let mut numbers: Vec<u64> = Vec::new();
         let mut versions: Vec<Arc<Version>> = Vec::new();
         let mut failed = None;
         let cleaned = snap.ctx.retention_bound();
         let pending = tl.oldest_pending();
-        let old = lock(&self.delta.log).clone();
+        let mut old = lock(&self.delta.log).clone();
+        // A first build starts from the log the last mount saved, if there is one.
+        let mut saved_facts: Option<SavedFacts> = None;
+        if old.is_none() {
+            if let Some((o, f)) = self.load_saved_delta(snap, &table) {
+                old = Some(o);
+                saved_facts = Some(f);
+            }
+        }
+        let mut changed = false;
         // Every write's commit metadata, decoded side by side first (each version reads it; a
         // table of a thousand writes spends most of a first build decoding them one by one).
         // A later build keeps the versions it can and decodes only the new writes'.
@@ -413,15 +856,28 @@ impl HudiFs {
                     None => o.log.versions.first().is_some_and(|f| f.number == n),
                 };
                 let stable = pending.is_none_or(|p| t < p) && cleaned.is_none_or(|b| t >= b);
-                (v.instant == t.as_str() && chained && stable).then(|| v.clone())
+                // The same write: its instant, action and completion time.
+                let completion = inst
+                    .completion
+                    .as_ref()
+                    .filter(|_| snap.cfg.version >= 8)
+                    .map(|c| c.to_string());
+                let same = v.instant == t.as_str()
+                    && v.action == inst.action.name()
+                    && v.completion == completion;
+                (same && chained && stable).then(|| v.clone())
             });
             if let Some(v) = kept {
+                if let Some(saved) = &saved_facts {
+                    self.adopt_saved_facts(&v, saved);
+                }
                 numbers.push(n);
                 versions.push(v);
                 continue;
             }
             match self.delta_version(snap, merged, n, t, inst, versions.last()) {
                 Ok(v) => {
+                    changed = true;
                     numbers.push(n);
                     versions.push(Arc::new(v));
                 }
@@ -439,7 +895,24 @@ impl HudiFs {
                 }
             }
         }
-        Ok(Built {
+        if saved_facts.is_some() {
+            let from_saved = |v: &Arc<Version>| {
+                old.as_ref().is_some_and(|o| {
+                    o.log
+                        .version_of(LogFile::Json(v.number))
+                        .is_some_and(|w| Arc::ptr_eq(w, v))
+                })
+            };
+            let taken = versions.iter().filter(|v| from_saved(v)).count();
+            self.delta
+                .taken
+                .store(taken, std::sync::atomic::Ordering::Relaxed);
+            log::info!(
+                "delta/: {taken} of {} versions taken from the saved log",
+                numbers.len()
+            );
+        }
+        let built = Built {
             log: DeltaLog::new(
                 snap.generation,
                 table,
@@ -448,7 +921,32 @@ impl HudiFs {
             ),
             failed,
             numbers,
-        })
+        };
+        Ok((built, changed))
+    }
+
+    /// The footer facts of the files version `v` (taken from the saved log) adds, from what the
+    /// log saved of them (each file's record count and schema; its statistics are its `add`'s).
+    fn adopt_saved_facts(&self, v: &Version, saved: &SavedFacts) {
+        let Some(added) = v
+            .number
+            .checked_sub(saved.first)
+            .and_then(|i| saved.added.get(usize::try_from(i).ok()?))
+        else {
+            return;
+        };
+        let mut facts = lock(&self.delta.facts);
+        for (f, ff) in v.added.iter().zip(added) {
+            let (Some(ff), Some(stats)) = (ff, &f.stats) else {
+                continue;
+            };
+            if facts.contains_key(&f.path) {
+                continue;
+            }
+            if let Some(ff) = delta::saved::facts_of(stats, *ff, &saved.schemas) {
+                facts.insert(f.path.clone(), Arc::new(ff));
+            }
+        }
     }
 
     /// Version `n`: the files of instant `t`'s snapshot, each under the version that added it.

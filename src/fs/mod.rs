@@ -62,6 +62,7 @@ use hudifs_storage::{LocalStore, OpenFile, Storage, TablePath};
 
 use crate::journal::{Record, RestartJournal};
 
+pub use delta::wait_for_saves;
 pub use dirs::{DirListing, InoMap, OpenedDir, StaleDir};
 pub use inode::{
     ino_fields, ino_of_fields, Node, AS_OF_INO, INCREMENTAL_INO, ROOT_INO, TIMELINE_INO,
@@ -232,6 +233,8 @@ impl HudiFs {
         cfg: TableConfig,
         opts: FsOptions,
     ) -> Result<HudiFs> {
+        // The saved log of `delta/`, if any, is read while the timeline loads.
+        let delta = delta::DeltaCache::opening(&*store, &cfg, &opts);
         let snap = Snapshot::open_with_config(store.clone(), cfg, opts.listing)?;
         let root = store
             .stat(&TablePath::root())
@@ -252,7 +255,7 @@ impl HudiFs {
             handles: Handles::default(),
             kernel: KernelCache::default(),
             owner,
-            delta: delta::DeltaCache::default(),
+            delta,
             iceberg: iceberg::IcebergCache::default(),
             bootstrap: Default::default(),
             this: std::sync::Weak::new(),

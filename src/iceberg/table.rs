@@ -19,6 +19,7 @@ use super::manifest::{self, DataFileEntry, ManifestRef, Status};
 use super::schema::{
     element_ids, iceberg_schema, leaf_types, reads_as, BoundKind, FieldIds, IcebergSchema,
 };
+use crate::delta::log::decode_path;
 use crate::delta::stats::FileFacts;
 use crate::delta::{DeltaFile, Version};
 
@@ -159,31 +160,6 @@ fn bucket(path: &str) -> usize {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
     (h % BUCKETS as u64) as usize
-}
-
-/// A percent-encoded path (`DeltaFile::path`) as the file system names it.
-pub fn decode_path(p: &str) -> String {
-    let b = p.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match (
-            b[i],
-            b.get(i + 1).and_then(|c| hex(*c)),
-            b.get(i + 2).and_then(|c| hex(*c)),
-        ) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 impl IcebergTable {

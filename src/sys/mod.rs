@@ -3,7 +3,7 @@
 //! that keep descriptors, their exit statuses), fds.rs (pipes, close-on-exec, standard streams,
 //! memory files), mount.rs (bind mounts, unmounting), mountinfo.rs (the mount table), xattr.rs
 //! (reading an extended attribute), ids.rs (the process's user and group, ids by name),
-//! alloc.rs (the allocator's tuning). What needs `fuser`'s types or the FUSE connection (its
+//! alloc.rs (the allocator's tuning), priority.rs (a background thread's priority). What needs `fuser`'s types or the FUSE connection (its
 //! ioctls, the resend notification) stays in `fuse/`; taking ownership of an inherited
 //! descriptor stays `unsafe` where it is inherited (`daemon/`, `journal/`).
 
@@ -12,6 +12,7 @@ pub mod fds;
 pub mod ids;
 pub mod mount;
 pub mod mountinfo;
+pub mod priority;
 pub mod signals;
 pub mod spawn;
 pub mod xattr;

@@ -303,8 +303,8 @@ fn data_writes_carry_their_change_data_and_a_compaction_none() {
 
     let fs = crate::fs_with_change_data(&root, &tmp.path().join("cache"));
     assert_eq!(log_names(&fs).len(), 3);
-    // Listing the log works no change data out: a data write's log file has its size (on
-    // `stat`) once they are written; the compaction's has none to write.
+    // Listing the log renders nothing, and works no change data out: each log file has its
+    // size on `stat` (a data write's once its change data is written).
     let listed = fs
         .readdir_entries(walk(&fs, "delta/_delta_log").unwrap())
         .unwrap();
@@ -314,7 +314,7 @@ fn data_writes_carry_their_change_data_and_a_compaction_none() {
     };
     assert_eq!(listed_size("00000000000000000000.json"), (0, true));
     assert_eq!(listed_size("00000000000000000001.json"), (0, true));
-    assert!(listed_size("00000000000000000002.json").0 > 0);
+    assert_eq!(listed_size("00000000000000000002.json"), (0, true));
     let merges = fs.merges_run();
     let v0 = actions(&fs, 0);
     assert!(
@@ -377,4 +377,102 @@ fn data_writes_carry_their_change_data_and_a_compaction_none() {
     let mut writes = vec![i0.clone(), i1.clone()];
     writes.sort();
     assert_eq!(names("delta/_change_data"), writes);
+}
+
+/// Every file `delta/_delta_log/` lists, by name, as read.
+fn log_files(fs: &HudiFs) -> std::collections::BTreeMap<String, Vec<u8>> {
+    log_names(fs)
+        .into_iter()
+        .map(|n| {
+            let bytes = read_all(fs, walk(fs, &format!("delta/_delta_log/{n}")).unwrap());
+            (n, bytes)
+        })
+        .collect()
+}
+
+/// The saved log of the one table in merge cache `cache`.
+fn saved_log(cache: &std::path::Path) -> std::path::PathBuf {
+    let logs: Vec<_> = std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().to_string();
+            n.starts_with("side-delta-") && n.ends_with(".log")
+        })
+        .collect();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    logs[0].clone()
+}
+
+#[test]
+fn a_new_mount_takes_the_saved_log_back_and_serves_the_same_bytes() {
+    // Archived and cleaned history, checkpoints, change data: versions 5 to 11.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("t");
+    build_cleaned_and_archived(&root).unwrap();
+    let cache = tmp.path().join("cache");
+    let first = crate::fs_with_change_data(&root, &cache);
+    let built = log_files(&first);
+    assert_eq!(first.delta_versions_taken(), 0);
+    assert!(built.contains_key("00000000000000000010.checkpoint.parquet"));
+    drop(first);
+    let saved_at = || {
+        std::fs::metadata(saved_log(&cache))
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    let at = saved_at();
+    let again = crate::fs_with_change_data(&root, &cache);
+    assert_eq!(log_files(&again), built);
+    assert_eq!(again.delta_versions_taken(), 7, "versions 5 to 11");
+    assert_eq!(saved_at(), at, "nothing new to save");
+    drop(again);
+    // A damaged saved log is not used: the log is built again, the same.
+    let saved = saved_log(&cache);
+    let mut bytes = std::fs::read(&saved).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x01;
+    std::fs::write(&saved, &bytes).unwrap();
+    let damaged = crate::fs_with_change_data(&root, &cache);
+    assert_eq!(log_files(&damaged), built);
+    assert_eq!(damaged.delta_versions_taken(), 0);
+    // Another mount's options (no change data feed) never take this one's log.
+    drop(damaged);
+    let other = crate::fs_with_merge_cache(&root, &cache);
+    let plain = log_files(&other);
+    assert_eq!(other.delta_versions_taken(), 0);
+    assert_ne!(plain, built, "no cdc actions");
+}
+
+#[test]
+fn a_write_after_the_saved_log_is_its_next_version_as_a_fresh_build_makes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("t");
+    let (mut w, g0, _, _) = two_writes(&root);
+    let cache = tmp.path().join("cache");
+    let first = crate::fs_with_merge_cache(&root, &cache);
+    let before = log_files(&first);
+    assert_eq!(before.len(), 2);
+    drop(first);
+    // A third write: an update into the first group's log.
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.update("city=a", &g0, &rows_with_ids(11, &[1002, 1003]))
+        .unwrap();
+    t.complete().unwrap();
+    let next = crate::fs_with_merge_cache(&root, &cache);
+    let after = log_files(&next);
+    assert_eq!(next.delta_versions_taken(), 2);
+    assert_eq!(after.len(), 3);
+    for (name, bytes) in &before {
+        assert_eq!(after.get(name), Some(bytes), "{name}");
+    }
+    let fresh = crate::fs_with_merge_cache(&root, &tmp.path().join("fresh"));
+    assert_eq!(log_files(&fresh), after);
+    assert_eq!(fresh.delta_versions_taken(), 0);
+    // The saved log now has the third version too.
+    drop(next);
+    let third = crate::fs_with_merge_cache(&root, &cache);
+    assert_eq!(log_files(&third), after);
+    assert_eq!(third.delta_versions_taken(), 3);
 }

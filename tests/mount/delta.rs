@@ -376,3 +376,65 @@ fn a_cleaned_and_archived_table_reads_from_its_checkpoints() {
     let scan = format!("delta_scan('{}')", delta.display());
     assert_eq!(support::duckdb_count(support::DUCKDB_DELTA_LOAD, &scan), 20);
 }
+
+/// A remount with the same merge cache takes `delta/`'s log back from what the first mount
+/// saved (SEMANTICS §11.5): every log file the same bytes, the checkpoint too, and delta-rs
+/// and DuckDB read the newest version as before.
+#[test]
+fn a_remount_takes_the_saved_log_back() {
+    if !support::fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("t");
+    let commits = hudifs_testkit::generator::build_cleaned_and_archived(&root).unwrap();
+    let cache = tmp.path().join("merge-cache");
+    let args = ["--merge-cache", cache.to_str().unwrap()];
+    let read_log = |m: &MountGuard| -> BTreeMap<String, Vec<u8>> {
+        let log = m.path().join("delta/_delta_log");
+        std::fs::read_dir(&log)
+            .unwrap()
+            .map(|e| {
+                let n = e.unwrap().file_name().to_string_lossy().to_string();
+                let bytes = std::fs::read(log.join(&n)).unwrap();
+                (n, bytes)
+            })
+            .collect()
+    };
+    let mut first = MountGuard::mount(&root, &args);
+    let built = read_log(&first);
+    assert!(built.contains_key("00000000000000000010.checkpoint.parquet"));
+    assert!(!first.log_text().contains("taken from the saved log"));
+    first.unmount();
+    let saved: Vec<String> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("side-delta-"))
+        .collect();
+    assert_eq!(
+        saved.len(),
+        2,
+        "the log and its newest checkpoint: {saved:?}"
+    );
+    let again = MountGuard::mount(&root, &args);
+    assert_eq!(read_log(&again), built);
+    let log = again.log_text();
+    assert!(
+        log.contains("7 of 7 versions taken from the saved log"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("is not used"),
+        "the saved log and checkpoint: {log}"
+    );
+    let delta = again.path().join("delta");
+    let py = support::python();
+    let views = vec![json!({"label": "newest", "as_of": commits[11], "dir": null,
+        "delta": {"root": delta, "version": 11}, "same_as_dir": again.path().join("latest")})];
+    let res = merge::compare(&py, &json!({"table": root, "gold": null, "views": views}));
+    let v = &res["views"][0];
+    assert!(v.get("read_error").is_none(), "{v}");
+    assert_eq!(v["same_as_dir"]["match"], true, "{v}");
+    let scan = format!("delta_scan('{}')", delta.display());
+    assert_eq!(support::duckdb_count(support::DUCKDB_DELTA_LOAD, &scan), 20);
+}

@@ -13,6 +13,9 @@
 //!   then its claim), so a crash never leaves an entry that passes the check half-written.
 //! - LRU by bytes: after each new entry, the least recently used others are removed until the
 //!   total fits `max_bytes` (an entry larger than the whole cache is still served).
+//! - Side files: what a mount keeps of a table between mounts besides merged files (`delta/`'s
+//!   log), one per name (`side-<name>`), written and checked as the entries are, replaced
+//!   whole, and not counted against `max_bytes` (one per table, a few megabytes each).
 //! - One merge per slice at a time: concurrent requests for a slice wait for the first, then
 //!   find its result (or its error: a failure is remembered for the same inputs).
 
@@ -145,6 +148,16 @@ pub(crate) fn hash_hex(data: &[u8]) -> String {
     hudifs_storage::fnv::fnv1a_wide_hex(data.iter().copied(), 0x8422_2325_cbf2_9ce4)
 }
 
+/// Create a new file of the cache, private to this user, without following a symbolic link.
+fn create_private(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
 /// Open a file in the cache without following a symbolic link; it must be a regular file of
 /// ours.
 fn open_private(path: &Path) -> std::io::Result<File> {
@@ -157,6 +170,35 @@ fn open_private(path: &Path) -> std::io::Result<File> {
         return Err(std::io::Error::other("not a regular file of this user"));
     }
     Ok(f)
+}
+
+/// Side file `name` of the cache in `dir` (letters, digits, `-`, `_` and `.`).
+fn side_path(dir: &Path, name: &str) -> Option<PathBuf> {
+    let fine = !name.is_empty()
+        && name.len() <= 200
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    fine.then(|| dir.join(format!("side-{name}")))
+}
+
+/// Whether the cache in `dir` (opened or not) has side file `name`.
+pub fn has_side_in(dir: &Path, name: &str) -> bool {
+    side_path(dir, name).is_some_and(|p| p.is_file())
+}
+
+/// The bytes of side file `name` of the cache in `dir`, opened or not (as a table opens, before
+/// its cache is): only from a real directory of this user, and a regular file of this user.
+pub fn read_side_in(dir: &Path, name: &str) -> Option<Vec<u8>> {
+    let d = std::fs::symlink_metadata(dir).ok()?;
+    if !d.file_type().is_dir() || d.uid() != uid() {
+        return None;
+    }
+    let mut f = open_private(&side_path(dir, name)?).ok()?;
+    let len = f.metadata().ok()?.len();
+    let mut out = Vec::with_capacity(usize::try_from(len).ok()?);
+    f.read_to_end(&mut out).ok()?;
+    Some(out)
 }
 
 impl MergeCache {
@@ -416,13 +458,7 @@ impl MergeCache {
         let tmp = self
             .dir
             .join(format!("tmp-{key}-{}-{n}", std::process::id()));
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)
-            .map_err(|e| io("create", &tmp, e))?;
+        let file = create_private(&tmp).map_err(|e| io("create", &tmp, e))?;
         self.merges.fetch_add(1, Ordering::Relaxed);
         let started = std::time::Instant::now();
         let written = write(BufWriter::new(&file));
@@ -454,12 +490,7 @@ impl MergeCache {
         let finish = || -> std::io::Result<()> {
             file.sync_data()?;
             std::fs::rename(&tmp, &path)?;
-            let mut c = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&claim_tmp)?;
+            let mut c = create_private(&claim_tmp)?;
             c.write_all(&serde_json::to_vec(&claim).unwrap_or_default())?;
             c.sync_data()?;
             std::fs::rename(&claim_tmp, &claim_path)
@@ -550,6 +581,47 @@ impl MergeCache {
         if let Some(e) = s.entries.remove(key) {
             s.total = s.total.saturating_sub(e.size);
         }
+    }
+
+    /// The cache's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether the cache has side file `name`.
+    pub fn has_side(&self, name: &str) -> bool {
+        has_side_in(&self.dir, name)
+    }
+
+    /// The bytes of side file `name` (letters, digits, `-`, `_` and `.`), if the cache has it.
+    pub fn read_side(&self, name: &str) -> Option<Vec<u8>> {
+        read_side_in(&self.dir, name)
+    }
+
+    /// Write side file `name`: under a temporary name, then renamed into place (a crash
+    /// leaves the one before or none, never half of one).
+    pub fn write_side(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        let path = self
+            .side_path(name)
+            .ok_or_else(|| MergeError::corrupt(format!("merge cache: side file name {name:?}")))?;
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        let tmp = self
+            .dir
+            .join(format!("tmp-side-{name}-{}-{n}", std::process::id()));
+        let write = || -> std::io::Result<()> {
+            let mut f = create_private(&tmp)?;
+            f.write_all(bytes)?;
+            f.sync_data()?;
+            std::fs::rename(&tmp, &path)
+        };
+        write().map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io("write", &path, e)
+        })
+    }
+
+    fn side_path(&self, name: &str) -> Option<PathBuf> {
+        side_path(&self.dir, name)
     }
 
     /// Account a new entry and evict the least recently used others beyond the size.

@@ -197,8 +197,9 @@ impl MountGuard {
         }
         let serving = self.serving_pid();
         if let Some(pid) = self.pid.take() {
-            // The daemon exits once unmounted; make sure it does.
-            let gone = (0..100).any(|_| {
+            // The daemon exits once unmounted (and what `delta/` saves for the next mount is
+            // written); make sure it does.
+            let gone = (0..500).any(|_| {
                 let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
                 if stat.is_empty() || stat.contains(") Z ") {
                     return true;
