@@ -64,6 +64,8 @@ pub(super) struct DeltaCache {
     building: Mutex<()>,
     /// The saved log, being read since the table was opened.
     preload: Mutex<Option<Preload>>,
+    /// Whether this mount noted that it read `iceberg/`.
+    iceberg_noted: std::sync::atomic::AtomicBool,
 }
 
 /// Whether a save of the log runs, and the log to save once it ends.
@@ -233,6 +235,11 @@ pub fn wait_for_saves(limit: Duration) {
             .unwrap_or_else(|e| e.into_inner())
             .0;
     }
+}
+
+/// The name of the mark beside saved log `log` that a mount read `iceberg/`.
+fn iceberg_marker(log: &str) -> String {
+    format!("{}.iceberg", log.strip_suffix(".log").unwrap_or(log))
 }
 
 /// The name of the newest checkpoint saved beside the saved log `log`.
@@ -590,13 +597,42 @@ impl HudiFs {
                 let Some((name, _)) = fs.delta_saved_name(&snap) else {
                     return;
                 };
-                let saved = fs.merge_cache().is_ok_and(|c| c.has_side(&name));
+                let cache = fs.merge_cache().ok();
+                let saved = cache.as_ref().is_some_and(|c| c.has_side(&name));
                 if saved || lock(&fs.delta.preload).is_some() {
                     if let Err(e) = fs.delta_log() {
                         log::info!("delta/: the log is not built ahead: {e}");
+                        return;
+                    }
+                    // `iceberg/` too, where a mount before read it.
+                    if cache.is_some_and(|c| c.has_side(&iceberg_marker(&name))) {
+                        fs.warm_iceberg();
                     }
                 }
             });
+    }
+
+    /// Note, for the next mount of the table, that this one read `iceberg/` (its table and
+    /// current snapshot are then built ahead as well: [`HudiFs::warm_delta`]).
+    pub(super) fn note_iceberg_read(&self) {
+        if self
+            .delta
+            .iceberg_noted
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        let snap = self.snapshot();
+        let (Some((name, _)), Ok(cache)) = (self.delta_saved_name(&snap), self.merge_cache())
+        else {
+            return;
+        };
+        let marker = iceberg_marker(&name);
+        if !cache.has_side(&marker) {
+            if let Err(e) = cache.write_side(&marker, b"") {
+                log::debug!("iceberg/: {marker} not written: {e}");
+            }
+        }
     }
 
     /// How many versions the first build of `delta/`'s log took from the log the last mount of

@@ -30,6 +30,8 @@ pub const META_DIR: &str = "metadata";
 #[derive(Default)]
 pub(super) struct IcebergCache {
     built: Mutex<Option<Arc<Built>>>,
+    /// Held while a table is built.
+    building: Mutex<()>,
 }
 
 /// A table as far as it could be built, as `delta/`'s log.
@@ -200,9 +202,35 @@ impl HudiFs {
         Ok((bytes, ms))
     }
 
+    /// Build the table now, and render its current snapshot's metadata file, manifest list
+    /// and manifests (what a reader of the current snapshot reads): ahead of a reader, on a
+    /// remount of a table a mount before read through `iceberg/` (SEMANTICS §11.5).
+    pub(super) fn warm_iceberg(&self) {
+        let warmed = self.iceberg().and_then(|b| {
+            let Some(n) = b.table.snapshots.last().map(|s| s.version.number) else {
+                return Ok(());
+            };
+            self.iceberg_meta_bytes(MetaFile::Metadata(n).id())?;
+            self.iceberg_meta_bytes(MetaFile::List(n).id())?;
+            Ok(())
+        });
+        if let Err(e) = warmed {
+            log::info!("iceberg/: not built ahead: {e}");
+        }
+    }
+
     /// The table of the current snapshot, built on first use after each change of the table.
     fn iceberg(&self) -> Result<Arc<Built>> {
+        self.note_iceberg_read();
         let delta = self.delta_log()?;
+        let old = lock(&self.iceberg.built).clone();
+        if let Some(b) = &old {
+            if b.generation == delta.log.generation {
+                return Ok(b.clone());
+            }
+        }
+        // One build at a time (a reader and the build ahead): the second finds the first's.
+        let _building = lock(&self.iceberg.building);
         let old = lock(&self.iceberg.built).clone();
         if let Some(b) = &old {
             if b.generation == delta.log.generation {

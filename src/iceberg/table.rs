@@ -14,6 +14,7 @@ use std::sync::{Arc, OnceLock};
 use parquet::schema::types::Type;
 use serde_json::{json, Map, Value};
 
+use super::entry_stats::{Bound, EntryStats};
 use super::footer::id_bytes;
 use super::manifest::{self, DataFileEntry, ManifestRef, Status};
 use super::schema::{
@@ -27,7 +28,7 @@ use crate::delta::{DeltaFile, Version};
 pub const BUCKETS: usize = 64;
 
 /// What the table needs of one data file: its footer facts (schema and statistics).
-pub type FactsOf<'a> = dyn Fn(&DeltaFile) -> Option<Arc<FileFacts>> + 'a;
+pub type FactsOf<'a> = dyn Fn(&DeltaFile) -> Option<Arc<FileFacts>> + Sync + 'a;
 
 /// A manifest as written, and its entry in a manifest list.
 type Rendered = (Arc<Vec<u8>>, ManifestRef);
@@ -149,7 +150,17 @@ pub struct IcebergTable {
     by_instant: HashMap<String, usize>,
     /// Hudi table properties worth showing.
     properties: Map<String, Value>,
+    /// What [`IcebergTable::served`] worked out for each footer schema (a table's files share a
+    /// few): the elements' ids and how many bytes they add.
+    served: std::sync::Mutex<Vec<ServedSchema>>,
 }
+
+/// A footer schema, its elements' field ids and what they add to a file's size (or why it has
+/// none).
+type ServedSchema = (Arc<Type>, Result<IdsAdded, String>);
+
+/// The field ids of a footer schema's elements, and how many bytes they add to its file.
+type IdsAdded = (Arc<Vec<Option<i32>>>, i64);
 
 /// The bucket of a file, from its path (`<instant>/<partition>/<name>`).
 fn bucket(path: &str) -> usize {
@@ -280,6 +291,7 @@ impl IcebergTable {
             bounded,
             by_instant,
             properties,
+            served: Default::default(),
         })
     }
 
@@ -445,12 +457,20 @@ impl IcebergTable {
         if let Some(b) = s.list.get() {
             return Ok(b.clone());
         }
-        let mut refs = Vec::new();
-        for (b, w) in s.writers.iter().enumerate() {
-            let Some(w) = *w else { continue };
-            let (_, r) = self.manifest(w, b, facts)?;
-            refs.push(r);
-        }
+        // Its manifests, for their lengths: rendered side by side (each holds thousands of
+        // entries in a big table).
+        let writers: Vec<(usize, usize)> = s
+            .writers
+            .iter()
+            .enumerate()
+            .filter_map(|(b, w)| Some((b, (*w)?)))
+            .collect();
+        let threads = hudifs_core::side_by_side::cores();
+        let refs = hudifs_core::side_by_side::map(&writers, threads, |(b, w)| {
+            self.manifest(*w, *b, facts).map(|(_, r)| r)
+        })
+        .into_iter()
+        .collect::<Result<Vec<_>, String>>()?;
         let parent = i.checked_sub(1).map(|p| self.snapshots[p].id);
         let bytes = Arc::new(manifest::manifest_list(s.id, parent, s.sequence, &refs));
         Ok(s.list.get_or_init(|| bytes).clone())
@@ -555,30 +575,28 @@ impl IcebergTable {
         let facts = facts(f).ok_or_else(|| format!("{}: no footer facts", f.path))?;
         e.record_count = facts.num_records;
         e.size = self.served(&facts.parquet, f.size)?.size;
-        let stats: Value = serde_json::from_str(&facts.stats).unwrap_or_default();
+        let stats = EntryStats::parse(&facts.stats);
         let bounded = &self.bounded[a.schema_id as usize];
-        if let Some(nulls) = stats["nullCount"].as_object() {
-            for (name, n) in nulls {
-                if let (Some(id), Some(n)) = (self.ids.column(name), n.as_i64()) {
-                    e.value_counts.push((id, facts.num_records));
-                    e.null_counts.push((id, n));
-                }
+        for (name, n) in &stats.null_count {
+            if let (Some(id), Some(n)) = (self.ids.column(name), n) {
+                e.value_counts.push((id, facts.num_records));
+                e.null_counts.push((id, *n));
             }
         }
         for (name, (id, kind)) in bounded {
-            let enc = |v: &Value| -> Option<Vec<u8>> {
-                match (kind, v) {
-                    (BoundKind::Int, Value::Number(n)) => {
-                        Some(i32::try_from(n.as_i64()?).ok()?.to_le_bytes().to_vec())
+            let enc = |v: Option<&Bound>| -> Option<Vec<u8>> {
+                match (kind, v?) {
+                    (BoundKind::Int, Bound::Int(n)) => {
+                        Some(i32::try_from(*n).ok()?.to_le_bytes().to_vec())
                     }
-                    (BoundKind::Long, Value::Number(n)) => Some(n.as_i64()?.to_le_bytes().to_vec()),
-                    (BoundKind::String, Value::String(s)) => Some(s.as_bytes().to_vec()),
+                    (BoundKind::Long, Bound::Int(n)) => Some(n.to_le_bytes().to_vec()),
+                    (BoundKind::String, Bound::Str(s)) => Some(s.as_bytes().to_vec()),
                     _ => None,
                 }
             };
             if let (Some(lo), Some(hi)) = (
-                enc(&stats["minValues"][name]),
-                enc(&stats["maxValues"][name]),
+                enc(Bound::of(&stats.min, name)),
+                enc(Bound::of(&stats.max, name)),
             ) {
                 e.lower.push((*id, lo));
                 e.upper.push((*id, hi));
@@ -592,19 +610,39 @@ impl IcebergTable {
     }
 
     /// The field ids of the elements of a file's footer schema, and the size the file has with
-    /// them: `size` plus what the ids add, less what ids it already had take.
-    pub fn served(&self, parquet: &Type, size: u64) -> Result<Served, String> {
+    /// them: `size` plus what the ids add, less what ids it already had take. Worked out once
+    /// per schema.
+    pub fn served(&self, parquet: &Arc<Type>, size: u64) -> Result<Served, String> {
+        let known = {
+            let memo = hudifs_storage::sync::lock(&self.served);
+            memo.iter()
+                .find(|(t, _)| Arc::ptr_eq(t, parquet))
+                .map(|(_, r)| r.clone())
+        };
+        let (ids, delta) = match known {
+            Some(r) => r?,
+            None => {
+                let r = self.served_schema(parquet);
+                hudifs_storage::sync::lock(&self.served).push((parquet.clone(), r.clone()));
+                r?
+            }
+        };
+        Ok(Served {
+            size: u64::try_from(i128::from(size) + i128::from(delta))
+                .map_err(|_| "a footer smaller than its ids")?,
+            ids,
+        })
+    }
+
+    /// The elements' field ids of footer schema `parquet`, and how many bytes they add to the
+    /// footer (less those of the ids it had).
+    fn served_schema(&self, parquet: &Type) -> Result<IdsAdded, String> {
         let ids = Arc::new(element_ids(parquet, &self.ids)?);
         let mut old = Vec::new();
         preorder_ids(parquet, &mut old);
         let add: usize = ids.iter().flatten().map(|i| id_bytes(*i)).sum();
         let sub: usize = old.iter().flatten().map(|i| id_bytes(*i)).sum();
-        Ok(Served {
-            size: (size + add as u64)
-                .checked_sub(sub as u64)
-                .ok_or("a footer smaller than its ids")?,
-            ids,
-        })
+        Ok((ids, add as i64 - sub as i64))
     }
 }
 

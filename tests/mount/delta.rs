@@ -379,7 +379,8 @@ fn a_cleaned_and_archived_table_reads_from_its_checkpoints() {
 
 /// A remount with the same merge cache takes `delta/`'s log back from what the first mount
 /// saved (SEMANTICS §11.5): every log file the same bytes, the checkpoint too, and delta-rs
-/// and DuckDB read the newest version as before.
+/// and DuckDB read the newest version as before; `iceberg/`, which the first mount read and
+/// the remount builds ahead, gives the same metadata files.
 #[test]
 fn a_remount_takes_the_saved_log_back() {
     if !support::fuse_available() {
@@ -389,20 +390,29 @@ fn a_remount_takes_the_saved_log_back() {
     let root = tmp.path().join("t");
     let commits = hudifs_testkit::generator::build_cleaned_and_archived(&root).unwrap();
     let cache = tmp.path().join("merge-cache");
-    let args = ["--merge-cache", cache.to_str().unwrap()];
-    let read_log = |m: &MountGuard| -> BTreeMap<String, Vec<u8>> {
-        let log = m.path().join("delta/_delta_log");
-        std::fs::read_dir(&log)
+    // Both mounts' `iceberg/` name their files under one prefix.
+    let args = [
+        "--merge-cache",
+        cache.to_str().unwrap(),
+        "--iceberg-prefix",
+        "/lake/t",
+    ];
+    let read_dir = |m: &MountGuard, dir: &str| -> BTreeMap<String, Vec<u8>> {
+        let dir = m.path().join(dir);
+        std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| {
                 let n = e.unwrap().file_name().to_string_lossy().to_string();
-                let bytes = std::fs::read(log.join(&n)).unwrap();
+                let bytes = std::fs::read(dir.join(&n)).unwrap();
                 (n, bytes)
             })
             .collect()
     };
+    let read_log = |m: &MountGuard| read_dir(m, "delta/_delta_log");
     let mut first = MountGuard::mount(&root, &args);
     let built = read_log(&first);
+    let iceberg = read_dir(&first, "iceberg/metadata");
+    assert!(iceberg.contains_key("version-hint.text"));
     assert!(built.contains_key("00000000000000000010.checkpoint.parquet"));
     assert!(!first.log_text().contains("taken from the saved log"));
     first.unmount();
@@ -413,11 +423,12 @@ fn a_remount_takes_the_saved_log_back() {
         .collect();
     assert_eq!(
         saved.len(),
-        2,
-        "the log and its newest checkpoint: {saved:?}"
+        3,
+        "the log, its newest checkpoint, the mark that iceberg/ was read: {saved:?}"
     );
     let again = MountGuard::mount(&root, &args);
     assert_eq!(read_log(&again), built);
+    assert_eq!(read_dir(&again, "iceberg/metadata"), iceberg);
     let log = again.log_text();
     assert!(
         log.contains("7 of 7 versions taken from the saved log"),
@@ -427,6 +438,7 @@ fn a_remount_takes_the_saved_log_back() {
         !log.contains("is not used"),
         "the saved log and checkpoint: {log}"
     );
+    assert!(!log.contains("not built ahead"), "{log}");
     let delta = again.path().join("delta");
     let py = support::python();
     let views = vec![json!({"label": "newest", "as_of": commits[11], "dir": null,

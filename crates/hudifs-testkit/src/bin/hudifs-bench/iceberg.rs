@@ -1,6 +1,7 @@
 //! Figure 13: `iceberg/`, measured as figure 12 (`delta.rs`, [`bench_format`]). First, on a cold mount (page cache dropped, daemon just started), the
 //! time until an Iceberg reader holds the current snapshot's metadata (`version-hint.text`, the
-//! metadata file it names, the current snapshot's manifest list and every manifest in it),
+//! metadata file it names, the current snapshot's manifest list and every manifest in it, read
+//! whole: the list decoded for the manifests' paths, each manifest checked to be Avro),
 //! beside the time until a first full listing of `latest/` on an equally cold mount. Then
 //! DuckDB's `count(*)` through `iceberg_scan` against `read_parquet` of the same files
 //! (`latest/**/*.parquet`) on one warm mount, alternating.
@@ -41,9 +42,12 @@ fn read_metadata(iceberg: &Path) -> Res<usize> {
         else {
             return Err("a manifest list record without manifest_path".into());
         };
+        // Its bytes, as `delta`'s figure reads its checkpoint's: what the reader makes of them
+        // (apache-avro's generic decoding of 100,000 entries takes over a second) is the
+        // reader's time, not the mount's. The tests decode every manifest.
         let m = read(Path::new(path))?;
-        for e in apache_avro::Reader::new(&m[..]).map_err(|e| e.to_string())? {
-            e.map_err(|e| e.to_string())?;
+        if !m.starts_with(b"Obj\x01") {
+            return Err(format!("{path}: not an Avro object container"));
         }
         files += 1;
     }
