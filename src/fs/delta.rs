@@ -247,9 +247,10 @@ fn checkpoint_name(log: &str) -> String {
     format!("{}.checkpoint", log.strip_suffix(".log").unwrap_or(log))
 }
 
-/// A saved log's facts not yet handed to the versions taken back: each file's record count and
-/// schema, and the schemas (the footer facts of a file of each).
-/// (By version, from the first saved: what [`delta::saved::Saved::added_facts`] has.)
+/// A saved log's facts not yet handed to the versions taken back: for each version from the
+/// first saved, each file it adds' record count and schema (what
+/// [`delta::saved::Saved::added_facts`] has), and the schemas (the footer facts of a file of
+/// each).
 struct SavedFacts {
     first: u64,
     added: Vec<Vec<Option<(i64, usize)>>>,
@@ -597,15 +598,22 @@ impl HudiFs {
                 let Some((name, _)) = fs.delta_saved_name(&snap) else {
                     return;
                 };
-                let cache = fs.merge_cache().ok();
-                let saved = cache.as_ref().is_some_and(|c| c.has_side(&name));
+                // Looked for without opening the cache (a mount that never reads `merged/`,
+                // `delta/` or `iceberg/` opens none).
+                let dir = fs
+                    .opts
+                    .merge
+                    .cache_dir
+                    .clone()
+                    .unwrap_or_else(super::default_cache_dir);
+                let saved = hudifs_merge::cache::has_side_in(&dir, &name);
                 if saved || lock(&fs.delta.preload).is_some() {
                     if let Err(e) = fs.delta_log() {
                         log::info!("delta/: the log is not built ahead: {e}");
                         return;
                     }
                     // `iceberg/` too, where a mount before read it.
-                    if cache.is_some_and(|c| c.has_side(&iceberg_marker(&name))) {
+                    if hudifs_merge::cache::has_side_in(&dir, &iceberg_marker(&name)) {
                         fs.warm_iceberg();
                     }
                 }

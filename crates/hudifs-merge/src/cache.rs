@@ -148,6 +148,17 @@ pub(crate) fn hash_hex(data: &[u8]) -> String {
     hudifs_storage::fnv::fnv1a_wide_hex(data.iter().copied(), 0x8422_2325_cbf2_9ce4)
 }
 
+/// Whether the process that named temporary file `name` (`tmp-…-<pid>-<n>`, `.json` for a
+/// claim) still runs: several daemons may share a cache, and one opening it must not remove what
+/// another is writing.
+fn writer_alive(name: &str) -> bool {
+    let stem = name.strip_suffix(".json").unwrap_or(name);
+    let mut parts = stem.rsplit('-');
+    let (_, pid) = (parts.next(), parts.next());
+    pid.and_then(|p| p.parse::<u32>().ok())
+        .is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+}
+
 /// Create a new file of the cache, private to this user, without following a symbolic link.
 fn create_private(path: &Path) -> std::io::Result<File> {
     OpenOptions::new()
@@ -251,7 +262,10 @@ impl MergeCache {
                 continue;
             };
             if name.starts_with("tmp-") {
-                let _ = std::fs::remove_file(e.path());
+                // Left by a crash; not one another daemon on this cache is writing now.
+                if !writer_alive(&name) {
+                    let _ = std::fs::remove_file(e.path());
+                }
                 continue;
             }
             if let Some(key) = name.strip_suffix(".parquet") {
@@ -667,6 +681,40 @@ impl MergeCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn opening_keeps_what_a_live_daemon_writes_and_removes_a_crashs_leftovers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cache");
+        let opts = CacheOptions {
+            dir: dir.clone(),
+            max_bytes: 1 << 20,
+        };
+        let c = MergeCache::open(&opts).unwrap();
+        let me = std::process::id();
+        let live = [
+            format!("tmp-k-{me}-0"),
+            format!("tmp-k-{me}-1.json"),
+            format!("tmp-side-delta-x.log-{me}-2"),
+        ];
+        let dead = ["tmp-k-999999999-0", "tmp-k-999999999-1.json", "tmp-junk"];
+        for n in live.iter().map(String::as_str).chain(dead) {
+            std::fs::write(dir.join(n), b"x").unwrap();
+        }
+        c.write_side("delta-x.log", b"saved").unwrap();
+        drop(c);
+        let c = MergeCache::open(&opts).unwrap();
+        for n in &live {
+            assert!(dir.join(n).exists(), "{n}: another daemon's, being written");
+        }
+        for n in dead {
+            assert!(!dir.join(n).exists(), "{n}: a crash's");
+        }
+        assert_eq!(c.read_side("delta-x.log").as_deref(), Some(&b"saved"[..]));
+        assert!(c.has_side("delta-x.log"));
+        assert!(!c.has_side("../escape"));
+        assert!(c.read_side("delta-y.log").is_none());
+    }
 
     /// A Parquet-like file: it ends with `PAR1`, which is what a lookup checks.
     fn write_parquet_like(mut out: BufWriter<&File>, body: &[u8]) -> Result<u64> {
