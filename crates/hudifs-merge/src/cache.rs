@@ -221,10 +221,13 @@ impl MergeCache {
                 if let Some(parent) = dir.parent() {
                     std::fs::create_dir_all(parent).map_err(|e| io("create parent", dir, e))?;
                 }
-                std::fs::DirBuilder::new()
-                    .mode(0o700)
-                    .create(dir)
-                    .map_err(|e| io("create", dir, e))?;
+                // Another daemon may create it first: what is there is checked below.
+                match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                        return Err(io("create", dir, e));
+                    }
+                    _ => {}
+                }
             }
             Err(e) => return Err(io("stat", dir, e)),
             Ok(_) => {}
