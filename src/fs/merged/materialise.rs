@@ -14,7 +14,6 @@ use hudifs_merge::{
 use hudifs_storage::sync::lock;
 use hudifs_storage::Storage;
 
-use super::default_cache_dir;
 use super::slices::{Done, MergedNode, MergedPartition, MergedSlice, SliceState};
 use crate::fs::{HudiFs, ViewState};
 
@@ -41,12 +40,7 @@ impl HudiFs {
     pub(in crate::fs) fn merge_cache(&self) -> Result<Arc<MergeCache>> {
         self.merge_cache
             .get_or_init(|| {
-                let dir = self
-                    .opts
-                    .merge
-                    .cache_dir
-                    .clone()
-                    .unwrap_or_else(default_cache_dir);
+                let dir = self.opts.merge.dir();
                 let c = MergeCache::open(&CacheOptions {
                     dir: dir.clone(),
                     max_bytes: self.opts.merge.cache_bytes,

@@ -71,6 +71,13 @@ impl Default for MergeSettings {
     }
 }
 
+impl MergeSettings {
+    /// The cache directory: the one given, else [`default_cache_dir`].
+    pub fn dir(&self) -> PathBuf {
+        self.cache_dir.clone().unwrap_or_else(default_cache_dir)
+    }
+}
+
 /// The merge cache directory when none is given: `$XDG_CACHE_HOME/hudifs/merge`, else
 /// `$HOME/.cache/hudifs/merge`, else `/var/tmp/hudifs-<uid>/merge`. (Not `/tmp`: another user
 /// could plant the directory there first; the cache refuses a directory it does not own.)
