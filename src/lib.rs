@@ -41,6 +41,7 @@ pub mod metrics;
 pub mod mount_config;
 pub mod notify;
 pub mod options;
+pub mod saved_form;
 pub mod status;
 pub mod store;
 pub mod sys;

@@ -20,16 +20,12 @@ use std::sync::{Arc, OnceLock};
 use super::log::{DeltaFile, TableFacts, Version};
 use super::schema::DeltaSchema;
 use super::stats::FileFacts;
+use crate::saved_form::{checksum, open, Enc, R};
 
 const MAGIC: &[u8; 8] = b"hudifsDL";
-/// A saved log as written: zstd-compressed (`add.stats` is JSON that shrinks tenfold), after
-/// this magic and its length uncompressed.
-const PACKED: &[u8; 8] = b"hudifsZ1";
-/// The most an unpacked log may hold (a damaged length asks for no more).
-const MAX_UNPACKED: u64 = 16 << 30;
-const CHECKPOINT_MAGIC: &[u8; 8] = b"hudifsCP";
 /// Changed whenever the form changes (a file of another format is not read).
 const FORMAT: u64 = 1;
+const CHECKPOINT_MAGIC: &[u8; 8] = b"hudifsCP";
 
 /// A log read back: its versions in order, each file's footer facts but the schema (a
 /// `(record count, schema)` pair, the schema an index into `samples`), a file of each schema,
@@ -86,116 +82,6 @@ pub fn facts_of(
         schema: s.schema.clone(),
         parquet: s.parquet.clone(),
     })
-}
-
-/// A checksum of `data`, eight bytes at a time (a torn or damaged file is refused).
-fn checksum(data: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        h = (h ^ w).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
-    }
-    for b in chunks.remainder() {
-        h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h ^ data.len() as u64
-}
-
-struct Enc(Vec<u8>);
-
-impl Enc {
-    fn u(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.0.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.0.push(v as u8);
-    }
-    fn i(&mut self, v: i64) {
-        self.u(((v << 1) ^ (v >> 63)) as u64);
-    }
-    fn b(&mut self, v: bool) {
-        self.0.push(u8::from(v));
-    }
-    fn bytes(&mut self, s: &[u8]) {
-        self.u(s.len() as u64);
-        self.0.extend_from_slice(s);
-    }
-    fn s(&mut self, s: &str) {
-        self.bytes(s.as_bytes());
-    }
-    fn opt_s(&mut self, s: Option<&str>) {
-        self.b(s.is_some());
-        if let Some(s) = s {
-            self.s(s);
-        }
-    }
-    /// The bytes, and their checksum after them.
-    fn sealed(mut self) -> Vec<u8> {
-        let sum = checksum(&self.0);
-        self.0.extend_from_slice(&sum.to_le_bytes());
-        self.0
-    }
-}
-
-struct Dec<'a>(&'a [u8]);
-
-type R<T> = Result<T, String>;
-
-impl<'a> Dec<'a> {
-    fn u(&mut self) -> R<u64> {
-        let mut v: u64 = 0;
-        for shift in (0..64).step_by(7) {
-            let (&b, rest) = self.0.split_first().ok_or("cut short")?;
-            self.0 = rest;
-            v |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return Ok(v);
-            }
-        }
-        Err("a number too long".into())
-    }
-    fn i(&mut self) -> R<i64> {
-        let u = self.u()?;
-        Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
-    }
-    fn n(&mut self) -> R<usize> {
-        usize::try_from(self.u()?).map_err(|e| e.to_string())
-    }
-    fn b(&mut self) -> R<bool> {
-        let (&b, rest) = self.0.split_first().ok_or("cut short")?;
-        self.0 = rest;
-        match b {
-            0 => Ok(false),
-            1 => Ok(true),
-            _ => Err(format!("{b} is not a flag")),
-        }
-    }
-    fn bytes(&mut self) -> R<&'a [u8]> {
-        let n = self.n()?;
-        if n > self.0.len() {
-            return Err("cut short".into());
-        }
-        let (s, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(s)
-    }
-    fn s(&mut self) -> R<&'a str> {
-        std::str::from_utf8(self.bytes()?).map_err(|e| e.to_string())
-    }
-    fn opt_s(&mut self) -> R<Option<&'a str>> {
-        Ok(if self.b()? { Some(self.s()?) } else { None })
-    }
-    /// A count of items each at least `min` bytes long (a damaged count cannot ask for more
-    /// memory than the file could hold).
-    fn count(&mut self, min: usize) -> R<usize> {
-        let n = self.n()?;
-        if n.saturating_mul(min.max(1)) > self.0.len() {
-            return Err(format!("{n} items in {} bytes", self.0.len()));
-        }
-        Ok(n)
-    }
 }
 
 /// The saved form of `versions` (in order) under `key`, with the footer facts `facts` gives of
@@ -327,60 +213,6 @@ pub fn encode(
     Some(e.sealed())
 }
 
-/// `bytes` compressed, as a saved log is written.
-pub fn pack(bytes: &[u8]) -> Vec<u8> {
-    let mut out = PACKED.to_vec();
-    out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-    match zstd::bulk::compress(bytes, 1) {
-        Ok(z) => out.extend_from_slice(&z),
-        Err(_) => return Vec::new(),
-    }
-    out
-}
-
-/// The bytes [`pack`] compressed, or why they cannot be had.
-pub fn unpack(packed: &[u8]) -> R<Vec<u8>> {
-    let rest = packed
-        .strip_prefix(PACKED)
-        .ok_or("not a saved delta/ log")?;
-    if rest.len() < 8 {
-        return Err("cut short".into());
-    }
-    let (len, z) = rest.split_at(8);
-    let mut l = [0u8; 8];
-    l.copy_from_slice(len);
-    let len = u64::from_le_bytes(l);
-    if len > MAX_UNPACKED {
-        return Err(format!("{len} bytes unpacked"));
-    }
-    let out = zstd::bulk::decompress(z, len as usize).map_err(|e| e.to_string())?;
-    if out.len() as u64 != len {
-        return Err(format!("{} bytes unpacked, not {len}", out.len()));
-    }
-    Ok(out)
-}
-
-/// The body of a saved file of kind `magic` under `key`, after its header; or why it cannot be
-/// used.
-fn open<'a>(magic: &[u8; 8], key: &str, bytes: &'a [u8]) -> R<Dec<'a>> {
-    let body_len = bytes.len().checked_sub(8).ok_or("cut short")?;
-    let (body, sum) = bytes.split_at(body_len);
-    let mut want = [0u8; 8];
-    want.copy_from_slice(sum);
-    if checksum(body) != u64::from_le_bytes(want) {
-        return Err("its checksum does not match".into());
-    }
-    let mut d = Dec(body.strip_prefix(magic).ok_or("not of this kind")?);
-    let format = d.u()?;
-    if format != FORMAT {
-        return Err(format!("format {format}, not {FORMAT}"));
-    }
-    if d.s()? != key {
-        return Err("saved by another build of hudifs, or for other options".into());
-    }
-    Ok(d)
-}
-
 /// The saved form of the checkpoint `bytes` of version `v` of a log under `key`.
 pub fn encode_checkpoint(key: &str, table: &TableFacts, v: &Version, bytes: &[u8]) -> Vec<u8> {
     let mut e = Enc(Vec::with_capacity(bytes.len() + key.len() + 64));
@@ -396,7 +228,7 @@ pub fn encode_checkpoint(key: &str, table: &TableFacts, v: &Version, bytes: &[u8
 /// The checkpoint saved in `bytes` under `key`, if it was written for version `v` as it is
 /// now (the same table facts and files); else why not.
 pub fn decode_checkpoint(key: &str, table: &TableFacts, v: &Version, bytes: &[u8]) -> R<Vec<u8>> {
-    let mut d = open(CHECKPOINT_MAGIC, key, bytes)?;
+    let mut d = open(CHECKPOINT_MAGIC, FORMAT, key, bytes)?;
     let n = d.u()?;
     if n != v.number {
         return Err(format!("the checkpoint of version {n}, not {}", v.number));
@@ -449,7 +281,7 @@ pub fn state_hash(table: &TableFacts, v: &Version) -> u64 {
 
 /// The log saved in `bytes` under `key`, or why it cannot be used.
 pub fn decode(key: &str, bytes: &[u8]) -> Result<Saved, String> {
-    let mut d = open(MAGIC, key, bytes)?;
+    let mut d = open(MAGIC, FORMAT, key, bytes)?;
     let mut samples = Vec::new();
     for _ in 0..d.count(1)? {
         samples.push(d.s()?.to_string());
@@ -577,6 +409,7 @@ pub fn decode(key: &str, bytes: &[u8]) -> Result<Saved, String> {
 mod tests {
     use super::super::log::{render, DeltaFile, TableFacts, Version};
     use super::*;
+    use crate::saved_form::{pack, unpack};
 
     fn table() -> TableFacts {
         TableFacts {

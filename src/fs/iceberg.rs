@@ -32,6 +32,44 @@ pub(super) struct IcebergCache {
     built: Mutex<Option<Arc<Built>>>,
     /// Held while a table is built.
     building: Mutex<()>,
+    /// How many metadata files the first build took from what the last mount saved.
+    taken: std::sync::atomic::AtomicUsize,
+    /// The current manifests the last mount saved, being read and unpacked since the table
+    /// was opened: their name, and the thread.
+    preload: Mutex<Option<(String, std::thread::JoinHandle<Option<Unpacked>>)>>,
+}
+
+/// A saved file unpacked, or why it cannot be.
+type Unpacked = std::result::Result<Vec<u8>, String>;
+
+impl IcebergCache {
+    /// What `iceberg/` keeps of table `cfg` in `store`: the current manifests the last mount
+    /// saved (SEMANTICS §11.5), if there are any, already being read on a thread of its own at
+    /// a low priority while the timeline loads.
+    pub(super) fn opening(
+        store: &dyn hudifs_storage::Storage,
+        cfg: &hudifs_core::table::TableConfig,
+        opts: &super::FsOptions,
+    ) -> IcebergCache {
+        let cache = IcebergCache::default();
+        let dir = opts.merge.dir();
+        if let Some((name, _)) = super::delta::manifests_saved_name(store, cfg, opts) {
+            if hudifs_merge::cache::has_side_in(&dir, &name) {
+                let n = name.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("iceberg-preload".into())
+                    .spawn(move || {
+                        crate::sys::priority::lower_this_thread();
+                        let packed = hudifs_merge::cache::read_side_in(&dir, &n)?;
+                        Some(crate::saved_form::unpack(&packed))
+                    });
+                if let Ok(h) = spawned {
+                    *lock(&cache.preload) = Some((name, h));
+                }
+            }
+        }
+        cache
+    }
 }
 
 /// A table as far as it could be built, as `delta/`'s log.
@@ -45,6 +83,9 @@ struct Built {
     numbers: Vec<u64>,
     /// The metadata file rendered last (readers read one a few times).
     rendered: Mutex<Option<(MetaFile, Arc<Vec<u8>>)>>,
+    /// Whether the current snapshot's manifests are saved for the next mount, or were taken
+    /// from what the last one saved (SEMANTICS §11.5).
+    saved: std::sync::atomic::AtomicBool,
 }
 
 impl Built {
@@ -69,6 +110,14 @@ impl Built {
 }
 
 impl HudiFs {
+    /// How many metadata files (the current manifest list and its manifests) the first build
+    /// of `iceberg/` took from what the last mount of the table saved (SEMANTICS §11.5).
+    pub fn iceberg_files_taken(&self) -> usize {
+        self.iceberg
+            .taken
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Whether view `view` is a data directory of `iceberg/`.
     pub(super) fn is_iceberg_view(&self, view: u32) -> bool {
         self.inodes.views.get(view).is_some_and(|n| n.iceberg)
@@ -199,7 +248,87 @@ impl HudiFs {
             e
         })?;
         *lock(&built.rendered) = Some((f, bytes.clone()));
+        if let MetaFile::List(n) = f {
+            if built.table.snapshots.last().map(|s| s.version.number) == Some(n) {
+                self.save_iceberg(&built);
+            }
+        }
         Ok((bytes, ms))
+    }
+
+    /// Save the current snapshot's manifest list and manifests, just rendered, for the next
+    /// mount (SEMANTICS §11.5): once per table, on a thread of its own where the mount is
+    /// shared.
+    fn save_iceberg(&self, built: &Arc<Built>) {
+        if built.saved.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let Some((name, key)) = self.iceberg_saved_name() else {
+            return;
+        };
+        let write = move |fs: &HudiFs, built: &Built| {
+            let Ok(cache) = fs.merge_cache() else {
+                return;
+            };
+            let started = std::time::Instant::now();
+            let Some(bytes) = built.table.save_current(&key) else {
+                return;
+            };
+            let bytes = crate::saved_form::pack(&bytes);
+            match cache.write_side(&name, &bytes) {
+                Ok(()) => log::info!(
+                    "iceberg/: the current manifests saved in {name} ({} bytes, {} ms)",
+                    bytes.len(),
+                    started.elapsed().as_millis()
+                ),
+                Err(e) => log::info!("iceberg/: the current manifests are not saved: {e}"),
+            }
+        };
+        match self.this.upgrade() {
+            Some(fs) => {
+                let built = built.clone();
+                super::delta::spawn_save(move || write(&fs, &built));
+            }
+            None => write(self, built),
+        }
+    }
+
+    /// Take back the manifests the last mount saved of `table` (built afresh), where they are
+    /// what `table` has; whether its current manifest list was among them.
+    fn take_back_iceberg(&self, table: &IcebergTable) -> bool {
+        let (Some((name, key)), Ok(cache)) = (self.iceberg_saved_name(), self.merge_cache()) else {
+            return false;
+        };
+        let started = std::time::Instant::now();
+        // Read while the table was opened, else now.
+        let preloaded = lock(&self.iceberg.preload)
+            .take()
+            .and_then(|(for_name, h)| {
+                (for_name == name)
+                    .then(|| h.join().ok().flatten())
+                    .flatten()
+            });
+        let unpacked = match preloaded {
+            Some(u) => u,
+            None => match cache.read_side(&name) {
+                Some(packed) => crate::saved_form::unpack(&packed),
+                None => return false,
+            },
+        };
+        let taken = unpacked.and_then(|b| table.take_back(&key, &b));
+        match taken {
+            Ok(n) => {
+                self.iceberg
+                    .taken
+                    .store(n, std::sync::atomic::Ordering::Relaxed);
+                log::info!(
+                    "iceberg/: {n} files taken from the saved manifests in {} ms",
+                    started.elapsed().as_millis()
+                )
+            }
+            Err(e) => log::info!("iceberg/: the saved manifests {name} are not used: {e}"),
+        }
+        table.current_list_rendered()
     }
 
     /// Build the table now, and render its current snapshot's metadata file, manifest list
@@ -294,12 +423,15 @@ impl HudiFs {
                 .map_err(|(_, why)| Error::Unsupported(format!("iceberg/: {why}")))?
             }
         };
+        // A first build takes back what the last mount saved.
+        let taken = old.is_none() && self.take_back_iceberg(&table);
         let built = Arc::new(Built {
             generation: delta.log.generation,
             table,
             failed,
             numbers: delta.numbers.clone(),
             rendered: Mutex::new(None),
+            saved: taken.into(),
         });
         *lock(&self.iceberg.built) = Some(built.clone());
         Ok(built)

@@ -233,8 +233,10 @@ impl HudiFs {
         cfg: TableConfig,
         opts: FsOptions,
     ) -> Result<HudiFs> {
-        // The saved log of `delta/`, if any, is read while the timeline loads.
+        // The saved log of `delta/` and the manifests of `iceberg/`, if any, are read while the
+        // timeline loads.
         let delta = delta::DeltaCache::opening(&*store, &cfg, &opts);
+        let iceberg = iceberg::IcebergCache::opening(&*store, &cfg, &opts);
         let snap = Snapshot::open_with_config(store.clone(), cfg, opts.listing)?;
         let root = store
             .stat(&TablePath::root())
@@ -256,7 +258,7 @@ impl HudiFs {
             kernel: KernelCache::default(),
             owner,
             delta,
-            iceberg: iceberg::IcebergCache::default(),
+            iceberg,
             bootstrap: Default::default(),
             this: std::sync::Weak::new(),
         })

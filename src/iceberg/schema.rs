@@ -34,6 +34,13 @@ impl FieldIds {
     pub fn column(&self, name: &str) -> Option<i32> {
         self.ids.get(name).copied()
     }
+
+    /// Every id handed out, by path, in the order of the paths.
+    pub fn sorted(&self) -> Vec<(&str, i32)> {
+        let mut out: Vec<(&str, i32)> = self.ids.iter().map(|(p, i)| (p.as_str(), *i)).collect();
+        out.sort_unstable();
+        out
+    }
 }
 
 /// What a top-level column's bounds are written as (`lower_bounds`/`upper_bounds`).

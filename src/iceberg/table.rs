@@ -24,6 +24,8 @@ use crate::delta::log::decode_path;
 use crate::delta::stats::FileFacts;
 use crate::delta::{DeltaFile, Version};
 
+mod saved;
+
 /// Manifests per snapshot, at most.
 pub const BUCKETS: usize = 64;
 
@@ -321,6 +323,13 @@ impl IcebergTable {
             out.push(MetaFile::Hint);
         }
         out
+    }
+
+    /// Whether the newest snapshot's manifest list is rendered (or taken back).
+    pub fn current_list_rendered(&self) -> bool {
+        self.snapshots
+            .last()
+            .is_some_and(|s| s.list.get().is_some())
     }
 
     /// Whether `f` is a file of this table.

@@ -163,3 +163,105 @@ fn snapshots_manifests_and_served_files_of_a_merge_on_read_table() {
     }
     drop(pending);
 }
+
+/// Every file `iceberg/metadata/` lists, by name, as read.
+fn meta_files(fs: &HudiFs) -> std::collections::BTreeMap<String, Vec<u8>> {
+    fs.readdir_entries(walk(fs, "iceberg/metadata").unwrap())
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let n = e.name.to_string();
+            let bytes = read_all(fs, walk(fs, &format!("iceberg/metadata/{n}")).unwrap());
+            (n, bytes)
+        })
+        .collect()
+}
+
+/// The saved current manifests of the one table in merge cache `cache`.
+fn saved_manifests(cache: &std::path::Path) -> std::path::PathBuf {
+    let saved: Vec<_> = std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".manifests"))
+        .collect();
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    saved[0].clone()
+}
+
+#[test]
+fn a_new_mount_takes_the_current_manifests_back_where_its_table_is_the_same() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("t");
+    let spec = TableSpec::new("i", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
+    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    let g0 = t.insert("city=a", &rows(1, 50)).unwrap();
+    for (i, city) in ["b", "c", "d", "e"].iter().enumerate() {
+        t.insert(&format!("city={city}"), &rows(2 + i as u64, 40))
+            .unwrap();
+    }
+    t.complete().unwrap();
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.update("city=a", &g0, &rows_with_ids(9, &[1000, 1001]))
+        .unwrap();
+    t.complete().unwrap();
+    let cache = tmp.path().join("cache");
+    let loc = Some("/seen/here");
+
+    let first = fs_at(&root, &cache, loc);
+    let built = meta_files(&first);
+    assert_eq!(first.iceberg_files_taken(), 0);
+    drop(first);
+    // The current list (snapshot 1's) and the manifests it names.
+    let named = avro(&built["snap-1.avro"]).len();
+    assert!(named >= 2, "{named} manifests");
+    let again = fs_at(&root, &cache, loc);
+    assert_eq!(meta_files(&again), built);
+    assert_eq!(again.iceberg_files_taken(), named + 1);
+    drop(again);
+
+    // Files seen elsewhere name other paths: nothing is taken.
+    let elsewhere = fs_at(&root, &cache, Some("/seen/elsewhere"));
+    let other = meta_files(&elsewhere);
+    assert_eq!(elsewhere.iceberg_files_taken(), 0);
+    assert_ne!(other, built);
+    drop(elsewhere);
+    // That mount saved its own: put back the first's, then damage it.
+    let fresh_cache = tmp.path().join("fresh");
+    drop(meta_files(&fs_at(&root, &fresh_cache, loc)));
+    std::fs::copy(saved_manifests(&fresh_cache), saved_manifests(&cache)).unwrap();
+    let saved = saved_manifests(&cache);
+    let mut bytes = std::fs::read(&saved).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x01;
+    std::fs::write(&saved, &bytes).unwrap();
+    let damaged = fs_at(&root, &cache, loc);
+    assert_eq!(meta_files(&damaged), built);
+    assert_eq!(damaged.iceberg_files_taken(), 0);
+    drop(damaged);
+    // So is a torn one, wherever it was cut.
+    bytes[mid] ^= 0x01;
+    for cut in [0, 9, 16, bytes.len() / 3, bytes.len() - 1] {
+        std::fs::write(&saved, &bytes[..cut]).unwrap();
+        let torn = fs_at(&root, &cache, loc);
+        assert_eq!(meta_files(&torn), built, "cut at {cut}");
+        assert_eq!(torn.iceberg_files_taken(), 0, "cut at {cut}");
+    }
+
+    // A write after the save: what was saved is still what those snapshots hold, and the new
+    // snapshot is rendered as a fresh build renders it.
+    let mut t = w.begin(Action::DeltaCommit).unwrap();
+    t.insert("city=f", &rows(20, 10)).unwrap();
+    t.complete().unwrap();
+    let next = fs_at(&root, &cache, loc);
+    let after = meta_files(&next);
+    assert_eq!(next.iceberg_files_taken(), named + 1);
+    let fresh = fs_at(&root, &tmp.path().join("fresh2"), loc);
+    assert_eq!(meta_files(&fresh), after);
+    assert_eq!(fresh.iceberg_files_taken(), 0);
+    for (name, bytes) in &built {
+        if name != "version-hint.text" {
+            assert_eq!(after.get(name), Some(bytes), "{name}");
+        }
+    }
+}

@@ -423,8 +423,9 @@ fn a_remount_takes_the_saved_log_back() {
         .collect();
     assert_eq!(
         saved.len(),
-        3,
-        "the log, its newest checkpoint, the mark that iceberg/ was read: {saved:?}"
+        4,
+        "the log, its newest checkpoint, the mark that iceberg/ was read, its current \
+         manifests: {saved:?}"
     );
     let again = MountGuard::mount(&root, &args);
     assert_eq!(read_log(&again), built);
@@ -439,6 +440,11 @@ fn a_remount_takes_the_saved_log_back() {
         "the saved log and checkpoint: {log}"
     );
     assert!(!log.contains("not built ahead"), "{log}");
+    // The current manifest list and the manifests it names, saved by the first mount.
+    assert!(
+        log.contains("files taken from the saved manifests"),
+        "{log}"
+    );
     let delta = again.path().join("delta");
     let py = support::python();
     let views = vec![json!({"label": "newest", "as_of": commits[11], "dir": null,

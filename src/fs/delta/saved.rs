@@ -84,6 +84,17 @@ fn saved_name(
     Some((name, key))
 }
 
+/// The name `iceberg/`'s current manifests of table `cfg` in `store` are saved under in the
+/// merge cache (`iceberg/table/saved.rs`), and the key: those of `delta/`'s saved log.
+pub(in crate::fs) fn manifests_saved_name(
+    store: &dyn hudifs_storage::Storage,
+    cfg: &hudifs_core::table::TableConfig,
+    opts: &crate::fs::FsOptions,
+) -> Option<(String, String)> {
+    let (name, key) = saved_name(store, cfg, opts)?;
+    Some((manifests_name(&name), key))
+}
+
 /// The saved log `name` in merge cache directory `dir`, decoded under `key`: `None` where there
 /// is none, else the log or why it cannot be used.
 fn read_saved(
@@ -93,7 +104,7 @@ fn read_saved(
 ) -> Option<std::result::Result<delta::saved::Saved, String>> {
     let started = std::time::Instant::now();
     let bytes = hudifs_merge::cache::read_side_in(dir, name)?;
-    let read = delta::saved::unpack(&bytes).and_then(|b| delta::saved::decode(key, &b));
+    let read = crate::saved_form::unpack(&bytes).and_then(|b| delta::saved::decode(key, &b));
     log::debug!(
         "delta/: {name} read and decoded in {} ms",
         started.elapsed().as_millis()
@@ -143,7 +154,7 @@ static SAVES: (Mutex<usize>, std::sync::Condvar) = (Mutex::new(0), std::sync::Co
 /// Run `save` on a thread of its own, at a low priority (it must not slow the readers it
 /// saves for); counted until it ends, for [`wait_for_saves`]. False when no thread could be
 /// started.
-fn spawn_save(save: impl FnOnce() + Send + 'static) -> bool {
+pub(in crate::fs) fn spawn_save(save: impl FnOnce() + Send + 'static) -> bool {
     *lock(&SAVES.0) += 1;
     let spawned = std::thread::Builder::new()
         .name("delta-save".into())
@@ -187,6 +198,11 @@ pub fn wait_for_saves(limit: Duration) {
 /// The name of the mark beside saved log `log` that a mount read `iceberg/`.
 fn iceberg_marker(log: &str) -> String {
     format!("{}.iceberg", log.strip_suffix(".log").unwrap_or(log))
+}
+
+/// The name of `iceberg/`'s current manifests saved beside the saved log `log`.
+fn manifests_name(log: &str) -> String {
+    format!("{}.manifests", log.strip_suffix(".log").unwrap_or(log))
 }
 
 /// The name of the newest checkpoint saved beside the saved log `log`.
@@ -263,6 +279,12 @@ impl HudiFs {
     /// the table saved (SEMANTICS §11.5).
     pub fn delta_versions_taken(&self) -> usize {
         self.delta.taken.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The name `iceberg/`'s current manifests are saved under in the merge cache, and the key
+    /// (`iceberg/table/saved.rs`): those of `delta/`'s saved log.
+    pub(in crate::fs) fn iceberg_saved_name(&self) -> Option<(String, String)> {
+        manifests_saved_name(&*self.store, &self.snapshot().cfg, &self.opts)
     }
 
     fn delta_saved_name(&self, snap: &Snapshot) -> Option<(String, String)> {
@@ -439,7 +461,7 @@ impl HudiFs {
             log::debug!("delta/: the log is not saved: a file without footer facts");
             return;
         };
-        let bytes = delta::saved::pack(&bytes);
+        let bytes = crate::saved_form::pack(&bytes);
         match cache.write_side(&name, &bytes) {
             Ok(()) => log::info!(
                 "delta/: {} versions saved in {name} ({} bytes, {} ms)",
