@@ -6,7 +6,8 @@
 //! rule that keeps a version from one snapshot to the next: `fs/delta.rs`).
 //!
 //! The file is this module's own binary form: a header (magic, format, the key), the schemas
-//! (each named by a file of that schema, whose footer gives it back), the data files once each
+//! (each the footer of a file of that schema, which gives it back without a read of the table),
+//! the data files once each
 //! (path, size, time, `add.stats`, record count, schema), the versions (each the change of its
 //! files from the version before, and its `add`s and `remove`s), and a checksum of all of it. A
 //! file that does not decode, or was made under another key, is not used: the log is built
@@ -24,7 +25,7 @@ use crate::saved_form::{checksum, open, Enc, R};
 
 const MAGIC: &[u8; 8] = b"hudifsDL";
 /// Changed whenever the form changes (a file of another format is not read).
-const FORMAT: u64 = 1;
+const FORMAT: u64 = 2;
 const CHECKPOINT_MAGIC: &[u8; 8] = b"hudifsCP";
 
 /// A log read back: its versions in order, each file's footer facts but the schema (a
@@ -40,6 +41,9 @@ pub struct Saved {
     pub added_facts: Vec<Vec<Option<(i64, usize)>>>,
     /// For each schema, the `add.path` of a file written in it.
     pub samples: Vec<String>,
+    /// For each schema, that file's footer (Parquet's `FileMetaData`), which gives the schema
+    /// back without a read of the table (on an object store, without listing its partitions).
+    pub footers: Vec<Vec<u8>>,
 }
 
 impl Saved {
@@ -85,12 +89,13 @@ pub fn facts_of(
 }
 
 /// The saved form of `versions` (in order) under `key`, with the footer facts `facts` gives of
-/// their data files; `None` when a data file or a version's schema has no facts (such a log is
-/// not saved).
+/// their data files and the footer `footer` gives of a file of each schema; `None` when a data
+/// file has no facts or a schema no footer (such a log is not saved).
 pub fn encode(
     key: &str,
     versions: &[Arc<Version>],
     facts: &dyn Fn(&str) -> Option<Arc<FileFacts>>,
+    footer: &dyn Fn(&FileFacts) -> Option<Arc<Vec<u8>>>,
 ) -> Option<Vec<u8>> {
     // The data files, each once, and the schemas of their facts.
     let mut files: Vec<Arc<DeltaFile>> = Vec::new();
@@ -132,7 +137,7 @@ pub fn encode(
             Arc::ptr_eq(&s.schema, &ff.schema) && Arc::ptr_eq(&s.parquet, &ff.parquet)
         })
     };
-    let mut samples: Vec<String> = Vec::new();
+    let mut samples: Vec<(String, Arc<Vec<u8>>)> = Vec::new();
     let mut file_facts: Vec<Option<(i64, u64)>> = Vec::with_capacity(files.len());
     for f in &files {
         if f.stats.is_none() {
@@ -144,8 +149,8 @@ pub fn encode(
         let s = match schema_of(&ff, &schemas) {
             Some(s) => s,
             None => {
+                samples.push((f.path.clone(), footer(&ff)?));
                 schemas.push(ff.clone());
-                samples.push(f.path.clone());
                 schemas.len() - 1
             }
         };
@@ -156,8 +161,9 @@ pub fn encode(
     e.u(FORMAT);
     e.s(key);
     e.u(samples.len() as u64);
-    for s in &samples {
-        e.s(s);
+    for (path, footer) in &samples {
+        e.s(path);
+        e.bytes(footer);
     }
     e.u(files.len() as u64);
     for (f, ff) in files.iter().zip(&file_facts) {
@@ -283,8 +289,10 @@ pub fn state_hash(table: &TableFacts, v: &Version) -> u64 {
 pub fn decode(key: &str, bytes: &[u8]) -> Result<Saved, String> {
     let mut d = open(MAGIC, FORMAT, key, bytes)?;
     let mut samples = Vec::new();
-    for _ in 0..d.count(1)? {
+    let mut footers = Vec::new();
+    for _ in 0..d.count(2)? {
         samples.push(d.s()?.to_string());
+        footers.push(d.bytes()?.to_vec());
     }
     let n_files = d.count(5)?;
     let mut files: Vec<Arc<DeltaFile>> = Vec::with_capacity(n_files);
@@ -402,6 +410,7 @@ pub fn decode(key: &str, bytes: &[u8]) -> Result<Saved, String> {
         arrows,
         added_facts,
         samples,
+        footers,
     })
 }
 
@@ -491,6 +500,10 @@ mod tests {
         }
     }
 
+    fn footer(_: &FileFacts) -> Option<Arc<Vec<u8>>> {
+        Some(Arc::new(b"a footer".to_vec()))
+    }
+
     fn schema() -> Arc<arrow_schema::Schema> {
         Arc::new(arrow_schema::Schema::empty())
     }
@@ -500,10 +513,11 @@ mod tests {
         let schema = schema();
         let vs = versions(&schema);
         let facts = facts(&schema);
-        let packed = pack(&encode("k", &vs, &facts).unwrap());
+        let packed = pack(&encode("k", &vs, &facts, &footer).unwrap());
         let mut saved = decode("k", &unpack(&packed).unwrap()).unwrap();
         assert_eq!(saved.len(), 3);
         assert_eq!(saved.samples, vec!["0/p/a".to_string()]);
+        assert_eq!(saved.footers, vec![b"a footer".to_vec()]);
         let added_facts = std::mem::take(&mut saved.added_facts);
         let back = saved.versions(&[facts("0/p/a").unwrap()]).unwrap();
         let t = table();
@@ -560,7 +574,7 @@ mod tests {
     #[test]
     fn a_damaged_or_foreign_saved_log_is_refused_without_a_panic() {
         let schema = schema();
-        let raw = encode("k", &versions(&schema), &facts(&schema)).unwrap();
+        let raw = encode("k", &versions(&schema), &facts(&schema), &footer).unwrap();
         assert!(decode("other", &raw).is_err());
         for cut in 0..raw.len() {
             assert!(decode("k", &raw[..cut]).is_err(), "cut at {cut}");
@@ -580,7 +594,10 @@ mod tests {
     #[test]
     fn a_version_without_footer_facts_is_not_saved() {
         let schema = schema();
-        assert!(encode("k", &versions(&schema), &|_: &str| None).is_none());
+        assert!(encode("k", &versions(&schema), &|_: &str| None, &footer).is_none());
+        // Nor one with a schema whose footer is not known.
+        let vs = versions(&schema);
+        assert!(encode("k", &vs, &facts(&schema), &|_: &FileFacts| None).is_none());
     }
 
     #[test]

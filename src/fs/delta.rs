@@ -72,6 +72,8 @@ pub(super) struct DeltaCache {
 struct Schemas {
     arrow: Vec<Arc<arrow_schema::Schema>>,
     parquet: Vec<Arc<parquet::schema::types::Type>>,
+    /// The footer of a file of each Parquet schema (saved with the log: `delta/saved.rs`).
+    footers: Vec<(Arc<parquet::schema::types::Type>, Arc<Vec<u8>>)>,
 }
 
 /// `x`, or the equal value `held` already has.
@@ -662,15 +664,43 @@ impl HudiFs {
         let OpenHandle::Data(file) = handle else {
             return Err(Error::Invalid(format!("delta/{path}: not a data file")));
         };
-        let mut facts = delta::stats::read_facts(&*file, &self.delta.tail)
+        let corrupt = |e: String| Error::Corrupt(format!("delta/{path}: {e}"));
+        let footer = delta::stats::read_footer(&*file, &self.delta.tail).map_err(corrupt)?;
+        let facts = self
+            .footer_facts(footer.bytes)
             .map_err(|e| Error::Corrupt(format!("delta/{path}: {e}")))?;
-        {
-            let mut s = lock(&self.delta.schemas);
-            facts.schema = shared(&mut s.arrow, facts.schema);
-            facts.parquet = shared(&mut s.parquet, facts.parquet);
-        }
-        let facts = Arc::new(facts);
         lock(&self.delta.facts).insert(path.to_string(), facts.clone());
         Ok(facts)
+    }
+
+    /// The facts of a file's footer (Parquet's `FileMetaData`), its schemas shared with the
+    /// files before; the footer is kept where its schema is new (`Schemas::footers`).
+    pub(super) fn footer_facts(
+        &self,
+        footer: Vec<u8>,
+    ) -> std::result::Result<Arc<FileFacts>, String> {
+        let md = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&footer)
+            .map_err(|e| e.to_string())?;
+        let mut facts = delta::stats::facts(&md)?;
+        let mut s = lock(&self.delta.schemas);
+        facts.schema = shared(&mut s.arrow, facts.schema);
+        facts.parquet = shared(&mut s.parquet, facts.parquet);
+        if !s
+            .footers
+            .iter()
+            .any(|(p, _)| Arc::ptr_eq(p, &facts.parquet))
+        {
+            s.footers.push((facts.parquet.clone(), Arc::new(footer)));
+        }
+        Ok(Arc::new(facts))
+    }
+
+    /// The footer kept of a file of schema `facts.parquet`.
+    pub(super) fn schema_footer(&self, facts: &FileFacts) -> Option<Arc<Vec<u8>>> {
+        lock(&self.delta.schemas)
+            .footers
+            .iter()
+            .find(|(p, _)| Arc::ptr_eq(p, &facts.parquet))
+            .map(|(_, f)| f.clone())
     }
 }

@@ -3,7 +3,8 @@
 //! sequential and random reads; an object replaced while open gives ESTALE; on a versioned
 //! bucket, and with `--cache`, a file the cleaner deletes while open reads to its end; a file
 //! in the cache is read again without a GET (counted by a proxy in this process); eight readers
-//! and a merge at once stay under `--max-memory`.
+//! and a merge at once stay under `--max-memory`; a remount takes `delta/`'s saved log back
+//! without reading a data file.
 
 use hudifs_testkit::support;
 
@@ -635,4 +636,82 @@ fn a_ceiling_too_small_to_read_is_refused() {
     assert!(!out.status.success());
     assert!(err.contains("--max-memory 40 MiB is too small"), "{err}");
     assert!(!hudifs_testkit::mount::is_mounted(&mnt));
+}
+
+/// A remount of an `s3://` table whose `delta/` log a mount before saved (SEMANTICS §11.5) has
+/// the newest snapshot's metadata without a read of a data file: the saved log holds the footer
+/// of a file of each schema, so taking it back reads nothing of the table but what every mount
+/// reads (`.hoodie/` and the listing of the partitions). The log files are the bytes the first
+/// mount served.
+#[test]
+fn a_remount_has_delta_metadata_without_reading_a_data_file() {
+    let Some((tmp, moto)) = setup() else { return };
+    let url = "s3://lake/remount";
+    let local = tmp.path().join("t");
+    let spec = TableSpec::new("remount", TableType::CopyOnWrite, 8).partitioned_by(&["city"], true);
+    let mut w = TableWriter::create(&local, spec, 1_767_225_600_000).unwrap();
+    for (i, city) in ["a", "b", "c"].iter().enumerate() {
+        let action = w.write_action();
+        let mut t = w.begin(action).unwrap();
+        t.insert(
+            &format!("city={city}"),
+            &hudifs_testkit::generator::rows(i as u64, 20),
+        )
+        .unwrap();
+        t.complete().unwrap();
+    }
+    support::put_tree(&seam(url, &moto.endpoint), &local);
+    let proxy = counting_proxy(&moto.endpoint);
+    let cache = tmp.path().join("cache");
+    let extra = ["--merge-cache", cache.to_str().unwrap()];
+    let read_log = |m: &MountGuard| -> Vec<(String, Vec<u8>)> {
+        let dir = m.path().join("delta/_delta_log");
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        names.sort();
+        names
+            .into_iter()
+            .map(|n| {
+                let bytes = std::fs::read(dir.join(&n)).unwrap();
+                (n, bytes)
+            })
+            .collect()
+    };
+    // GETs of objects outside `.hoodie/` (not LISTs) from request `from` on.
+    let data_gets = |from: usize| -> Vec<String> {
+        proxy.gets.lock().unwrap()[from..]
+            .iter()
+            .filter(|l| !l.contains("list-type") && !l.contains("/.hoodie/"))
+            .cloned()
+            .collect()
+    };
+    let mut first = mount(url, &proxy.endpoint, &extra);
+    let built = read_log(&first);
+    assert_eq!(
+        built.len(),
+        3,
+        "{:?}",
+        built.iter().map(|b| &b.0).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        data_gets(0).len(),
+        3,
+        "a first build reads each file's footer"
+    );
+    first.unmount();
+    let from = proxy.gets.lock().unwrap().len();
+    let again = mount(url, &proxy.endpoint, &extra);
+    assert_eq!(read_log(&again), built);
+    let log = again.log_text();
+    assert!(
+        log.contains("3 of 3 versions taken from the saved log"),
+        "{log}"
+    );
+    assert_eq!(
+        data_gets(from),
+        Vec::<String>::new(),
+        "reads of data files on the remount"
+    );
 }

@@ -6,14 +6,12 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, UNIX_EPOCH};
 
-use hudifs_core::error::Result;
 use hudifs_core::snapshot::Snapshot;
 use hudifs_storage::sync::lock;
 
 use crate::delta::{self, stats::FileFacts, DeltaLog, LogFile, TableFacts, Version};
 
 use super::{Built, DeltaCache};
-use crate::fs::inode::Node;
 use crate::fs::HudiFs;
 
 /// Whether a save of the log runs, and the log to save once it ends.
@@ -319,10 +317,10 @@ impl HudiFs {
             }
             None => return None,
         };
-        // The schemas, from the footer of a file of each.
+        // The schemas, from the footer of a file of each, saved with it.
         let mut schemas = Vec::new();
-        for p in &saved.samples {
-            match self.delta_sample_facts(p) {
+        for (p, footer) in saved.samples.iter().zip(std::mem::take(&mut saved.footers)) {
+            match self.footer_facts(footer) {
                 Ok(f) => schemas.push(f),
                 Err(e) => {
                     log::info!("delta/: the saved log {name} is not used: {p}: {e}");
@@ -364,16 +362,6 @@ impl HudiFs {
             schemas,
         };
         Some((Arc::new(built), facts))
-    }
-
-    /// The footer facts of the file at `add.path` `path`, found by its path under `delta/`.
-    fn delta_sample_facts(&self, path: &str) -> Result<Arc<FileFacts>> {
-        let rel = delta::log::decode_path(path);
-        let mut ino = Node::DeltaDir.ino();
-        for c in rel.split('/') {
-            ino = self.lookup(ino, std::ffi::OsStr::new(c))?.attr.ino;
-        }
-        self.delta_facts(path, ino)
     }
 
     /// Save `built` for the next mount of the table, on a thread of its own where the mount is
@@ -457,7 +445,8 @@ impl HudiFs {
         };
         let started = std::time::Instant::now();
         let facts = |p: &str| lock(&self.delta.facts).get(p).cloned();
-        let Some(bytes) = delta::saved::encode(&key, &built.log.versions, &facts) else {
+        let footer = |f: &FileFacts| self.schema_footer(f);
+        let Some(bytes) = delta::saved::encode(&key, &built.log.versions, &facts, &footer) else {
             log::debug!("delta/: the log is not saved: a file without footer facts");
             return;
         };
