@@ -293,6 +293,12 @@ impl HudiFs {
         }
     }
 
+    /// Let go of the current manifests the last mount saved, read as the table opened (a first
+    /// build of `iceberg/` reads them again).
+    pub(super) fn forget_iceberg_preload(&self) {
+        lock(&self.iceberg.preload).take();
+    }
+
     /// Take back the manifests the last mount saved of `table` (built afresh), where they are
     /// what `table` has; whether its current manifest list was among them.
     fn take_back_iceberg(&self, table: &IcebergTable) -> bool {

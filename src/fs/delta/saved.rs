@@ -238,15 +238,18 @@ impl HudiFs {
                 let dir = fs.opts.merge.dir();
                 let saved = hudifs_merge::cache::has_side_in(&dir, &name);
                 if saved {
-                    if let Err(e) = fs.delta_log() {
-                        log::info!("delta/: the log is not built ahead: {e}");
-                        return;
-                    }
-                    // `iceberg/` too, where a mount before read it.
-                    if hudifs_merge::cache::has_side_in(&dir, &iceberg_marker(&name)) {
-                        fs.warm_iceberg();
+                    match fs.delta_log() {
+                        // `iceberg/` too, where a mount before read it.
+                        Ok(_) if hudifs_merge::cache::has_side_in(&dir, &iceberg_marker(&name)) => {
+                            fs.warm_iceberg();
+                            return;
+                        }
+                        Ok(_) => {}
+                        Err(e) => log::info!("delta/: the log is not built ahead: {e}"),
                     }
                 }
+                // The saved manifests of `iceberg/` are not held for a reader that may never come.
+                fs.forget_iceberg_preload();
             });
     }
 
