@@ -28,7 +28,7 @@ mod saved;
 
 use super::{join, DirEntry, Entry, HudiFs, Kind, OpenHandle, TTL_FRESH};
 pub use saved::wait_for_saves;
-pub(super) use saved::{manifests_saved_name, spawn_save};
+pub(super) use saved::{manifests_saved_name, preload, spawn_save};
 use saved::{table_facts, Preload, SavedFacts, Saving};
 
 /// A new file's size and footer facts.

@@ -52,21 +52,12 @@ impl IcebergCache {
         opts: &super::FsOptions,
     ) -> IcebergCache {
         let cache = IcebergCache::default();
-        let dir = opts.merge.dir();
         if let Some((name, _)) = super::delta::manifests_saved_name(store, cfg, opts) {
-            if hudifs_merge::cache::has_side_in(&dir, &name) {
-                let n = name.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("iceberg-preload".into())
-                    .spawn(move || {
-                        crate::sys::priority::lower_this_thread();
-                        let packed = hudifs_merge::cache::read_side_in(&dir, &n)?;
-                        Some(crate::saved_form::unpack(&packed))
-                    });
-                if let Ok(h) = spawned {
-                    *lock(&cache.preload) = Some((name, h));
-                }
-            }
+            *lock(&cache.preload) =
+                super::delta::preload(opts, "iceberg-preload", name, |dir, name| {
+                    let packed = hudifs_merge::cache::read_side_in(dir, name)?;
+                    Some(crate::saved_form::unpack(&packed))
+                });
         }
         cache
     }

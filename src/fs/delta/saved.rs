@@ -117,6 +117,30 @@ pub(super) type Preload = (
     std::thread::JoinHandle<Option<std::result::Result<delta::saved::Saved, String>>>,
 );
 
+/// Read the file `name` saved in the merge cache directory for the next mount, where there is
+/// one, with `read`, on a thread called `thread` at a low priority (behind the work of opening
+/// the table and serving what else is read): its name, and the thread.
+pub(in crate::fs) fn preload<T: Send + 'static>(
+    opts: &crate::fs::FsOptions,
+    thread: &str,
+    name: String,
+    read: impl FnOnce(&std::path::Path, &str) -> T + Send + 'static,
+) -> Option<(String, std::thread::JoinHandle<T>)> {
+    let dir = opts.merge.dir();
+    if !hudifs_merge::cache::has_side_in(&dir, &name) {
+        return None;
+    }
+    let n = name.clone();
+    let h = std::thread::Builder::new()
+        .name(thread.into())
+        .spawn(move || {
+            crate::sys::priority::lower_this_thread();
+            read(&dir, &n)
+        })
+        .ok()?;
+    Some((name, h))
+}
+
 impl DeltaCache {
     /// What `delta/` keeps of table `cfg` in `store`, its saved log (SEMANTICS §11.5), if
     /// there is one, already being read.
@@ -126,21 +150,10 @@ impl DeltaCache {
         opts: &crate::fs::FsOptions,
     ) -> DeltaCache {
         let cache = DeltaCache::default();
-        let dir = opts.merge.dir();
         if let Some((name, key)) = saved_name(store, cfg, opts) {
-            if hudifs_merge::cache::has_side_in(&dir, &name) {
-                let n = name.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("delta-preload".into())
-                    .spawn(move || {
-                        // Behind the work of opening the table and serving what else is read.
-                        crate::sys::priority::lower_this_thread();
-                        read_saved(&dir, &n, &key)
-                    });
-                if let Ok(h) = spawned {
-                    *lock(&cache.preload) = Some((name, h));
-                }
-            }
+            *lock(&cache.preload) = preload(opts, "delta-preload", name, move |dir, name| {
+                read_saved(dir, name, &key)
+            });
         }
         cache
     }
