@@ -52,12 +52,17 @@ fn long(v: &apache_avro::types::Value) -> i64 {
     }
 }
 
+/// The writer of a new merge-on-read table in `root`, partitioned by `city`.
+fn mor_writer(root: &std::path::Path) -> TableWriter {
+    let spec = TableSpec::new("i", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
+    TableWriter::create(root, spec, 1_767_225_600_000).unwrap()
+}
+
 #[test]
 fn snapshots_manifests_and_served_files_of_a_merge_on_read_table() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("t");
-    let spec = TableSpec::new("i", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
-    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    let mut w = mor_writer(&root);
     let mut t = w.begin(Action::DeltaCommit).unwrap();
     let g0 = t.insert("city=a", &rows(1, 50)).unwrap();
     t.insert("city=b", &rows(2, 40)).unwrap();
@@ -192,8 +197,7 @@ fn saved_manifests(cache: &std::path::Path) -> std::path::PathBuf {
 fn a_new_mount_takes_the_current_manifests_back_where_its_table_is_the_same() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("t");
-    let spec = TableSpec::new("i", TableType::MergeOnRead, 9).partitioned_by(&["city"], true);
-    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    let mut w = mor_writer(&root);
     let mut t = w.begin(Action::DeltaCommit).unwrap();
     let g0 = t.insert("city=a", &rows(1, 50)).unwrap();
     for (i, city) in ["b", "c", "d", "e"].iter().enumerate() {
