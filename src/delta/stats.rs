@@ -87,15 +87,14 @@ pub fn read_footer(file: &dyn OpenFile, guess: &TailGuess) -> Result<Footer, Str
     Ok(Footer { bytes, start })
 }
 
-/// Read the footer of `file` ([`read_footer`]) and take its facts.
-pub fn read_facts(file: &dyn OpenFile, guess: &TailGuess) -> Result<FileFacts, String> {
-    let footer = read_footer(file, guess)?;
-    let md = ParquetMetaDataReader::decode_metadata(&footer.bytes).map_err(|e| e.to_string())?;
+/// The facts of a footer's bytes (Parquet's `FileMetaData`, as [`read_footer`] reads it).
+pub fn footer_facts(footer: &[u8]) -> Result<FileFacts, String> {
+    let md = ParquetMetaDataReader::decode_metadata(footer).map_err(|e| e.to_string())?;
     facts(&md)
 }
 
 /// The facts of a decoded footer.
-pub fn facts(md: &ParquetMetaData) -> Result<FileFacts, String> {
+fn facts(md: &ParquetMetaData) -> Result<FileFacts, String> {
     let fmd = md.file_metadata();
     let schema =
         parquet::arrow::parquet_to_arrow_schema(fmd.schema_descr(), fmd.key_value_metadata())
@@ -269,6 +268,10 @@ mod tests {
         w.write(&batch).unwrap();
         w.close().unwrap();
         Counted(out, AtomicUsize::new(0))
+    }
+
+    fn read_facts(file: &dyn OpenFile, guess: &TailGuess) -> Result<FileFacts, String> {
+        footer_facts(&read_footer(file, guess)?.bytes)
     }
 
     fn reads(f: &Counted) -> usize {

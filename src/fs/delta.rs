@@ -19,7 +19,7 @@ use hudifs_core::rules::{write_kind, WriteKind};
 use hudifs_core::snapshot::Snapshot;
 use hudifs_storage::sync::lock;
 
-use crate::delta::{self, stats::FileFacts, DeltaFile, DeltaLog, LogFile, TableFacts, Version};
+use crate::delta::{self, stats::FileFacts, DeltaFile, DeltaLog, LogFile, Version};
 
 use super::inode::Node;
 
@@ -63,8 +63,6 @@ pub(super) struct DeltaCache {
     building: Mutex<()>,
     /// The saved log, being read since the table was opened.
     preload: Mutex<Option<Preload>>,
-    /// Whether this mount noted that it read `iceberg/`.
-    iceberg_noted: std::sync::atomic::AtomicBool,
 }
 
 /// Schemas shared by the footer facts of many files, each held once.
@@ -325,11 +323,6 @@ impl HudiFs {
         Ok(built)
     }
 
-    /// What every version of `snap`'s log shares.
-    fn delta_table_facts(&self, snap: &Snapshot) -> TableFacts {
-        table_facts(&snap.cfg, &self.opts)
-    }
-
     /// The log of `snap`, and whether it has versions the log before it (or the one saved by
     /// the last mount) did not.
     fn build_delta_log(&self, snap: &Arc<Snapshot>) -> Result<(Built, bool)> {
@@ -339,7 +332,7 @@ impl HudiFs {
             log::warn!("delta/: {e}");
         })? as u64;
         let merged = snap.cfg.is_mor();
-        let table = self.delta_table_facts(snap);
+        let table = table_facts(&snap.cfg, &self.opts);
         let mut numbers: Vec<u64> = Vec::new();
         let mut versions: Vec<Arc<Version>> = Vec::new();
         let mut failed = None;
@@ -666,9 +659,7 @@ impl HudiFs {
         };
         let corrupt = |e: String| Error::Corrupt(format!("delta/{path}: {e}"));
         let footer = delta::stats::read_footer(&*file, &self.delta.tail).map_err(corrupt)?;
-        let facts = self
-            .footer_facts(footer.bytes)
-            .map_err(|e| Error::Corrupt(format!("delta/{path}: {e}")))?;
+        let facts = self.footer_facts(footer.bytes).map_err(corrupt)?;
         lock(&self.delta.facts).insert(path.to_string(), facts.clone());
         Ok(facts)
     }
@@ -679,9 +670,7 @@ impl HudiFs {
         &self,
         footer: Vec<u8>,
     ) -> std::result::Result<Arc<FileFacts>, String> {
-        let md = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&footer)
-            .map_err(|e| e.to_string())?;
-        let mut facts = delta::stats::facts(&md)?;
+        let mut facts = delta::stats::footer_facts(&footer)?;
         let mut s = lock(&self.delta.schemas);
         facts.schema = shared(&mut s.arrow, facts.schema);
         facts.parquet = shared(&mut s.parquet, facts.parquet);

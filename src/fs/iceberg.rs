@@ -284,6 +284,12 @@ impl HudiFs {
         }
     }
 
+    /// Whether the current manifests the last mount saved are being read (a mount before read
+    /// `iceberg/`), not yet taken by a build.
+    pub(super) fn iceberg_preloaded(&self) -> bool {
+        lock(&self.iceberg.preload).is_some()
+    }
+
     /// Let go of the current manifests the last mount saved, read as the table opened (a first
     /// build of `iceberg/` reads them again).
     pub(super) fn forget_iceberg_preload(&self) {
@@ -347,7 +353,6 @@ impl HudiFs {
 
     /// The table of the current snapshot, built on first use after each change of the table.
     fn iceberg(&self) -> Result<Arc<Built>> {
-        self.note_iceberg_read();
         let delta = self.delta_log()?;
         let old = lock(&self.iceberg.built).clone();
         if let Some(b) = &old {

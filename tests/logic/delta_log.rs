@@ -381,27 +381,12 @@ fn data_writes_carry_their_change_data_and_a_compaction_none() {
 
 /// Every file `delta/_delta_log/` lists, by name, as read.
 fn log_files(fs: &HudiFs) -> std::collections::BTreeMap<String, Vec<u8>> {
-    log_names(fs)
-        .into_iter()
-        .map(|n| {
-            let bytes = read_all(fs, walk(fs, &format!("delta/_delta_log/{n}")).unwrap());
-            (n, bytes)
-        })
-        .collect()
+    crate::files_in(fs, "delta/_delta_log")
 }
 
 /// The saved log of the one table in merge cache `cache`.
 fn saved_log(cache: &std::path::Path) -> std::path::PathBuf {
-    let logs: Vec<_> = std::fs::read_dir(cache)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let n = p.file_name().unwrap().to_string_lossy().to_string();
-            n.starts_with("side-delta-") && n.ends_with(".log")
-        })
-        .collect();
-    assert_eq!(logs.len(), 1, "{logs:?}");
-    logs[0].clone()
+    crate::saved_side_file(cache, ".log")
 }
 
 #[test]

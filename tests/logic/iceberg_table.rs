@@ -171,26 +171,12 @@ fn snapshots_manifests_and_served_files_of_a_merge_on_read_table() {
 
 /// Every file `iceberg/metadata/` lists, by name, as read.
 fn meta_files(fs: &HudiFs) -> std::collections::BTreeMap<String, Vec<u8>> {
-    fs.readdir_entries(walk(fs, "iceberg/metadata").unwrap())
-        .unwrap()
-        .iter()
-        .map(|e| {
-            let n = e.name.to_string();
-            let bytes = read_all(fs, walk(fs, &format!("iceberg/metadata/{n}")).unwrap());
-            (n, bytes)
-        })
-        .collect()
+    crate::files_in(fs, "iceberg/metadata")
 }
 
 /// The saved current manifests of the one table in merge cache `cache`.
 fn saved_manifests(cache: &std::path::Path) -> std::path::PathBuf {
-    let saved: Vec<_> = std::fs::read_dir(cache)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".manifests"))
-        .collect();
-    assert_eq!(saved.len(), 1, "{saved:?}");
-    saved[0].clone()
+    crate::saved_side_file(cache, ".manifests")
 }
 
 #[test]

@@ -42,6 +42,34 @@ pub fn read_all(fs: &hudifs::fs::HudiFs, ino: u64) -> Vec<u8> {
     bytes
 }
 
+/// Every file of directory `dir` of `fs`, by name, as read.
+pub fn files_in(fs: &hudifs::fs::HudiFs, dir: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
+    fs.readdir_entries(walk(fs, dir).unwrap())
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let n = e.name.to_string();
+            let bytes = read_all(fs, walk(fs, &format!("{dir}/{n}")).unwrap());
+            (n, bytes)
+        })
+        .collect()
+}
+
+/// The one file a mount saved for the next in merge cache `cache` whose name ends with
+/// `suffix` (`.log`: `delta/`'s log; `.manifests`: `iceberg/`'s current manifests).
+pub fn saved_side_file(cache: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let found: Vec<_> = std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().to_string();
+            n.starts_with("side-delta-") && n.ends_with(suffix)
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found[0].clone()
+}
+
 /// The file system of the table at `root`, merging into the cache directory `cache`.
 pub fn fs_with_merge_cache(root: &std::path::Path, cache: &std::path::Path) -> hudifs::fs::HudiFs {
     hudifs::fs::HudiFs::new(root, opts_with_merge_cache(cache)).unwrap()

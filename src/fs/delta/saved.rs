@@ -206,11 +206,6 @@ pub fn wait_for_saves(limit: Duration) {
     }
 }
 
-/// The name of the mark beside saved log `log` that a mount read `iceberg/`.
-fn iceberg_marker(log: &str) -> String {
-    format!("{}.iceberg", log.strip_suffix(".log").unwrap_or(log))
-}
-
 /// The name of `iceberg/`'s current manifests saved beside the saved log `log`.
 fn manifests_name(log: &str) -> String {
     format!("{}.manifests", log.strip_suffix(".log").unwrap_or(log))
@@ -252,8 +247,9 @@ impl HudiFs {
                 let saved = hudifs_merge::cache::has_side_in(&dir, &name);
                 if saved {
                     match fs.delta_log() {
-                        // `iceberg/` too, where a mount before read it.
-                        Ok(_) if hudifs_merge::cache::has_side_in(&dir, &iceberg_marker(&name)) => {
+                        // `iceberg/` too, where a mount before read it (and saved its current
+                        // manifests, being read since the table opened).
+                        Ok(_) if fs.iceberg_preloaded() => {
                             fs.warm_iceberg();
                             return;
                         }
@@ -264,29 +260,6 @@ impl HudiFs {
                 // The saved manifests of `iceberg/` are not held for a reader that may never come.
                 fs.forget_iceberg_preload();
             });
-    }
-
-    /// Note, for the next mount of the table, that this one read `iceberg/` (its table and
-    /// current snapshot are then built ahead as well: [`HudiFs::warm_delta`]).
-    pub(in crate::fs) fn note_iceberg_read(&self) {
-        if self
-            .delta
-            .iceberg_noted
-            .swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
-            return;
-        }
-        let snap = self.snapshot();
-        let (Some((name, _)), Ok(cache)) = (self.delta_saved_name(&snap), self.merge_cache())
-        else {
-            return;
-        };
-        let marker = iceberg_marker(&name);
-        if !cache.has_side(&marker) {
-            if let Err(e) = cache.write_side(&marker, b"") {
-                log::debug!("iceberg/: {marker} not written: {e}");
-            }
-        }
     }
 
     /// How many versions the first build of `delta/`'s log took from the log the last mount of
