@@ -2,13 +2,14 @@
 //! per-column null counts, minimums and maximums (`add.stats`), and the file's schema.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arrow_schema::Schema;
 use parquet::basic::{ColumnOrder, ConvertedType, LogicalType, SortOrder, Type as PhysicalType};
-use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::{
+    KeyValue, ParquetMetaData, ParquetMetaDataOptions, ParquetMetaDataReader,
+};
 use parquet::file::statistics::Statistics;
-use serde_json::{Map, Value};
 
 use hudifs_storage::OpenFile;
 
@@ -87,29 +88,75 @@ pub fn read_footer(file: &dyn OpenFile, guess: &TailGuess) -> Result<Footer, Str
     Ok(Footer { bytes, start })
 }
 
-/// The facts of a footer's bytes (Parquet's `FileMetaData`, as [`read_footer`] reads it).
-pub fn footer_facts(footer: &[u8]) -> Result<FileFacts, String> {
-    let md = ParquetMetaDataReader::decode_metadata(footer).map_err(|e| e.to_string())?;
-    facts(&md)
+/// Arrow schemas converted from Parquet schemas, each conversion made once (a table's files
+/// share a few schemas, and converting one costs as much as decoding the rest of a footer).
+#[derive(Debug, Default)]
+pub struct ArrowSchemas(Mutex<Vec<ArrowSchema>>);
+
+/// A Parquet schema, the Arrow types its writer recorded (`ARROW:schema`), and its Arrow schema.
+type ArrowSchema = (
+    Arc<parquet::schema::types::Type>,
+    Option<String>,
+    Arc<Schema>,
+);
+
+impl ArrowSchemas {
+    /// The Arrow schema of a file's Parquet schema, without the file's key-value metadata: a
+    /// Hudi base file keeps its bloom filter (hundreds of KB) and its record key range there,
+    /// which differ from file to file, so with them no two files would share a schema and
+    /// every file's facts would hold its bloom filter. (`ARROW:schema`, the Arrow types a
+    /// writer recorded, is still taken: the conversion reads it from the metadata.)
+    fn of(&self, fmd: &parquet::file::metadata::FileMetaData) -> Result<Arc<Schema>, String> {
+        let root = fmd.schema_descr().root_schema_ptr();
+        let hint = fmd.key_value_metadata().and_then(|kv| {
+            kv.iter()
+                .find(|e| e.key == parquet::arrow::ARROW_SCHEMA_META_KEY)
+                .and_then(|e| e.value.clone())
+        });
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, _, schema)) = known.iter().find(|(r, h, _)| *r == root && *h == hint) {
+            return Ok(schema.clone());
+        }
+        let kv = hint.as_ref().map(|h| {
+            vec![KeyValue::new(
+                parquet::arrow::ARROW_SCHEMA_META_KEY.to_string(),
+                h.clone(),
+            )]
+        });
+        let schema = parquet::arrow::parquet_to_arrow_schema(fmd.schema_descr(), kv.as_ref())
+            .map_err(|e| e.to_string())?
+            .with_metadata(Default::default());
+        let schema = Arc::new(schema);
+        known.push((root, hint, schema.clone()));
+        Ok(schema)
+    }
+}
+
+/// The facts of a footer's bytes (Parquet's `FileMetaData`, as [`read_footer`] reads it), its
+/// Arrow schema converted once per schema in `schemas`.
+pub fn footer_facts(footer: &[u8], schemas: &ArrowSchemas) -> Result<FileFacts, String> {
+    // What the facts do not use is not decoded: the pages' encoding statistics.
+    let options = ParquetMetaDataOptions::new()
+        .with_encoding_stats_policy(parquet::file::metadata::ParquetStatisticsPolicy::SkipAll);
+    let md = ParquetMetaDataReader::decode_metadata_with_options(footer, Some(&options))
+        .map_err(|e| e.to_string())?;
+    facts(&md, schemas)
 }
 
 /// The facts of a decoded footer.
-fn facts(md: &ParquetMetaData) -> Result<FileFacts, String> {
+fn facts(md: &ParquetMetaData, schemas: &ArrowSchemas) -> Result<FileFacts, String> {
     let fmd = md.file_metadata();
-    let schema =
-        parquet::arrow::parquet_to_arrow_schema(fmd.schema_descr(), fmd.key_value_metadata())
-            .map_err(|e| e.to_string())?;
+    let schema = schemas.of(fmd)?;
     let num_records: i64 = md.row_groups().iter().map(|rg| rg.num_rows()).sum();
-    let mut nulls = Map::new();
-    let mut mins = Map::new();
-    let mut maxs = Map::new();
+    let mut nulls: Vec<(&str, u64)> = Vec::new();
+    let mut bounded: Vec<(&str, Bound, Bound)> = Vec::new();
     let descr = fmd.schema_descr();
     for (i, col) in descr.columns().iter().enumerate() {
         // Top-level primitive columns only: a nested leaf's nulls are not its column's.
         if col.path().parts().len() != 1 || col.max_rep_level() > 0 {
             continue;
         }
-        let name = col.name().to_string();
+        let name = col.name();
         let chunks: Vec<Option<&Statistics>> = md
             .row_groups()
             .iter()
@@ -123,7 +170,7 @@ fn facts(md: &ParquetMetaData) -> Result<FileFacts, String> {
                 .iter()
                 .filter_map(|s| s.and_then(|s| s.null_count_opt()))
                 .sum();
-            nulls.insert(name.clone(), Value::from(n));
+            nulls.push((name, n));
         }
         let order = fmd.column_order(i);
         if let Some((lo, hi)) = bounds(
@@ -133,33 +180,69 @@ fn facts(md: &ParquetMetaData) -> Result<FileFacts, String> {
             order,
             &chunks,
         ) {
-            mins.insert(name.clone(), lo);
-            maxs.insert(name, hi);
+            bounded.push((name, lo, hi));
         }
     }
-    let mut stats = Map::new();
-    stats.insert("numRecords".into(), Value::from(num_records));
-    stats.insert("minValues".into(), Value::Object(mins));
-    stats.insert("maxValues".into(), Value::Object(maxs));
-    stats.insert("nullCount".into(), Value::Object(nulls));
+    // `add.stats`, written straight out (a big table has a hundred thousand files): the JSON
+    // serde_json writes of {"numRecords", "minValues", "maxValues", "nullCount"} in that order.
+    let mut stats = format!("{{\"numRecords\":{num_records},\"minValues\":{{");
+    let object = |stats: &mut String, entries: &mut dyn Iterator<Item = (&str, Bound)>| {
+        for (i, (name, value)) in entries.enumerate() {
+            if i > 0 {
+                stats.push(',');
+            }
+            json_string(stats, name);
+            stats.push(':');
+            match value {
+                Bound::Int(n) => stats.push_str(&n.to_string()),
+                Bound::Str(v) => json_string(stats, v),
+            }
+        }
+        stats.push('}');
+    };
+    object(&mut stats, &mut bounded.iter().map(|(n, lo, _)| (*n, *lo)));
+    stats.push_str(",\"maxValues\":{");
+    object(&mut stats, &mut bounded.iter().map(|(n, _, hi)| (*n, *hi)));
+    stats.push_str(",\"nullCount\":{");
+    object(
+        &mut stats,
+        &mut nulls.iter().map(|(n, c)| (*n, Bound::Int(*c as i128))),
+    );
+    stats.push('}');
     Ok(FileFacts {
-        stats: Arc::from(Value::Object(stats).to_string()),
+        stats: Arc::from(stats),
         num_records,
-        schema: Arc::new(schema),
+        schema,
         parquet: fmd.schema_descr().root_schema_ptr(),
     })
+}
+
+/// A column's minimum or maximum: an integer or a UTF-8 string.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Bound<'a> {
+    Int(i128),
+    Str(&'a str),
+}
+
+/// `s` as a JSON string, escaped as serde_json escapes it.
+fn json_string(out: &mut String, s: &str) {
+    // A `String` is a valid writer of the UTF-8 serde_json writes.
+    let mut buf = Vec::with_capacity(s.len() + 2);
+    if serde_json::to_writer(&mut buf, s).is_ok() {
+        out.push_str(std::str::from_utf8(&buf).unwrap_or_default());
+    }
 }
 
 /// A column's minimum and maximum over every row group, where each has exact bounds and the
 /// type is one whose bounds compare as Delta compares them: plain integers, and UTF-8 strings
 /// ordered as unsigned bytes. Every other column gets none (readers then do not prune on it).
-fn bounds(
+fn bounds<'a>(
     physical: PhysicalType,
     logical: Option<&LogicalType>,
     converted: ConvertedType,
     order: ColumnOrder,
-    chunks: &[Option<&Statistics>],
-) -> Option<(Value, Value)> {
+    chunks: &[Option<&'a Statistics>],
+) -> Option<(Bound<'a>, Bound<'a>)> {
     if chunks.is_empty() {
         return None;
     }
@@ -170,8 +253,8 @@ fn bounds(
     };
     let string =
         matches!(logical, Some(LogicalType::String)) || matches!(converted, ConvertedType::UTF8);
-    let mut lo: Option<Value> = None;
-    let mut hi: Option<Value> = None;
+    let mut lo: Option<Bound> = None;
+    let mut hi: Option<Bound> = None;
     for s in chunks {
         let s = (*s)?;
         // A chunk of only nulls has no bounds and changes none.
@@ -185,18 +268,20 @@ fn bounds(
             return None;
         }
         let (a, b) = match (physical, s) {
-            (PhysicalType::INT32, Statistics::Int32(v)) if plain_int => {
-                (Value::from(*v.min_opt()?), Value::from(*v.max_opt()?))
-            }
-            (PhysicalType::INT64, Statistics::Int64(v)) if plain_int => {
-                (Value::from(*v.min_opt()?), Value::from(*v.max_opt()?))
-            }
+            (PhysicalType::INT32, Statistics::Int32(v)) if plain_int => (
+                Bound::Int((*v.min_opt()?).into()),
+                Bound::Int((*v.max_opt()?).into()),
+            ),
+            (PhysicalType::INT64, Statistics::Int64(v)) if plain_int => (
+                Bound::Int((*v.min_opt()?).into()),
+                Bound::Int((*v.max_opt()?).into()),
+            ),
             (PhysicalType::BYTE_ARRAY, Statistics::ByteArray(v))
                 if string && order == ColumnOrder::TYPE_DEFINED_ORDER(SortOrder::UNSIGNED) =>
             {
                 (
-                    Value::from(std::str::from_utf8(v.min_opt()?.data()).ok()?),
-                    Value::from(std::str::from_utf8(v.max_opt()?.data()).ok()?),
+                    Bound::Str(std::str::from_utf8(v.min_opt()?.data()).ok()?),
+                    Bound::Str(std::str::from_utf8(v.max_opt()?.data()).ok()?),
                 )
             }
             _ => return None,
@@ -213,10 +298,10 @@ fn bounds(
     Some((lo?, hi?))
 }
 
-fn less(a: &Value, b: &Value) -> bool {
+fn less(a: &Bound, b: &Bound) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_i64() < y.as_i64(),
-        (Value::String(x), Value::String(y)) => x.as_bytes() < y.as_bytes(),
+        (Bound::Int(x), Bound::Int(y)) => x < y,
+        (Bound::Str(x), Bound::Str(y)) => x.as_bytes() < y.as_bytes(),
         _ => false,
     }
 }
@@ -271,7 +356,7 @@ mod tests {
     }
 
     fn read_facts(file: &dyn OpenFile, guess: &TailGuess) -> Result<FileFacts, String> {
-        footer_facts(&read_footer(file, guess)?.bytes)
+        footer_facts(&read_footer(file, guess)?.bytes, &ArrowSchemas::default())
     }
 
     fn reads(f: &Counted) -> usize {
@@ -310,6 +395,60 @@ mod tests {
         let again = parquet(20, 0);
         assert_eq!(read_facts(&again, &fresh).unwrap().num_records, 20);
         assert_eq!(reads(&again), 1);
+    }
+
+    #[test]
+    fn files_that_differ_only_in_key_value_metadata_share_a_schema() {
+        let guess = TailGuess::default();
+        // Two footers with bloom filters of different sizes (and so different metadata).
+        let a = read_facts(&parquet(10, 100), &guess).unwrap();
+        let b = read_facts(&parquet(20, 300), &guess).unwrap();
+        assert_eq!(a.schema, b.schema);
+        assert!(a.schema.metadata().is_empty(), "{:?}", a.schema.metadata());
+        assert_eq!(a.parquet, b.parquet);
+    }
+
+    #[test]
+    fn stats_are_the_json_delta_readers_parse() {
+        use arrow_array::{Float64Array, Int32Array, StringArray};
+        let batch = RecordBatch::try_from_iter([
+            (
+                "i",
+                Arc::new(Int32Array::from(vec![Some(-3), None, Some(7)])) as _,
+            ),
+            (
+                "s \"q\"",
+                Arc::new(StringArray::from(vec![
+                    Some("b\u{e9}\n"),
+                    Some("a\\"),
+                    None,
+                ])) as _,
+            ),
+            ("f", Arc::new(Float64Array::from(vec![1.5, 2.5, 0.5])) as _),
+            ("n", Arc::new(StringArray::from(vec![None::<&str>; 3])) as _),
+        ])
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_size(2)
+            .build();
+        let mut out = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut out, batch.schema(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let facts = read_facts(&Counted(out, AtomicUsize::new(0)), &TailGuess::default()).unwrap();
+        let got: serde_json::Value = serde_json::from_str(&facts.stats).unwrap();
+        assert_eq!(
+            got,
+            serde_json::json!({
+                "numRecords": 3,
+                "minValues": {"i": -3, "s \"q\"": "a\\"},
+                "maxValues": {"i": 7, "s \"q\"": "b\u{e9}\n"},
+                "nullCount": {"i": 1, "s \"q\"": 1, "f": 0, "n": 3},
+            })
+        );
+        // Written as serde_json writes it, key order kept.
+        assert_eq!(got.to_string(), &*facts.stats);
+        assert_eq!(facts.num_records, 3);
     }
 
     #[test]

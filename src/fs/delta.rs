@@ -23,6 +23,7 @@ use crate::delta::{self, stats::FileFacts, DeltaFile, DeltaLog, LogFile, Version
 
 use super::inode::Node;
 
+mod ahead;
 mod changes;
 mod saved;
 
@@ -55,6 +56,8 @@ pub(super) struct DeltaCache {
     schemas: Mutex<Schemas>,
     /// How much of a file's end one footer read takes.
     tail: delta::stats::TailGuess,
+    /// The Arrow schemas of the files' Parquet schemas, each converted once.
+    arrow: delta::stats::ArrowSchemas,
     /// Saving the log for the next mount (`delta/saved.rs`).
     saving: Mutex<Saving>,
     /// How many versions the first build took from the log the last mount saved.
@@ -362,63 +365,85 @@ impl HudiFs {
                 let _ = snap.meta.commit(inst);
             });
         }
-        for (i, (t, inst)) in tl.completed.iter().enumerate() {
-            let n = offset + i as u64;
-            if failed.is_some() {
-                numbers.push(n);
-                continue;
-            }
-            // A version the last build made is kept while nothing can change it: no pending
-            // instant before it, not cleaned since, the versions before it kept as well.
-            let kept = old.as_ref().and_then(|o| {
-                let v = o.log.version_of(LogFile::Json(n))?;
-                let chained = match versions.last() {
-                    Some(l) => o
-                        .log
-                        .version_of(LogFile::Json(n.checked_sub(1)?))
-                        .is_some_and(|p| Arc::ptr_eq(p, l)),
-                    None => o.log.versions.first().is_some_and(|f| f.number == n),
-                };
-                let stable = pending.is_none_or(|p| t < p) && cleaned.is_none_or(|b| t >= b);
-                // The same write: its instant, action and completion time.
-                let completion = inst
-                    .completion
-                    .as_ref()
-                    .filter(|_| snap.cfg.version >= 8)
-                    .map(|c| c.to_string());
-                let same = v.instant == t.as_str()
-                    && v.action == inst.action.name()
-                    && v.completion == completion;
-                (same && chained && stable).then(|| v.clone())
-            });
-            if let Some(v) = kept {
-                if let Some(saved) = &saved_facts {
-                    self.adopt_saved_facts(&v, saved);
+        // A first build of a copy-on-write table: the versions after the first are resolved
+        // ahead, side by side (`ahead.rs`).
+        let ahead = (old.is_none() && !merged)
+            .then(|| ahead::Ahead::new(tl.completed.iter().map(|(t, i)| (t, &**i)).collect()));
+        // On an object store a worker mostly waits for the store; on a local disk there is one
+        // per core.
+        let workers = if self.store.is_object_store() {
+            FOOTER_READERS_REMOTE
+        } else {
+            hudifs_core::side_by_side::cores()
+        };
+        std::thread::scope(|scope| {
+            if let Some(a) = &ahead {
+                for _ in 0..workers {
+                    scope.spawn(|| a.work(self, snap));
                 }
-                numbers.push(n);
-                versions.push(v);
-                continue;
             }
-            match self.delta_version(snap, merged, n, t, inst, versions.last()) {
-                Ok(v) => {
-                    changed = true;
+            for (i, (t, inst)) in tl.completed.iter().enumerate() {
+                let n = offset + i as u64;
+                if failed.is_some() {
                     numbers.push(n);
-                    versions.push(Arc::new(v));
+                    continue;
                 }
-                // History the cleaner removed (§5.3): the log starts after it, at a
-                // checkpoint, and a savepoint before it is not a version.
-                Err(Error::Refused(why)) if cleaned.is_some_and(|b| t < b) => {
-                    log::debug!("delta/: version {n} (instant {t}) not served: {why}");
-                    versions.clear();
-                    numbers.clear();
-                }
-                Err(e) => {
-                    log::warn!("delta/: version {n} (instant {t}) refused: {e}");
+                // A version the last build made is kept while nothing can change it: no pending
+                // instant before it, not cleaned since, the versions before it kept as well.
+                let kept = old.as_ref().and_then(|o| {
+                    let v = o.log.version_of(LogFile::Json(n))?;
+                    let chained = match versions.last() {
+                        Some(l) => o
+                            .log
+                            .version_of(LogFile::Json(n.checked_sub(1)?))
+                            .is_some_and(|p| Arc::ptr_eq(p, l)),
+                        None => o.log.versions.first().is_some_and(|f| f.number == n),
+                    };
+                    let stable = pending.is_none_or(|p| t < p) && cleaned.is_none_or(|b| t >= b);
+                    // The same write: its instant, action and completion time.
+                    let completion = inst
+                        .completion
+                        .as_ref()
+                        .filter(|_| snap.cfg.version >= 8)
+                        .map(|c| c.to_string());
+                    let same = v.instant == t.as_str()
+                        && v.action == inst.action.name()
+                        && v.completion == completion;
+                    (same && chained && stable).then(|| v.clone())
+                });
+                if let Some(v) = kept {
+                    if let Some(saved) = &saved_facts {
+                        self.adopt_saved_facts(&v, saved);
+                    }
                     numbers.push(n);
-                    failed = Some((n, e));
+                    versions.push(v);
+                    continue;
+                }
+                let resolved = ahead.as_ref().and_then(|a| a.take(i));
+                match self.delta_version(snap, n, t, inst, versions.last(), resolved) {
+                    Ok(v) => {
+                        changed = true;
+                        numbers.push(n);
+                        versions.push(Arc::new(v));
+                    }
+                    // History the cleaner removed (§5.3): the log starts after it, at a
+                    // checkpoint, and a savepoint before it is not a version.
+                    Err(Error::Refused(why)) if cleaned.is_some_and(|b| t < b) => {
+                        log::debug!("delta/: version {n} (instant {t}) not served: {why}");
+                        versions.clear();
+                        numbers.clear();
+                    }
+                    Err(e) => {
+                        log::warn!("delta/: version {n} (instant {t}) refused: {e}");
+                        numbers.push(n);
+                        failed = Some((n, e));
+                    }
                 }
             }
-        }
+            if let Some(a) = &ahead {
+                a.finish();
+            }
+        });
         if saved_facts.is_some() {
             let from_saved = |v: &Arc<Version>| {
                 old.as_ref().is_some_and(|o| {
@@ -455,12 +480,13 @@ impl HudiFs {
     fn delta_version(
         &self,
         snap: &Arc<Snapshot>,
-        merged: bool,
         n: u64,
         t: &InstantTime,
         inst: &hudifs_core::timeline::Instant,
         prev: Option<&Arc<Version>>,
+        resolved: Option<ahead::Walked>,
     ) -> Result<Version> {
+        let merged = snap.cfg.is_mor();
         let completion = inst.completion.as_ref().map(|c| c.to_string());
         let timestamp_ms = epoch_ms(completion.as_deref().unwrap_or(t.as_str()));
         let root = self.delta_root(t.clone(), merged)?;
@@ -478,24 +504,16 @@ impl HudiFs {
         // (a version of a big table touches a few groups of many partitions).
         let groups = prev.and_then(|_| touched_groups(snap, inst));
         if let (Some(groups), Some((view, v)), false) = (&groups, &view, merged) {
-            let view = *view;
             for (part, fids) in groups {
                 for fid in fids {
                     let prefix = join(part, &format!("{fid}_"));
                     move_files(&mut files, &mut dropped, &prefix, part);
                 }
-                let fids: BTreeSet<&str> = fids.iter().map(|f| f.as_str()).collect();
-                if let Some((listing, choice)) = self.views.resolve_groups(v, part, &fids)? {
-                    for c in &choice.files {
-                        let i = c.index as usize;
-                        let node = Node::ViewFile {
-                            view,
-                            file: listing.ids[i],
-                        };
-                        walked.push((join(part, listing.files[i].name()), node.ino()));
-                    }
-                }
             }
+            walked = match resolved {
+                Some(w) => w,
+                None => self.resolve_groups_of(*view, v, groups)?,
+            };
         } else {
             match groups {
                 Some(touched) => {
@@ -591,8 +609,17 @@ impl HudiFs {
             let path = delta::log::encode_path(&join(t.as_str(), rel));
             Ok((size, self.delta_facts(&path, ino)?))
         };
-        // On an object store a footer read is mostly waiting for the store.
-        let threads = if self.store.is_object_store() {
+        // On an object store a footer read is mostly waiting for the store. Footers read
+        // already (by the workers ahead of a first build) are taken in place.
+        let cached = {
+            let facts = lock(&self.delta.facts);
+            new.iter().all(|(rel, _)| {
+                facts.contains_key(&delta::log::encode_path(&join(t.as_str(), rel)))
+            })
+        };
+        let threads = if cached {
+            1
+        } else if self.store.is_object_store() {
             FOOTER_READERS_REMOTE
         } else {
             FOOTER_READERS
@@ -670,7 +697,7 @@ impl HudiFs {
         &self,
         footer: Vec<u8>,
     ) -> std::result::Result<Arc<FileFacts>, String> {
-        let mut facts = delta::stats::footer_facts(&footer)?;
+        let mut facts = delta::stats::footer_facts(&footer, &self.delta.arrow)?;
         let mut s = lock(&self.delta.schemas);
         facts.schema = shared(&mut s.arrow, facts.schema);
         facts.parquet = shared(&mut s.parquet, facts.parquet);

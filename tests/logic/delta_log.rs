@@ -461,3 +461,68 @@ fn a_write_after_the_saved_log_is_its_next_version_as_a_fresh_build_makes_it() {
     assert_eq!(log_files(&third), after);
     assert_eq!(third.delta_versions_taken(), 3);
 }
+
+#[test]
+fn a_first_build_worked_ahead_is_the_log_built_one_write_at_a_time() {
+    // A copy-on-write table's first build resolves the versions after the first side by side
+    // (fs/delta/ahead.rs); a build that keeps the versions before a new write resolves it
+    // alone. Inserts, updates, a replace commit and a write in flight while later ones land.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("t");
+    let spec = TableSpec::new("d", TableType::CopyOnWrite, 9).partitioned_by(&["city"], true);
+    let mut w = TableWriter::create(&root, spec, 1_767_225_600_000).unwrap();
+    let mut t = w.begin(Action::Commit).unwrap();
+    let g0 = t.insert("city=a", &rows(1, 30)).unwrap();
+    let g1 = t.insert("city=a", &rows(2, 20)).unwrap();
+    let g2 = t.insert("city=b", &rows(3, 25)).unwrap();
+    t.complete().unwrap();
+    let one_at_a_time = crate::fs_with_merge_cache(&root, &tmp.path().join("step"));
+    let mut seen = vec![log_files(&one_at_a_time)];
+    let mut step = || {
+        refresh(&one_at_a_time);
+        seen.push(log_files(&one_at_a_time));
+    };
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.update("city=a", &g0, &rows_with_ids(4, &[1000, 1001]))
+        .unwrap();
+    let g3 = t.insert("city=b", &rows(5, 10)).unwrap();
+    t.complete().unwrap();
+    step();
+    let mut t = w.begin(Action::ReplaceCommit).unwrap();
+    t.replace_group("city=a", &g1).unwrap();
+    t.insert("city=a", &rows(6, 20)).unwrap();
+    t.complete().unwrap();
+    step();
+    let in_flight = w.begin(Action::Commit).unwrap().abandon();
+    let mut t = w.begin(Action::Commit).unwrap();
+    t.update("city=b", &g2, &rows_with_ids(7, &[3000])).unwrap();
+    t.update("city=b", &g3, &rows_with_ids(8, &[5000])).unwrap();
+    t.complete().unwrap();
+    step();
+    for i in 0..12 {
+        let mut t = w.begin(Action::Commit).unwrap();
+        t.insert(
+            if i % 2 == 0 { "city=a" } else { "city=c" },
+            &rows(20 + i, 5),
+        )
+        .unwrap();
+        t.complete().unwrap();
+        step();
+    }
+    let fresh = crate::fs_with_merge_cache(&root, &tmp.path().join("fresh"));
+    let built = log_files(&fresh);
+    assert_eq!(fresh.delta_versions_taken(), 0);
+    let last = seen.last().unwrap();
+    assert_eq!(
+        built.keys().collect::<Vec<_>>(),
+        last.keys().collect::<Vec<_>>()
+    );
+    for (name, bytes) in &built {
+        assert_eq!(Some(bytes), last.get(name), "{name}");
+    }
+    // Sixteen versions, one a checkpoint; the write in flight is none of them.
+    assert!(built.contains_key("00000000000000000015.json"));
+    assert!(built.contains_key("00000000000000000010.checkpoint.parquet"));
+    assert!(!built.contains_key("00000000000000000016.json"));
+    let _ = in_flight;
+}
