@@ -247,6 +247,33 @@ mod tests {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use std::io::Write;
 
+    /// A version of files `files` (by path in the table), nothing worked out of its changes.
+    fn version(
+        number: u64,
+        schema: Option<DeltaSchema>,
+        files: Vec<(&str, Arc<DeltaFile>)>,
+        data_change: bool,
+    ) -> Version {
+        Version {
+            number,
+            instant: "20240101000000000".into(),
+            completion: None,
+            action: "commit".into(),
+            timestamp_ms: 5,
+            schema,
+            files: files
+                .into_iter()
+                .map(|(k, f)| (Arc::<str>::from(k), f))
+                .collect(),
+            removed: Vec::new(),
+            added: Vec::new(),
+            data_change,
+            wants_changes: false,
+            changes: Default::default(),
+            arrow: None,
+        }
+    }
+
     #[test]
     fn a_checkpoint_holds_protocol_metadata_and_one_add_per_file() {
         let table = TableFacts {
@@ -263,26 +290,15 @@ mod tests {
                 data_change: true,
             })
         };
-        let v = Version {
-            number: 10,
-            instant: "20240101000000000".into(),
-            completion: None,
-            action: "commit".into(),
-            timestamp_ms: 5,
-            schema: Some(DeltaSchema {
+        let v = version(
+            10,
+            Some(DeltaSchema {
                 string: r#"{"type":"struct","fields":[]}"#.into(),
                 timestamp_ntz: false,
             }),
-            files: [("a".to_string(), f("i/a")), ("b".to_string(), f("i/b"))]
-                .into_iter()
-                .collect(),
-            removed: Vec::new(),
-            added: Vec::new(),
-            data_change: true,
-            wants_changes: false,
-            changes: Default::default(),
-            arrow: None,
-        };
+            vec![("a", f("i/a")), ("b", f("i/b"))],
+            true,
+        );
         let (bytes, n) = write(&table, &v).unwrap();
         assert_eq!(n, 4);
         assert_eq!(action_count(&v), n);
@@ -347,31 +363,19 @@ mod tests {
                 name: "t".into(),
                 change_feed,
             };
-            let v = Version {
-                number: 20,
-                instant: "20240101000000000".into(),
-                completion: None,
-                action: "replacecommit".into(),
-                timestamp_ms: 5,
-                schema: Some(DeltaSchema {
+            let v = version(
+                20,
+                Some(DeltaSchema {
                     string: r#"{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}}]}"#.into(),
                     timestamp_ntz: ntz,
                 }),
-                files: [
+                vec![
                     ("p=1/a", file("i1/p%3D1/a", 10, Some(r#"{"numRecords":3}"#), true)),
                     ("p=1/b", file("i2/p%3D1/b", 11, None, false)),
                     ("p=2/c \u{e9}", file("i3/p%3D2/c%20%C3%A9", 12, Some("{}"), true)),
-                ]
-                .into_iter()
-                .map(|(k, f)| (Arc::<str>::from(k), f))
-                .collect(),
-                removed: Vec::new(),
-                added: Vec::new(),
-                data_change: false,
-                wants_changes: false,
-                changes: Default::default(),
-                arrow: None,
-            };
+                ],
+                false,
+            );
             let (bytes, n) = write(&table, &v).unwrap();
             assert_eq!(n, 5);
             assert_eq!(rows(&bytes), actions(&table, &v));
@@ -382,21 +386,7 @@ mod tests {
             name: "t".into(),
             change_feed: false,
         };
-        let v = Version {
-            number: 0,
-            instant: "20240101000000000".into(),
-            completion: None,
-            action: "commit".into(),
-            timestamp_ms: 5,
-            schema: None,
-            files: Default::default(),
-            removed: Vec::new(),
-            added: Vec::new(),
-            data_change: true,
-            wants_changes: false,
-            changes: Default::default(),
-            arrow: None,
-        };
+        let v = version(0, None, Vec::new(), true);
         let (bytes, n) = write(&table, &v).unwrap();
         assert_eq!((n, rows(&bytes)), (2, actions(&table, &v)));
     }
