@@ -30,7 +30,7 @@ pub struct FileFacts {
 /// disk a small guess keeps each read small; on a store a right one makes each footer one
 /// request.
 #[derive(Debug, Default)]
-pub struct TailGuess(AtomicU64);
+pub struct TailGuess(AtomicU64, AtomicU64);
 
 const FIRST_GUESS: u64 = 16 << 10;
 const MAX_GUESS: u64 = 4 << 20;
@@ -46,6 +46,18 @@ impl TailGuess {
     fn saw(&self, len: u64) {
         self.0.fetch_max(len.max(1), Ordering::Relaxed);
     }
+    /// How much of a footer's start a walk (`lean_footer.rs`) reads at once: what the walks
+    /// before needed before the bloom filter, with an eighth to spare, or 16 KiB before the
+    /// first.
+    fn head(&self) -> u64 {
+        match self.1.load(Ordering::Relaxed) {
+            0 => FIRST_GUESS,
+            len => (len + len / 8).clamp(64, MAX_GUESS),
+        }
+    }
+    fn saw_head(&self, len: u64) {
+        self.1.fetch_max(len.max(1), Ordering::Relaxed);
+    }
 }
 
 /// The footer of a Parquet file: its bytes, and the offset it starts at.
@@ -56,9 +68,52 @@ pub struct Footer {
 
 /// Read the footer of `file`: one read of its last `guess` bytes when the footer is in them (on
 /// an object store, one request rather than two: the length, then the footer), else a second
-/// read of the footer itself. The one reader of footer bytes (`delta/` facts, `iceberg/`'s
-/// footers with field ids).
+/// read of the footer itself. The one reader of whole footers (`iceberg/`'s footers with field
+/// ids); `delta/`'s facts read them with [`read_lean_footer`].
 pub fn read_footer(file: &dyn OpenFile, guess: &TailGuess) -> Result<Footer, String> {
+    match read_tail(file, guess)? {
+        Tail::Whole(footer) => Ok(footer),
+        Tail::Part { start, len, .. } => read_rest(file, guess, start, len),
+    }
+}
+
+/// Read the footer of `file` for its facts: as [`read_footer`], except that a footer bigger
+/// than the tail read is first walked without its bloom filter (`lean_footer.rs`: a Hudi base
+/// file's footer is mostly its bloom filter); a walk that gives up reads it whole.
+pub fn read_lean_footer(file: &dyn OpenFile, guess: &TailGuess) -> Result<Footer, String> {
+    match read_tail(file, guess)? {
+        Tail::Whole(footer) => Ok(footer),
+        Tail::Part { start, len, bytes } => {
+            match super::lean_footer::lean(file, start, len, bytes, guess.head()) {
+                // The guess learns what the walk needed on either side of the bloom filter,
+                // not the footer's length: the next file's reads stay small.
+                Some(lean) => {
+                    guess.saw(lean.after);
+                    guess.saw_head(lean.before);
+                    Ok(Footer {
+                        bytes: lean.bytes,
+                        start,
+                    })
+                }
+                None => read_rest(file, guess, start, len),
+            }
+        }
+    }
+}
+
+/// The end of a file read with its tail guess.
+enum Tail {
+    /// The whole footer was in it.
+    Whole(Footer),
+    /// Only the last `bytes` of the footer of `len` bytes at `start`.
+    Part {
+        start: u64,
+        len: u64,
+        bytes: Vec<u8>,
+    },
+}
+
+fn read_tail(file: &dyn OpenFile, guess: &TailGuess) -> Result<Tail, String> {
     let size = file.size();
     if size < 12 {
         return Err(format!("{size} bytes is too short for a Parquet file"));
@@ -75,13 +130,28 @@ pub fn read_footer(file: &dyn OpenFile, guess: &TailGuess) -> Result<Footer, Str
     if len + 12 > size {
         return Err(format!("a footer of {len} bytes in a file of {size}"));
     }
-    guess.saw(len);
     let start = size - 8 - len;
+    tail.truncate(tail.len() - 8);
     if len + 8 <= take {
-        tail.truncate(tail.len() - 8);
+        guess.saw(len);
         tail.drain(..(take - 8 - len) as usize);
-        return Ok(Footer { bytes: tail, start });
+        return Ok(Tail::Whole(Footer { bytes: tail, start }));
     }
+    Ok(Tail::Part {
+        start,
+        len,
+        bytes: tail,
+    })
+}
+
+/// The whole footer of `len` bytes at `start`, read (the guess learns its length).
+fn read_rest(
+    file: &dyn OpenFile,
+    guess: &TailGuess,
+    start: u64,
+    len: u64,
+) -> Result<Footer, String> {
+    guess.saw(len);
     let mut bytes = vec![0u8; len as usize];
     file.read_exact_random(&mut bytes, start)
         .map_err(|e| e.to_string())?;
@@ -138,9 +208,14 @@ pub fn footer_facts(footer: &[u8], schemas: &ArrowSchemas) -> Result<FileFacts, 
     // What the facts do not use is not decoded: the pages' encoding statistics.
     let options = ParquetMetaDataOptions::new()
         .with_encoding_stats_policy(parquet::file::metadata::ParquetStatisticsPolicy::SkipAll);
-    let md = ParquetMetaDataReader::decode_metadata_with_options(footer, Some(&options))
-        .map_err(|e| e.to_string())?;
-    facts(&md, schemas)
+    // The Parquet crate panics on some damaged footers (a required field missing, fewer column
+    // orders than columns): such a footer is an error, not the end of the daemon.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let md = ParquetMetaDataReader::decode_metadata_with_options(footer, Some(&options))
+            .map_err(|e| e.to_string())?;
+        facts(&md, schemas)
+    }))
+    .unwrap_or_else(|_| Err("a footer the Parquet decoder cannot read".into()))
 }
 
 /// The facts of a decoded footer.

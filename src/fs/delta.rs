@@ -54,8 +54,10 @@ pub(super) struct DeltaCache {
     facts: Mutex<HashMap<String, Arc<FileFacts>>>,
     /// The distinct schemas of the files read (a table's files share a few).
     schemas: Mutex<Schemas>,
-    /// How much of a file's end one footer read takes.
+    /// How much of a file's end one footer read takes: for the facts (a footer without its
+    /// bloom filter), and for `iceberg/`'s whole footers.
     tail: delta::stats::TailGuess,
+    whole_tail: delta::stats::TailGuess,
     /// The Arrow schemas of the files' Parquet schemas, each converted once.
     arrow: delta::stats::ArrowSchemas,
     /// Saving the log for the next mount (`delta/saved.rs`).
@@ -665,9 +667,10 @@ impl HudiFs {
         Ok(())
     }
 
-    /// How much of a data file's end one footer read takes (learnt from the footers read).
+    /// How much of a data file's end one read of its whole footer takes (`iceberg/`'s footers
+    /// with field ids; learnt from the footers read).
     pub(super) fn footer_guess(&self) -> &delta::stats::TailGuess {
-        &self.delta.tail
+        &self.delta.whole_tail
     }
 
     /// The footer facts of the file at `path` in `delta/`, if a version read them.
@@ -685,7 +688,7 @@ impl HudiFs {
             return Err(Error::Invalid(format!("delta/{path}: not a data file")));
         };
         let corrupt = |e: String| Error::Corrupt(format!("delta/{path}: {e}"));
-        let footer = delta::stats::read_footer(&*file, &self.delta.tail).map_err(corrupt)?;
+        let footer = delta::stats::read_lean_footer(&*file, &self.delta.tail).map_err(corrupt)?;
         let facts = self.footer_facts(footer.bytes).map_err(corrupt)?;
         lock(&self.delta.facts).insert(path.to_string(), facts.clone());
         Ok(facts)

@@ -526,3 +526,66 @@ fn a_first_build_worked_ahead_is_the_log_built_one_write_at_a_time() {
     assert!(!built.contains_key("00000000000000000016.json"));
     let _ = in_flight;
 }
+
+#[test]
+fn stats_of_real_base_files_are_those_of_their_whole_footers() {
+    // Spark-written Hudi base files keep a bloom filter in their footers, which delta/ steps
+    // over (delta/lean_footer.rs): every add's stats must be what the whole footer gives.
+    let Some(dir) = hudifs_testkit::support::fixtures_dir() else {
+        return;
+    };
+    let mut with_bloom = 0;
+    let mut adds = 0;
+    for f in hudifs_testkit::support::fixtures(&dir) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = hudifs_testkit::support::unzip(&f.zip, tmp.path());
+        let props = std::fs::read_to_string(root.join(".hoodie/hoodie.properties")).unwrap();
+        if !props.contains("hoodie.table.type=COPY_ON_WRITE") {
+            continue;
+        }
+        let fs = crate::fs_with_merge_cache(&root, &tmp.path().join("cache"));
+        let Ok(names) = fs
+            .readdir_entries(walk(&fs, "delta/_delta_log").unwrap())
+            .map(|es| es.iter().map(|e| e.name.to_string()).collect::<Vec<_>>())
+        else {
+            continue;
+        };
+        for name in names.iter().filter(|n| n.ends_with(".json")) {
+            let Ok(ino) = walk(&fs, &format!("delta/_delta_log/{name}")) else {
+                continue;
+            };
+            let Ok(text) = String::from_utf8(read_all(&fs, ino)) else {
+                continue;
+            };
+            for line in text.lines() {
+                let a: Value = serde_json::from_str(line).unwrap();
+                let Some(add) = a.get("add") else { continue };
+                let path = hudifs::delta::log::decode_path(add["path"].as_str().unwrap());
+                let bytes = read_all(&fs, walk(&fs, &format!("delta/{path}")).unwrap());
+                let n = bytes.len();
+                let len = u32::from_le_bytes(bytes[n - 8..n - 4].try_into().unwrap()) as usize;
+                let footer = &bytes[n - 8 - len..n - 8];
+                if footer
+                    .windows(27)
+                    .any(|w| w == b"org.apache.hudi.bloomfilter")
+                {
+                    with_bloom += 1;
+                }
+                let whole = hudifs::delta::stats::footer_facts(
+                    footer,
+                    &hudifs::delta::stats::ArrowSchemas::default(),
+                )
+                .unwrap();
+                assert_eq!(
+                    add["stats"].as_str(),
+                    Some(&*whole.stats),
+                    "{}: {path}",
+                    f.name
+                );
+                adds += 1;
+            }
+        }
+    }
+    eprintln!("{adds} adds, {with_bloom} of files with a bloom filter");
+    assert!(with_bloom > 10, "{with_bloom} files with a bloom filter");
+}

@@ -401,6 +401,26 @@ impl<'a> BaseWriter<'a> {
     /// order) when given, and the file to the table; returns the file's size in bytes.
     pub fn close(mut self, w: &TableWriter, key_range: Option<(String, String)>) -> Result<u64> {
         let path = self.f.path;
+        let bloom = w.spec.bloom_filter_bytes;
+        if bloom > 0 {
+            // Base64-like text of the filter's size (the content is never read).
+            let text: String = (0..bloom)
+                .map(|i| {
+                    char::from(
+                        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+                            [(i * 7 + i / 64) % 64],
+                    )
+                })
+                .collect();
+            self.writer.append_key_value_metadata(KeyValue::new(
+                "org.apache.hudi.bloomfilter".into(),
+                text,
+            ));
+            self.writer.append_key_value_metadata(KeyValue::new(
+                "hoodie_bloom_filter_type_code".into(),
+                "DYNAMIC_V0".to_string(),
+            ));
+        }
         if let Some((min, max)) = key_range {
             self.writer
                 .append_key_value_metadata(KeyValue::new("hoodie_min_record_key".into(), min));

@@ -106,7 +106,7 @@ fn fresh_table(work: &Path, name: &str, files: usize, instants: usize) -> Res<Ta
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    write_wide(&dir, files, instants, 7, 9)
+    write_wide(&dir, files, instants, 7, 9, 0)
 }
 
 /// The daemon's environment for the polling figures: inotify off, so the timeline is polled at

@@ -24,6 +24,7 @@ pub fn write_wide(
     instants: usize,
     partitions: usize,
     version: u32,
+    bloom_filter_bytes: usize,
 ) -> Res<TableWriter> {
     if instants == 0 || partitions == 0 {
         return Err("instants and partitions must be at least 1".into());
@@ -33,8 +34,9 @@ pub fn write_wide(
         .and_then(|n| n.to_str())
         .unwrap_or("bench")
         .replace(|c: char| !c.is_ascii_alphanumeric(), "_");
-    let spec =
-        TableSpec::new(&name, TableType::CopyOnWrite, version).partitioned_by(&["part"], true);
+    let spec = TableSpec::new(&name, TableType::CopyOnWrite, version)
+        .partitioned_by(&["part"], true)
+        .with_bloom_filter(bloom_filter_bytes);
     let mut w = TableWriter::create(dir, spec, CLOCK_START_MS).map_err(|e| e.to_string())?;
     let action = w.write_action();
     let mut next = 0usize;
@@ -64,9 +66,17 @@ pub fn gen_wide(
     instants: usize,
     partitions: usize,
     version: u32,
+    bloom_filter_bytes: usize,
 ) -> Res<()> {
     let t = Instant::now();
-    write_wide(dir, files, instants, partitions, version)?;
+    write_wide(
+        dir,
+        files,
+        instants,
+        partitions,
+        version,
+        bloom_filter_bytes,
+    )?;
     println!(
         "wrote {} ({files} files, {instants} instants, {partitions} partitions) in {:.1} s",
         dir.display(),

@@ -70,6 +70,10 @@ enum Cmd {
         partitions: usize,
         #[arg(long, default_value_t = 9)]
         version: u32,
+        /// Bytes of the bloom filter in every base file's footer, as Hudi writes one (about
+        /// 430,000 for its defaults); none by default.
+        #[arg(long, default_value_t = 0)]
+        bloom_filter_bytes: usize,
     },
     /// Write a table with one base file of at least BYTES bytes; prints its table-relative path.
     GenBig {
@@ -295,7 +299,15 @@ fn main() -> std::process::ExitCode {
             instants,
             partitions,
             version,
-        } => gen::gen_wide(dir, *files, *instants, *partitions, *version),
+            bloom_filter_bytes,
+        } => gen::gen_wide(
+            dir,
+            *files,
+            *instants,
+            *partitions,
+            *version,
+            *bloom_filter_bytes,
+        ),
         Cmd::GenBig {
             dir,
             bytes,

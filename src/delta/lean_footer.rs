@@ -1,0 +1,543 @@
+//! A Parquet footer without the bloom filter a Hudi base file keeps in it. Hudi writes each
+//! base file's bloom filter into the footer's key-value metadata (`org.apache.hudi.bloomfilter`,
+//! some 430 KB for its default of 60,000 entries), between the row groups and the column
+//! orders: a file of a few KB of data has a footer of half a megabyte, and reading the footers
+//! of a 100,000-file table whole reads 44 GB. The footer facts (`stats.rs`) need none of it.
+//!
+//! So a footer bigger than its file's tail read is walked rather than read: its Thrift compact
+//! encoding (`FileMetaData`) is followed from its start, reading what is walked, and the value of
+//! a bloom filter key is stepped over by its length, unread. What is returned is the footer with
+//! those entries left out of its key-value list, every other byte as it was: the same schema,
+//! row groups, statistics and column orders. Where the walk meets anything it does not expect
+//! (another encoding, a value before its key, a length past the footer's end), it gives up and
+//! the footer is read whole, as before: the walk can only make a read smaller.
+
+use hudifs_storage::OpenFile;
+
+/// The key-value keys whose values are left out: Hudi's bloom filter (and its older name).
+const LEFT_OUT: [&[u8]; 2] = [
+    b"org.apache.hudi.bloomfilter",
+    b"com.uber.hoodie.bloomfilter",
+];
+
+/// How deep structs and lists may nest before the walk gives up (`FileMetaData` nests four).
+const MAX_DEPTH: usize = 16;
+
+/// Compact protocol type codes.
+const STOP: u8 = 0;
+const TRUE: u8 = 1;
+const FALSE: u8 = 2;
+const BYTE: u8 = 3;
+const I16: u8 = 4;
+const I32: u8 = 5;
+const I64: u8 = 6;
+const DOUBLE: u8 = 7;
+const BINARY: u8 = 8;
+const LIST: u8 = 9;
+const SET: u8 = 10;
+const MAP: u8 = 11;
+const STRUCT: u8 = 12;
+const UUID: u8 = 13;
+
+/// `FileMetaData.key_value_metadata`'s field id.
+const KEY_VALUE: i16 = 5;
+
+/// The bytes of a footer read so far, each piece at its offset in the footer.
+struct Pieces<'a> {
+    file: &'a dyn OpenFile,
+    /// Where the footer starts in the file, and its length.
+    start: u64,
+    len: u64,
+    pieces: Vec<(u64, Vec<u8>)>,
+    /// How much one read takes where the walk needs bytes it has not read.
+    chunk: u64,
+}
+
+/// Why a walk gave up.
+type Gave = ();
+
+impl Pieces<'_> {
+    /// The byte at `pos`, reading a chunk from there where no piece has it.
+    fn byte(&mut self, pos: u64) -> Result<u8, Gave> {
+        if let Some(b) = self.find(pos) {
+            return Ok(b);
+        }
+        if pos >= self.len {
+            return Err(());
+        }
+        let n = self.chunk.min(self.len - pos);
+        let mut buf = vec![0u8; n as usize];
+        self.file
+            .read_exact_random(&mut buf, self.start + pos)
+            .map_err(|_| ())?;
+        let b = buf[0];
+        self.pieces.push((pos, buf));
+        Ok(b)
+    }
+
+    fn find(&self, pos: u64) -> Option<u8> {
+        self.pieces.iter().find_map(|(at, p)| {
+            let i = pos.checked_sub(*at)?;
+            p.get(usize::try_from(i).ok()?).copied()
+        })
+    }
+
+    /// Bytes `from..to` of the footer, appended to `out`.
+    fn copy(&mut self, from: u64, to: u64, out: &mut Vec<u8>) -> Result<(), Gave> {
+        let mut pos = from;
+        while pos < to {
+            self.byte(pos)?;
+            // The piece holding `pos`, and how much of the range it has from there.
+            let (at, p) = self
+                .pieces
+                .iter()
+                .find(|(at, p)| pos >= *at && pos < at + p.len() as u64)
+                .ok_or(())?;
+            let i = (pos - at) as usize;
+            let n = ((to - pos) as usize).min(p.len() - i);
+            out.extend_from_slice(&p[i..i + n]);
+            pos += n as u64;
+        }
+        Ok(())
+    }
+}
+
+/// A walk over the compact encoding of one footer.
+struct Walk<'a, 'b> {
+    bytes: &'b mut Pieces<'a>,
+    pos: u64,
+}
+
+/// The key-value list of a footer: where it lies and the entries kept.
+struct KeyValues {
+    /// The list's header (after the field's header), and the end of its last entry.
+    header: u64,
+    end: u64,
+    /// The entries kept, as their byte ranges.
+    kept: Vec<(u64, u64)>,
+    /// Where the first value left out starts and the last one ends, if any was.
+    left_out: Option<(u64, u64)>,
+}
+
+impl Walk<'_, '_> {
+    fn u8(&mut self) -> Result<u8, Gave> {
+        let b = self.bytes.byte(self.pos)?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn varint(&mut self) -> Result<u64, Gave> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            v |= u64::from(b & 0x7F) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(())
+    }
+
+    /// Step over `n` bytes without reading them.
+    fn skip(&mut self, n: u64) -> Result<(), Gave> {
+        self.pos = self
+            .pos
+            .checked_add(n)
+            .filter(|p| *p <= self.bytes.len)
+            .ok_or(())?;
+        Ok(())
+    }
+
+    /// A binary's bytes (read) and where they start.
+    fn binary(&mut self) -> Result<Vec<u8>, Gave> {
+        let n = self.varint()?;
+        let from = self.pos;
+        self.skip(n)?;
+        let mut out = Vec::new();
+        self.bytes.copy(from, self.pos, &mut out)?;
+        Ok(out)
+    }
+
+    /// Step over a value of type `ty`.
+    fn value(&mut self, ty: u8, depth: usize) -> Result<(), Gave> {
+        if depth > MAX_DEPTH {
+            return Err(());
+        }
+        match ty {
+            TRUE | FALSE | BYTE => self.skip(1),
+            I16 | I32 | I64 => self.varint().map(|_| ()),
+            DOUBLE => self.skip(8),
+            BINARY => {
+                let n = self.varint()?;
+                self.skip(n)
+            }
+            UUID => self.skip(16),
+            LIST | SET => {
+                let (n, elem) = self.list_header()?;
+                for _ in 0..n {
+                    // A bool in a list is a byte of its own.
+                    self.value(
+                        if elem == TRUE || elem == FALSE {
+                            BYTE
+                        } else {
+                            elem
+                        },
+                        depth + 1,
+                    )?;
+                }
+                Ok(())
+            }
+            MAP => {
+                let n = self.varint()?;
+                if n == 0 {
+                    return Ok(());
+                }
+                let kinds = self.u8()?;
+                for _ in 0..n {
+                    self.value(kinds >> 4, depth + 1)?;
+                    self.value(kinds & 0x0F, depth + 1)?;
+                }
+                Ok(())
+            }
+            STRUCT => self.fields(depth + 1, |w, _, ty| w.value(ty, depth + 1)),
+            _ => Err(()),
+        }
+    }
+
+    fn list_header(&mut self) -> Result<(u64, u8), Gave> {
+        let h = self.u8()?;
+        let n = match h >> 4 {
+            15 => self.varint()?,
+            n => u64::from(n),
+        };
+        Ok((n, h & 0x0F))
+    }
+
+    /// The fields of a struct up to its stop, each handed to `field` with its id and type.
+    fn fields(
+        &mut self,
+        depth: usize,
+        mut field: impl FnMut(&mut Self, i16, u8) -> Result<(), Gave>,
+    ) -> Result<(), Gave> {
+        if depth > MAX_DEPTH {
+            return Err(());
+        }
+        let mut id: i16 = 0;
+        loop {
+            let h = self.u8()?;
+            if h == STOP {
+                return Ok(());
+            }
+            id = match h >> 4 {
+                0 => {
+                    let z = self.varint()?;
+                    i16::try_from((z >> 1) as i64 ^ -((z & 1) as i64)).map_err(|_| ())?
+                }
+                d => id.checked_add(i16::from(d)).ok_or(())?,
+            };
+            field(self, id, h & 0x0F)?;
+        }
+    }
+
+    /// The key-value list (its field header just read): each entry's key read, a left-out
+    /// key's value stepped over.
+    fn key_values(&mut self) -> Result<KeyValues, Gave> {
+        let header = self.pos;
+        let (n, elem) = self.list_header()?;
+        if elem != STRUCT {
+            return Err(());
+        }
+        let mut kept = Vec::new();
+        let mut left_out: Option<(u64, u64)> = None;
+        for _ in 0..n {
+            let from = self.pos;
+            let mut leave = false;
+            let mut value = (0, 0);
+            self.fields(2, |w, id, ty| match (id, ty) {
+                (1, BINARY) => {
+                    let key = w.binary()?;
+                    leave = LEFT_OUT.contains(&&key[..]);
+                    Ok(())
+                }
+                // The value, stepped over unread (a kept entry is copied whole below).
+                (2, BINARY) => {
+                    let n = w.varint()?;
+                    let at = w.pos;
+                    w.skip(n)?;
+                    value = (at, w.pos);
+                    Ok(())
+                }
+                (_, ty) => w.value(ty, 3),
+            })?;
+            if leave {
+                left_out = Some(match left_out {
+                    Some((first, _)) => (first, value.1),
+                    None => value,
+                });
+            } else {
+                kept.push((from, self.pos));
+            }
+        }
+        Ok(KeyValues {
+            header,
+            end: self.pos,
+            kept,
+            left_out,
+        })
+    }
+}
+
+/// The compact list header of `n` elements of type `elem`.
+fn list_header(n: usize, elem: u8, out: &mut Vec<u8>) {
+    if n < 15 {
+        out.push(((n as u8) << 4) | elem);
+    } else {
+        out.push(0xF0 | elem);
+        let mut v = n as u64;
+        loop {
+            let b = (v & 0x7F) as u8;
+            v >>= 7;
+            if v == 0 {
+                out.push(b);
+                break;
+            }
+            out.push(b | 0x80);
+        }
+    }
+}
+
+/// A footer without its bloom filter, and how much of the footer lies before the first value
+/// left out and after the last.
+pub struct Lean {
+    pub bytes: Vec<u8>,
+    pub before: u64,
+    pub after: u64,
+}
+
+/// The footer of `len` bytes that starts at `start` in `file`, with the bloom filter entries
+/// left out of its key-value metadata, given the last `tail.len()` bytes of the footer already
+/// read, reading `chunk` bytes at a time of what else the walk needs. None where the walk gave
+/// up (or found nothing to leave out): the footer is then to be read whole.
+pub fn lean(file: &dyn OpenFile, start: u64, len: u64, tail: Vec<u8>, chunk: u64) -> Option<Lean> {
+    let tail_at = len.checked_sub(tail.len() as u64)?;
+    let mut bytes = Pieces {
+        file,
+        start,
+        len,
+        pieces: vec![(tail_at, tail)],
+        chunk: chunk.max(64),
+    };
+    let mut w = Walk {
+        bytes: &mut bytes,
+        pos: 0,
+    };
+    let mut kv: Option<KeyValues> = None;
+    w.fields(0, |w, id, ty| {
+        if id == KEY_VALUE && ty == LIST && kv.is_none() {
+            kv = Some(w.key_values()?);
+            Ok(())
+        } else {
+            w.value(ty, 1)
+        }
+    })
+    .ok()?;
+    // The walk must end where the footer does.
+    if w.pos != len {
+        return None;
+    }
+    let kv = kv?;
+    let (before, after) = kv.left_out?;
+    let mut out = Vec::new();
+    bytes.copy(0, kv.header, &mut out).ok()?;
+    list_header(kv.kept.len(), STRUCT, &mut out);
+    for (from, to) in &kv.kept {
+        bytes.copy(*from, *to, &mut out).ok()?;
+    }
+    bytes.copy(kv.end, len, &mut out).ok()?;
+    Some(Lean {
+        bytes: out,
+        before,
+        after: len - after,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, RecordBatch, StringArray};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::metadata::{KeyValue, ParquetMetaDataReader};
+    use parquet::file::properties::WriterProperties;
+
+    use super::*;
+    use crate::delta::stats::{
+        footer_facts, read_footer, read_lean_footer, ArrowSchemas, TailGuess,
+    };
+
+    /// A file in memory that counts the bytes read of it.
+    struct Counted(Vec<u8>, AtomicU64);
+
+    impl OpenFile for Counted {
+        fn size(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            let from = (offset as usize).min(self.0.len());
+            let n = buf.len().min(self.0.len() - from);
+            buf[..n].copy_from_slice(&self.0[from..from + n]);
+            self.1.fetch_add(n as u64, Ordering::Relaxed);
+            Ok(n)
+        }
+    }
+
+    /// A Parquet file of two row groups whose footer's key-value metadata is `kv`.
+    fn parquet(kv: &[(&str, String)]) -> Vec<u8> {
+        let batch = RecordBatch::try_from_iter([
+            ("id", Arc::new(Int64Array::from_iter_values(0..100)) as _),
+            (
+                "name",
+                Arc::new(StringArray::from_iter_values(
+                    (0..100).map(|i| format!("n{i}")),
+                )) as _,
+            ),
+        ])
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_size(60)
+            .set_key_value_metadata(Some(
+                kv.iter()
+                    .map(|(k, v)| KeyValue::new(k.to_string(), v.clone()))
+                    .collect(),
+            ))
+            .build();
+        let mut out = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut out, batch.schema(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        out
+    }
+
+    fn bloom(n: usize) -> String {
+        (0..n).map(|i| char::from(b'A' + (i % 26) as u8)).collect()
+    }
+
+    #[test]
+    fn a_bloom_filter_is_stepped_over_and_everything_else_kept() {
+        let big = bloom(500_000);
+        let key = "org.apache.hudi.bloomfilter".to_string();
+        // The bloom filter first, between others, last, and under its older name.
+        for kv in [
+            vec![
+                (key.as_str(), big.clone()),
+                ("hoodie_min_record_key", "a".into()),
+            ],
+            vec![
+                ("hoodie_min_record_key", "a".into()),
+                (key.as_str(), big.clone()),
+                ("parquet.avro.schema", bloom(40_000)),
+            ],
+            vec![("x", "1".into()), (key.as_str(), big.clone())],
+            vec![
+                ("com.uber.hoodie.bloomfilter", big.clone()),
+                ("y", "2".into()),
+            ],
+        ] {
+            let bytes = parquet(&kv);
+            let whole = Counted(bytes.clone(), AtomicU64::new(0));
+            let full = read_footer(&whole, &TailGuess::default()).unwrap();
+            let file = Counted(bytes, AtomicU64::new(0));
+            let lean = read_lean_footer(&file, &TailGuess::default()).unwrap();
+            // Only what is not the bloom filter is read: its 16 KiB tail, the head, and the
+            // chunks of the other big value, if any.
+            let read = file.1.load(Ordering::Relaxed);
+            assert!(read < 120_000, "{read} bytes read");
+            assert_eq!(lean.start, full.start);
+            assert!(lean.bytes.len() < 100_000);
+            let a = footer_facts(&full.bytes, &ArrowSchemas::default()).unwrap();
+            let b = footer_facts(&lean.bytes, &ArrowSchemas::default()).unwrap();
+            assert_eq!(
+                (a.stats, a.num_records, a.schema),
+                (b.stats, b.num_records, b.schema)
+            );
+            assert_eq!(a.parquet, b.parquet);
+            // The other key-value entries are kept, in order.
+            let md = ParquetMetaDataReader::decode_metadata(&lean.bytes).unwrap();
+            let kept: Vec<&str> = md
+                .file_metadata()
+                .key_value_metadata()
+                .unwrap()
+                .iter()
+                .map(|e| e.key.as_str())
+                .filter(|k| !k.starts_with("ARROW"))
+                .collect();
+            let want: Vec<&str> = kv
+                .iter()
+                .map(|(k, _)| *k)
+                .filter(|k| !k.ends_with("bloomfilter"))
+                .collect();
+            assert_eq!(kept, want);
+        }
+    }
+
+    #[test]
+    fn the_reads_learn_what_the_walk_needs() {
+        let bytes = parquet(&[
+            ("org.apache.hudi.bloomfilter", bloom(430_000)),
+            ("hoodie_min_record_key", "a".into()),
+        ]);
+        let guess = TailGuess::default();
+        let read = |guess: &TailGuess| {
+            let file = Counted(bytes.clone(), AtomicU64::new(0));
+            let f = read_lean_footer(&file, guess).unwrap();
+            (f.bytes, file.1.load(Ordering::Relaxed))
+        };
+        let (first, a) = read(&guess);
+        // The next file of the table: a small tail and a small head.
+        let (second, b) = read(&guess);
+        assert_eq!(first, second);
+        assert!(a >= 32 << 10, "{a}");
+        assert!(b < 8 << 10, "{b} bytes read the second time");
+    }
+
+    #[test]
+    fn a_big_footer_without_a_bloom_filter_is_read_whole() {
+        let bytes = parquet(&[("parquet.avro.schema", bloom(100_000))]);
+        let file = Counted(bytes.clone(), AtomicU64::new(0));
+        let lean = read_lean_footer(&file, &TailGuess::default()).unwrap();
+        let full = read_footer(&Counted(bytes, AtomicU64::new(0)), &TailGuess::default()).unwrap();
+        assert_eq!(lean.bytes, full.bytes);
+    }
+
+    #[test]
+    fn a_damaged_footer_never_panics_the_walk() {
+        let bytes = parquet(&[
+            ("org.apache.hudi.bloomfilter", bloom(50_000)),
+            ("k", "v".into()),
+        ]);
+        let len = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap())
+            as usize;
+        let start = bytes.len() - 8 - len;
+        // Every byte of the footer's head and end, flipped; the footer cut short.
+        let positions = (start..start + 2000).chain(bytes.len() - 2000..bytes.len() - 8);
+        for (n, pos) in positions.enumerate() {
+            let mut b = bytes.clone();
+            b[pos] ^= [0x01, 0x80, 0xFF][n % 3];
+            let file = Counted(b, AtomicU64::new(0));
+            let _ = read_lean_footer(&file, &TailGuess::default())
+                .and_then(|f| footer_facts(&f.bytes, &ArrowSchemas::default()));
+        }
+        for cut in [1usize, 100, 16 << 10, len / 2, len - 1] {
+            let tail = bytes[bytes.len() - 16_000..bytes.len() - 8].to_vec();
+            let _ = lean(
+                &Counted(bytes[..bytes.len() - cut].to_vec(), AtomicU64::new(0)),
+                start as u64,
+                len as u64,
+                tail,
+                100,
+            );
+        }
+    }
+}
