@@ -14,7 +14,10 @@
 //! - `options`: `-o` options as mount(8) and fstab give them; `access`: owner and modes;
 //! - `notify`: systemd readiness; `status`: `hudifs status` and the daemon's state file;
 //! - `manual`: completions and the man page; `lake`: a lake (a root holding many tables) in one
-//!   mount.
+//!   mount;
+//! - `delta`, `iceberg`: the table as Delta Lake and Iceberg metadata, as plain values;
+//!   `saved_form`: the binary form of what they keep across mounts; `thrift_compact`: the
+//!   Thrift of Parquet footers, read.
 
 /// `hudifs --version`: the package version and the build's git revision (`build.rs`).
 pub const VERSION: &str = concat!(
@@ -45,3 +48,4 @@ pub mod saved_form;
 pub mod status;
 pub mod store;
 pub mod sys;
+pub mod thrift_compact;

@@ -9,35 +9,20 @@
 //! a bloom filter key is stepped over by its length, unread. What is returned is the footer with
 //! those entries left out of its key-value list, every other byte as it was: the same schema,
 //! row groups, statistics and column orders. Where the walk meets anything it does not expect
-//! (another encoding, a value before its key, a length past the footer's end), it gives up and
-//! the footer is read whole, as before: the walk can only make a read smaller.
+//! (another encoding, a length past the footer's end, a walk that does not end where the footer
+//! does), it gives up and the footer is read whole, as before: the walk can only make a read
+//! smaller. The Thrift itself is read by `thrift_compact.rs`.
 
 use hudifs_storage::OpenFile;
+
+use super::stats::{read_rest, read_tail, Footer, Tail, TailGuess};
+use crate::thrift_compact::{put_list_header, Bytes, Reader, BINARY, LIST, STRUCT};
 
 /// The key-value keys whose values are left out: Hudi's bloom filter (and its older name).
 const LEFT_OUT: [&[u8]; 2] = [
     b"org.apache.hudi.bloomfilter",
     b"com.uber.hoodie.bloomfilter",
 ];
-
-/// How deep structs and lists may nest before the walk gives up (`FileMetaData` nests four).
-const MAX_DEPTH: usize = 16;
-
-/// Compact protocol type codes.
-const STOP: u8 = 0;
-const TRUE: u8 = 1;
-const FALSE: u8 = 2;
-const BYTE: u8 = 3;
-const I16: u8 = 4;
-const I32: u8 = 5;
-const I64: u8 = 6;
-const DOUBLE: u8 = 7;
-const BINARY: u8 = 8;
-const LIST: u8 = 9;
-const SET: u8 = 10;
-const MAP: u8 = 11;
-const STRUCT: u8 = 12;
-const UUID: u8 = 13;
 
 /// `FileMetaData.key_value_metadata`'s field id.
 const KEY_VALUE: i16 = 5;
@@ -53,28 +38,31 @@ struct Pieces<'a> {
     chunk: u64,
 }
 
-/// Why a walk gave up.
-type Gave = ();
-
-impl Pieces<'_> {
+impl Bytes for Pieces<'_> {
     /// The byte at `pos`, reading a chunk from there where no piece has it.
-    fn byte(&mut self, pos: u64) -> Result<u8, Gave> {
+    fn byte_at(&mut self, pos: u64) -> Result<u8, String> {
         if let Some(b) = self.find(pos) {
             return Ok(b);
         }
         if pos >= self.len {
-            return Err(());
+            return Err("the footer ends inside a value".into());
         }
         let n = self.chunk.min(self.len - pos);
         let mut buf = vec![0u8; n as usize];
         self.file
             .read_exact_random(&mut buf, self.start + pos)
-            .map_err(|_| ())?;
+            .map_err(|e| e.to_string())?;
         let b = buf[0];
         self.pieces.push((pos, buf));
         Ok(b)
     }
 
+    fn size(&self) -> u64 {
+        self.len
+    }
+}
+
+impl Pieces<'_> {
     fn find(&self, pos: u64) -> Option<u8> {
         self.pieces.iter().find_map(|(at, p)| {
             let i = pos.checked_sub(*at)?;
@@ -83,16 +71,16 @@ impl Pieces<'_> {
     }
 
     /// Bytes `from..to` of the footer, appended to `out`.
-    fn copy(&mut self, from: u64, to: u64, out: &mut Vec<u8>) -> Result<(), Gave> {
+    fn copy(&mut self, from: u64, to: u64, out: &mut Vec<u8>) -> Result<(), String> {
         let mut pos = from;
         while pos < to {
-            self.byte(pos)?;
+            self.byte_at(pos)?;
             // The piece holding `pos`, and how much of the range it has from there.
             let (at, p) = self
                 .pieces
                 .iter()
                 .find(|(at, p)| pos >= *at && pos < at + p.len() as u64)
-                .ok_or(())?;
+                .ok_or("a piece read is not there")?;
             let i = (pos - at) as usize;
             let n = ((to - pos) as usize).min(p.len() - i);
             out.extend_from_slice(&p[i..i + n]);
@@ -100,12 +88,6 @@ impl Pieces<'_> {
         }
         Ok(())
     }
-}
-
-/// A walk over the compact encoding of one footer.
-struct Walk<'a, 'b> {
-    bytes: &'b mut Pieces<'a>,
-    pos: u64,
 }
 
 /// The key-value list of a footer: where it lies and the entries kept.
@@ -119,189 +101,77 @@ struct KeyValues {
     left_out: Option<(u64, u64)>,
 }
 
-impl Walk<'_, '_> {
-    fn u8(&mut self) -> Result<u8, Gave> {
-        let b = self.bytes.byte(self.pos)?;
-        self.pos += 1;
-        Ok(b)
+/// The key-value list at `r` (its field header just read): each entry's key read, each value
+/// stepped over unread (a kept entry is copied whole afterwards).
+fn key_values(r: &mut Reader<Pieces>) -> Result<KeyValues, String> {
+    let header = r.pos;
+    let (elem, n) = r.list_header()?;
+    if elem != STRUCT {
+        return Err("key-value entries that are not structs".into());
     }
-
-    fn varint(&mut self) -> Result<u64, Gave> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.u8()?;
-            v |= u64::from(b & 0x7F) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(())
-    }
-
-    /// Step over `n` bytes without reading them.
-    fn skip(&mut self, n: u64) -> Result<(), Gave> {
-        self.pos = self
-            .pos
-            .checked_add(n)
-            .filter(|p| *p <= self.bytes.len)
-            .ok_or(())?;
-        Ok(())
-    }
-
-    /// A binary's bytes (read) and where they start.
-    fn binary(&mut self) -> Result<Vec<u8>, Gave> {
-        let n = self.varint()?;
-        let from = self.pos;
-        self.skip(n)?;
-        let mut out = Vec::new();
-        self.bytes.copy(from, self.pos, &mut out)?;
-        Ok(out)
-    }
-
-    /// Step over a value of type `ty`.
-    fn value(&mut self, ty: u8, depth: usize) -> Result<(), Gave> {
-        if depth > MAX_DEPTH {
-            return Err(());
-        }
-        match ty {
-            TRUE | FALSE | BYTE => self.skip(1),
-            I16 | I32 | I64 => self.varint().map(|_| ()),
-            DOUBLE => self.skip(8),
-            BINARY => {
-                let n = self.varint()?;
-                self.skip(n)
-            }
-            UUID => self.skip(16),
-            LIST | SET => {
-                let (n, elem) = self.list_header()?;
-                for _ in 0..n {
-                    // A bool in a list is a byte of its own.
-                    self.value(
-                        if elem == TRUE || elem == FALSE {
-                            BYTE
-                        } else {
-                            elem
-                        },
-                        depth + 1,
-                    )?;
-                }
-                Ok(())
-            }
-            MAP => {
-                let n = self.varint()?;
-                if n == 0 {
-                    return Ok(());
-                }
-                let kinds = self.u8()?;
-                for _ in 0..n {
-                    self.value(kinds >> 4, depth + 1)?;
-                    self.value(kinds & 0x0F, depth + 1)?;
-                }
-                Ok(())
-            }
-            STRUCT => self.fields(depth + 1, |w, _, ty| w.value(ty, depth + 1)),
-            _ => Err(()),
-        }
-    }
-
-    fn list_header(&mut self) -> Result<(u64, u8), Gave> {
-        let h = self.u8()?;
-        let n = match h >> 4 {
-            15 => self.varint()?,
-            n => u64::from(n),
-        };
-        Ok((n, h & 0x0F))
-    }
-
-    /// The fields of a struct up to its stop, each handed to `field` with its id and type.
-    fn fields(
-        &mut self,
-        depth: usize,
-        mut field: impl FnMut(&mut Self, i16, u8) -> Result<(), Gave>,
-    ) -> Result<(), Gave> {
-        if depth > MAX_DEPTH {
-            return Err(());
-        }
-        let mut id: i16 = 0;
-        loop {
-            let h = self.u8()?;
-            if h == STOP {
-                return Ok(());
-            }
-            id = match h >> 4 {
-                0 => {
-                    let z = self.varint()?;
-                    i16::try_from((z >> 1) as i64 ^ -((z & 1) as i64)).map_err(|_| ())?
-                }
-                d => id.checked_add(i16::from(d)).ok_or(())?,
-            };
-            field(self, id, h & 0x0F)?;
-        }
-    }
-
-    /// The key-value list (its field header just read): each entry's key read, a left-out
-    /// key's value stepped over.
-    fn key_values(&mut self) -> Result<KeyValues, Gave> {
-        let header = self.pos;
-        let (n, elem) = self.list_header()?;
-        if elem != STRUCT {
-            return Err(());
-        }
-        let mut kept = Vec::new();
-        let mut left_out: Option<(u64, u64)> = None;
-        for _ in 0..n {
-            let from = self.pos;
-            let mut leave = false;
-            let mut value = (0, 0);
-            self.fields(2, |w, id, ty| match (id, ty) {
+    let mut kept = Vec::new();
+    let mut left_out: Option<(u64, u64)> = None;
+    for _ in 0..n {
+        let from = r.pos;
+        let mut leave = false;
+        let mut value = (0, 0);
+        let mut last = 0;
+        while let Some((id, ty)) = r.field(&mut last)? {
+            match (id, ty) {
                 (1, BINARY) => {
-                    let key = w.binary()?;
+                    let n = r.varint()?;
+                    let at = r.pos;
+                    r.step(n)?;
+                    let mut key = Vec::new();
+                    r.b.copy(at, r.pos, &mut key)?;
                     leave = LEFT_OUT.contains(&&key[..]);
-                    Ok(())
                 }
-                // The value, stepped over unread (a kept entry is copied whole below).
                 (2, BINARY) => {
-                    let n = w.varint()?;
-                    let at = w.pos;
-                    w.skip(n)?;
-                    value = (at, w.pos);
-                    Ok(())
+                    let n = r.varint()?;
+                    let at = r.pos;
+                    r.step(n)?;
+                    value = (at, r.pos);
                 }
-                (_, ty) => w.value(ty, 3),
-            })?;
-            if leave {
-                left_out = Some(match left_out {
-                    Some((first, _)) => (first, value.1),
-                    None => value,
-                });
-            } else {
-                kept.push((from, self.pos));
+                (_, ty) => r.skip(ty, false, 3)?,
             }
         }
-        Ok(KeyValues {
-            header,
-            end: self.pos,
-            kept,
-            left_out,
-        })
+        if leave {
+            left_out = Some(match left_out {
+                Some((first, _)) => (first, value.1),
+                None => value,
+            });
+        } else {
+            kept.push((from, r.pos));
+        }
     }
+    Ok(KeyValues {
+        header,
+        end: r.pos,
+        kept,
+        left_out,
+    })
 }
 
-/// The compact list header of `n` elements of type `elem`.
-fn list_header(n: usize, elem: u8, out: &mut Vec<u8>) {
-    if n < 15 {
-        out.push(((n as u8) << 4) | elem);
-    } else {
-        out.push(0xF0 | elem);
-        let mut v = n as u64;
-        loop {
-            let b = (v & 0x7F) as u8;
-            v >>= 7;
-            if v == 0 {
-                out.push(b);
-                break;
+/// Read the footer of `file` for its facts: as `stats::read_footer`, except that a footer bigger
+/// than the tail read is first walked without its bloom filter ([`lean`]: a Hudi base file's
+/// footer is mostly its bloom filter); a walk that gives up reads it whole.
+pub fn read_lean_footer(file: &dyn OpenFile, guess: &TailGuess) -> Result<Footer, String> {
+    match read_tail(file, guess)? {
+        Tail::Whole(footer) => Ok(footer),
+        Tail::Part { start, len, bytes } => {
+            match lean(file, start, len, bytes, guess.head()) {
+                // The guess learns what the walk needed on either side of the bloom filter,
+                // not the footer's length: the next file's reads stay small.
+                Some(lean) => {
+                    guess.saw(lean.after);
+                    guess.saw_head(lean.before);
+                    Ok(Footer {
+                        bytes: lean.bytes,
+                        start,
+                    })
+                }
+                None => read_rest(file, guess, start, len),
             }
-            out.push(b | 0x80);
         }
     }
 }
@@ -320,36 +190,32 @@ pub struct Lean {
 /// up (or found nothing to leave out): the footer is then to be read whole.
 pub fn lean(file: &dyn OpenFile, start: u64, len: u64, tail: Vec<u8>, chunk: u64) -> Option<Lean> {
     let tail_at = len.checked_sub(tail.len() as u64)?;
-    let mut bytes = Pieces {
+    let mut r = Reader::new(Pieces {
         file,
         start,
         len,
         pieces: vec![(tail_at, tail)],
         chunk: chunk.max(64),
-    };
-    let mut w = Walk {
-        bytes: &mut bytes,
-        pos: 0,
-    };
+    });
     let mut kv: Option<KeyValues> = None;
-    w.fields(0, |w, id, ty| {
+    let mut last = 0;
+    while let Some((id, ty)) = r.field(&mut last).ok()? {
         if id == KEY_VALUE && ty == LIST && kv.is_none() {
-            kv = Some(w.key_values()?);
-            Ok(())
+            kv = Some(key_values(&mut r).ok()?);
         } else {
-            w.value(ty, 1)
+            r.skip(ty, false, 1).ok()?;
         }
-    })
-    .ok()?;
+    }
     // The walk must end where the footer does.
-    if w.pos != len {
+    if r.pos != len {
         return None;
     }
     let kv = kv?;
     let (before, after) = kv.left_out?;
     let mut out = Vec::new();
+    let bytes = &mut r.b;
     bytes.copy(0, kv.header, &mut out).ok()?;
-    list_header(kv.kept.len(), STRUCT, &mut out);
+    put_list_header(&mut out, kv.kept.len(), STRUCT);
     for (from, to) in &kv.kept {
         bytes.copy(*from, *to, &mut out).ok()?;
     }
@@ -373,9 +239,7 @@ mod tests {
     use parquet::file::properties::WriterProperties;
 
     use super::*;
-    use crate::delta::stats::{
-        footer_facts, read_footer, read_lean_footer, ArrowSchemas, TailGuess,
-    };
+    use crate::delta::stats::{footer_facts, read_footer, ArrowSchemas};
 
     /// A file in memory that counts the bytes read of it.
     struct Counted(Vec<u8>, AtomicU64);

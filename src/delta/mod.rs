@@ -6,7 +6,7 @@
 
 pub mod changes;
 pub mod checkpoint;
-mod lean_footer;
+pub mod lean_footer;
 pub mod log;
 pub mod saved;
 pub mod schema;

@@ -43,19 +43,19 @@ impl TailGuess {
         }
     }
     /// A footer of `len` bytes was read.
-    fn saw(&self, len: u64) {
+    pub(super) fn saw(&self, len: u64) {
         self.0.fetch_max(len.max(1), Ordering::Relaxed);
     }
     /// How much of a footer's start a walk (`lean_footer.rs`) reads at once: what the walks
     /// before needed before the bloom filter, with an eighth to spare, or 16 KiB before the
     /// first.
-    fn head(&self) -> u64 {
+    pub(super) fn head(&self) -> u64 {
         match self.1.load(Ordering::Relaxed) {
             0 => FIRST_GUESS,
             len => (len + len / 8).clamp(64, MAX_GUESS),
         }
     }
-    fn saw_head(&self, len: u64) {
+    pub(super) fn saw_head(&self, len: u64) {
         self.1.fetch_max(len.max(1), Ordering::Relaxed);
     }
 }
@@ -69,7 +69,7 @@ pub struct Footer {
 /// Read the footer of `file`: one read of its last `guess` bytes when the footer is in them (on
 /// an object store, one request rather than two: the length, then the footer), else a second
 /// read of the footer itself. The one reader of whole footers (`iceberg/`'s footers with field
-/// ids); `delta/`'s facts read them with [`read_lean_footer`].
+/// ids); `delta/`'s facts read them with `lean_footer::read_lean_footer`.
 pub fn read_footer(file: &dyn OpenFile, guess: &TailGuess) -> Result<Footer, String> {
     match read_tail(file, guess)? {
         Tail::Whole(footer) => Ok(footer),
@@ -77,32 +77,8 @@ pub fn read_footer(file: &dyn OpenFile, guess: &TailGuess) -> Result<Footer, Str
     }
 }
 
-/// Read the footer of `file` for its facts: as [`read_footer`], except that a footer bigger
-/// than the tail read is first walked without its bloom filter (`lean_footer.rs`: a Hudi base
-/// file's footer is mostly its bloom filter); a walk that gives up reads it whole.
-pub fn read_lean_footer(file: &dyn OpenFile, guess: &TailGuess) -> Result<Footer, String> {
-    match read_tail(file, guess)? {
-        Tail::Whole(footer) => Ok(footer),
-        Tail::Part { start, len, bytes } => {
-            match super::lean_footer::lean(file, start, len, bytes, guess.head()) {
-                // The guess learns what the walk needed on either side of the bloom filter,
-                // not the footer's length: the next file's reads stay small.
-                Some(lean) => {
-                    guess.saw(lean.after);
-                    guess.saw_head(lean.before);
-                    Ok(Footer {
-                        bytes: lean.bytes,
-                        start,
-                    })
-                }
-                None => read_rest(file, guess, start, len),
-            }
-        }
-    }
-}
-
 /// The end of a file read with its tail guess.
-enum Tail {
+pub(super) enum Tail {
     /// The whole footer was in it.
     Whole(Footer),
     /// Only the last `bytes` of the footer of `len` bytes at `start`.
@@ -113,7 +89,7 @@ enum Tail {
     },
 }
 
-fn read_tail(file: &dyn OpenFile, guess: &TailGuess) -> Result<Tail, String> {
+pub(super) fn read_tail(file: &dyn OpenFile, guess: &TailGuess) -> Result<Tail, String> {
     let size = file.size();
     if size < 12 {
         return Err(format!("{size} bytes is too short for a Parquet file"));
@@ -145,7 +121,7 @@ fn read_tail(file: &dyn OpenFile, guess: &TailGuess) -> Result<Tail, String> {
 }
 
 /// The whole footer of `len` bytes at `start`, read (the guess learns its length).
-fn read_rest(
+pub(super) fn read_rest(
     file: &dyn OpenFile,
     guess: &TailGuess,
     start: u64,

@@ -688,7 +688,8 @@ impl HudiFs {
             return Err(Error::Invalid(format!("delta/{path}: not a data file")));
         };
         let corrupt = |e: String| Error::Corrupt(format!("delta/{path}: {e}"));
-        let footer = delta::stats::read_lean_footer(&*file, &self.delta.tail).map_err(corrupt)?;
+        let footer =
+            delta::lean_footer::read_lean_footer(&*file, &self.delta.tail).map_err(corrupt)?;
         let facts = self.footer_facts(footer.bytes).map_err(corrupt)?;
         lock(&self.delta.facts).insert(path.to_string(), facts.clone());
         Ok(facts)

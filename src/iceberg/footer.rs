@@ -5,20 +5,6 @@
 //! byte for byte, and the data pages before the footer are not touched, so the file is the
 //! same file with ids (docs/SEMANTICS.md §12.3).
 
-/// Compact-protocol type codes.
-const BOOL_TRUE: u8 = 1;
-const BOOL_FALSE: u8 = 2;
-const BYTE: u8 = 3;
-const I16: u8 = 4;
-const I32: u8 = 5;
-const I64: u8 = 6;
-const DOUBLE: u8 = 7;
-const BINARY: u8 = 8;
-const LIST: u8 = 9;
-const SET: u8 = 10;
-const MAP: u8 = 11;
-const STRUCT: u8 = 12;
-
 /// `FileMetaData.schema` and `SchemaElement.field_id`.
 const SCHEMA_FIELD: i16 = 2;
 const FIELD_ID: i16 = 9;
@@ -31,141 +17,7 @@ use parquet::file::metadata::ParquetMetaDataReader;
 use parquet::schema::types::Type;
 
 use crate::delta::stats::{read_footer, Footer, TailGuess};
-
-/// Nesting deeper than this is not a footer (and would exhaust the stack).
-const MAX_DEPTH: usize = 64;
-
-struct Reader<'a> {
-    b: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn byte(&mut self) -> Result<u8, String> {
-        let v = *self
-            .b
-            .get(self.pos)
-            .ok_or_else(|| "the footer ends inside a value".to_string())?;
-        self.pos += 1;
-        Ok(v)
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|e| *e <= self.b.len())
-            .ok_or_else(|| "the footer ends inside a value".to_string())?;
-        let s = &self.b[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-
-    fn varint(&mut self) -> Result<u64, String> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("a varint longer than 10 bytes".into())
-    }
-
-    /// The next field header of a struct: `None` at its end, else (field id, type).
-    fn field(&mut self, last: &mut i16) -> Result<Option<(i16, u8)>, String> {
-        let b = self.byte()?;
-        if b == 0 {
-            return Ok(None);
-        }
-        let ty = b & 0x0f;
-        let delta = i16::from(b >> 4);
-        let id = if delta != 0 {
-            last.checked_add(delta)
-                .ok_or_else(|| "a field id out of range".to_string())?
-        } else {
-            let z = self.varint()?;
-            i16::try_from((z >> 1) as i64 ^ -((z & 1) as i64))
-                .map_err(|_| "a field id out of range".to_string())?
-        };
-        *last = id;
-        Ok(Some((id, ty)))
-    }
-
-    /// A list or set header: (element type, count).
-    fn list_header(&mut self) -> Result<(u8, usize), String> {
-        let b = self.byte()?;
-        let n = match b >> 4 {
-            15 => self.varint()?,
-            n => u64::from(n),
-        };
-        let n = usize::try_from(n).map_err(|_| "a list too long".to_string())?;
-        if n > self.b.len() {
-            return Err(format!(
-                "a list of {n} elements in a footer of {} bytes",
-                self.b.len()
-            ));
-        }
-        Ok((b & 0x0f, n))
-    }
-
-    /// Skip a value of type `ty`; `in_list`: a boolean takes a byte of its own (in a struct
-    /// field it is the header's type).
-    fn skip(&mut self, ty: u8, in_list: bool, depth: usize) -> Result<(), String> {
-        if depth > MAX_DEPTH {
-            return Err("values nested too deep".into());
-        }
-        match ty {
-            BOOL_TRUE | BOOL_FALSE if !in_list => {}
-            BOOL_TRUE | BOOL_FALSE | BYTE => {
-                self.byte()?;
-            }
-            I16 | I32 | I64 => {
-                self.varint()?;
-            }
-            DOUBLE => {
-                self.take(8)?;
-            }
-            BINARY => {
-                let n = usize::try_from(self.varint()?).map_err(|_| "a string too long")?;
-                self.take(n)?;
-            }
-            LIST | SET => {
-                let (et, n) = self.list_header()?;
-                for _ in 0..n {
-                    self.skip(et, true, depth + 1)?;
-                }
-            }
-            MAP => {
-                let n = self.varint()?;
-                if n > 0 {
-                    let kv = self.byte()?;
-                    for _ in 0..n {
-                        self.skip(kv >> 4, true, depth + 1)?;
-                        self.skip(kv & 0x0f, true, depth + 1)?;
-                    }
-                }
-            }
-            STRUCT => {
-                let mut last = 0;
-                while let Some((_, t)) = self.field(&mut last)? {
-                    self.skip(t, false, depth + 1)?;
-                }
-            }
-            t => return Err(format!("an unknown Thrift type {t}")),
-        }
-        Ok(())
-    }
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
+use crate::thrift_compact::{put_varint, Reader, I32, LIST, STRUCT};
 
 fn zigzag32(v: i32) -> u64 {
     u64::from(((v << 1) ^ (v >> 31)) as u32)
@@ -192,20 +44,20 @@ pub fn id_bytes(id: i32) -> usize {
 /// schema elements' field ids set to `ids` (one per element, in the footer's order: the
 /// schema's nodes depth first, its root first). `None` leaves an element without an id.
 pub fn with_field_ids(footer: &[u8], ids: &[Option<i32>]) -> Result<Vec<u8>, String> {
-    let mut r = Reader { b: footer, pos: 0 };
+    let mut r = Reader::new(footer);
     let mut out = Vec::with_capacity(footer.len() + ids.len() * 3);
     let mut last = 0;
     let mut seen = false;
     loop {
-        let start = r.pos;
+        let start = r.pos as usize;
         match r.field(&mut last)? {
             None => {
-                out.extend_from_slice(&footer[start..r.pos]);
+                out.extend_from_slice(&footer[start..r.pos as usize]);
                 break;
             }
             Some((SCHEMA_FIELD, LIST)) => {
-                out.extend_from_slice(&footer[start..r.pos]);
-                let head = r.pos;
+                out.extend_from_slice(&footer[start..r.pos as usize]);
+                let head = r.pos as usize;
                 let (et, n) = r.list_header()?;
                 if et != STRUCT || n != ids.len() {
                     return Err(format!(
@@ -213,7 +65,7 @@ pub fn with_field_ids(footer: &[u8], ids: &[Option<i32>]) -> Result<Vec<u8>, Str
                         ids.len()
                     ));
                 }
-                out.extend_from_slice(&footer[head..r.pos]);
+                out.extend_from_slice(&footer[head..r.pos as usize]);
                 for id in ids {
                     element(&mut r, &mut out, *id)?;
                 }
@@ -221,26 +73,26 @@ pub fn with_field_ids(footer: &[u8], ids: &[Option<i32>]) -> Result<Vec<u8>, Str
             }
             Some((_, ty)) => {
                 r.skip(ty, false, 0)?;
-                out.extend_from_slice(&footer[start..r.pos]);
+                out.extend_from_slice(&footer[start..r.pos as usize]);
             }
         }
     }
     if !seen {
         return Err("the footer has no schema".into());
     }
-    out.extend_from_slice(&footer[r.pos..]);
+    out.extend_from_slice(&footer[r.pos as usize..]);
     Ok(out)
 }
 
 /// One `SchemaElement`, copied with its field id set to `id` (or removed).
-fn element(r: &mut Reader, out: &mut Vec<u8>, id: Option<i32>) -> Result<(), String> {
+fn element(r: &mut Reader<&[u8]>, out: &mut Vec<u8>, id: Option<i32>) -> Result<(), String> {
     let mut fields: Vec<(i16, u8, Vec<u8>)> = Vec::new();
     let mut last = 0;
     while let Some((fid, ty)) = r.field(&mut last)? {
-        let start = r.pos;
+        let start = r.pos as usize;
         r.skip(ty, false, 1)?;
         if fid != FIELD_ID {
-            fields.push((fid, ty, r.b[start..r.pos].to_vec()));
+            fields.push((fid, ty, r.b[start..r.pos as usize].to_vec()));
         }
     }
     if let Some(id) = id {
@@ -261,7 +113,7 @@ fn element(r: &mut Reader, out: &mut Vec<u8>, id: Option<i32>) -> Result<(), Str
 
 /// The ids a footer's schema elements already have, in order (to size a rewritten footer).
 pub fn present_ids(footer: &[u8]) -> Result<Vec<Option<i32>>, String> {
-    let mut r = Reader { b: footer, pos: 0 };
+    let mut r = Reader::new(footer);
     let mut last = 0;
     while let Some((fid, ty)) = r.field(&mut last)? {
         if fid == SCHEMA_FIELD && ty == LIST {
