@@ -184,13 +184,23 @@ pub fn footer_facts(footer: &[u8], schemas: &ArrowSchemas) -> Result<FileFacts, 
     // What the facts do not use is not decoded: the pages' encoding statistics.
     let options = ParquetMetaDataOptions::new()
         .with_encoding_stats_policy(parquet::file::metadata::ParquetStatisticsPolicy::SkipAll);
-    // The Parquet crate panics on some damaged footers (a required field missing, fewer column
-    // orders than columns): such a footer is an error, not the end of the daemon.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let md = ParquetMetaDataReader::decode_metadata_with_options(footer, Some(&options))
-            .map_err(|e| e.to_string())?;
-        facts(&md, schemas)
-    }))
+    let md = decode_footer(footer, Some(&options))?;
+    // A footer with fewer column orders than columns panics the crate's accessor too.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| facts(&md, schemas)))
+        .unwrap_or_else(|_| Err("a footer the Parquet decoder cannot read".into()))
+}
+
+/// A footer's `FileMetaData`, decoded. The Parquet crate panics on some damaged footers (a
+/// required field missing): such a footer is an error, not the end of the daemon. The one
+/// decoder of footers read from the table (`delta/` facts, `iceberg/`'s footers with ids).
+pub fn decode_footer(
+    footer: &[u8],
+    options: Option<&ParquetMetaDataOptions>,
+) -> Result<ParquetMetaData, String> {
+    std::panic::catch_unwind(|| {
+        ParquetMetaDataReader::decode_metadata_with_options(footer, options)
+            .map_err(|e| e.to_string())
+    })
     .unwrap_or_else(|_| Err("a footer the Parquet decoder cannot read".into()))
 }
 

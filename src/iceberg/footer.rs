@@ -13,10 +13,9 @@ use std::io;
 use std::sync::Arc;
 
 use hudifs_storage::{fill_at, OpenFile, ReadDone};
-use parquet::file::metadata::ParquetMetaDataReader;
 use parquet::schema::types::Type;
 
-use crate::delta::stats::{read_footer, Footer, TailGuess};
+use crate::delta::stats::{decode_footer, read_footer, Footer, TailGuess};
 use crate::thrift_compact::{put_varint, Reader, I32, LIST, STRUCT};
 
 fn zigzag32(v: i32) -> u64 {
@@ -163,7 +162,7 @@ impl WithIds {
             bytes: footer,
             start: cut,
         } = read_footer(&*inner, guess)?;
-        let md = ParquetMetaDataReader::decode_metadata(&footer).map_err(|e| e.to_string())?;
+        let md = decode_footer(&footer, None)?;
         let ids = ids_of(md.file_metadata().schema())?;
         let mut tail = with_field_ids(&footer, &ids)?;
         let n = u32::try_from(tail.len()).map_err(|_| "a footer over 4 GiB".to_string())?;
@@ -226,6 +225,7 @@ mod tests {
     use arrow_array::{Int32Array, RecordBatch, StringArray};
     use arrow_schema::{DataType, Field, Schema};
     use parquet::arrow::ArrowWriter;
+    use parquet::file::metadata::ParquetMetaDataReader;
 
     fn file() -> Vec<u8> {
         let schema = Arc::new(Schema::new(vec![
@@ -271,6 +271,40 @@ mod tests {
             new
         );
         assert_eq!(with_field_ids(&new, &[None, None, None]).unwrap(), old);
+    }
+
+    /// A file in memory.
+    struct Mem(Vec<u8>);
+
+    impl OpenFile for Mem {
+        fn size(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            let from = (offset as usize).min(self.0.len());
+            let n = buf.len().min(self.0.len() - from);
+            buf[..n].copy_from_slice(&self.0[from..from + n]);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_damaged_footer_is_an_error_when_opened_never_a_panic() {
+        let f = file();
+        let n = f.len();
+        let len = footer(&f).len();
+        let mut errors = 0;
+        for pos in n - 8 - len..n - 8 {
+            for flip in [0x01u8, 0x80, 0xFF] {
+                let mut b = f.clone();
+                b[pos] ^= flip;
+                let ids = |_: &Type| Ok(vec![None, Some(1), Some(2)]);
+                if WithIds::open(Arc::new(Mem(b)), &ids, &TailGuess::default()).is_err() {
+                    errors += 1;
+                }
+            }
+        }
+        assert!(errors > 0);
     }
 
     #[test]
