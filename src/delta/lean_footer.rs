@@ -229,8 +229,8 @@ pub fn lean(file: &dyn OpenFile, start: u64, len: u64, tail: Vec<u8>, chunk: u64
 
 #[cfg(test)]
 mod tests {
-    use std::io;
-    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use std::sync::atomic::Ordering;
     use std::sync::Arc;
 
     use arrow_array::{Int64Array, RecordBatch, StringArray};
@@ -239,23 +239,7 @@ mod tests {
     use parquet::file::properties::WriterProperties;
 
     use super::*;
-    use crate::delta::stats::{footer_facts, read_footer, ArrowSchemas};
-
-    /// A file in memory that counts the bytes read of it.
-    struct Counted(Vec<u8>, AtomicU64);
-
-    impl OpenFile for Counted {
-        fn size(&self) -> u64 {
-            self.0.len() as u64
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-            let from = (offset as usize).min(self.0.len());
-            let n = buf.len().min(self.0.len() - from);
-            buf[..n].copy_from_slice(&self.0[from..from + n]);
-            self.1.fetch_add(n as u64, Ordering::Relaxed);
-            Ok(n)
-        }
-    }
+    use crate::delta::stats::{footer_facts, read_footer, ArrowSchemas, Counted};
 
     /// A Parquet file of two row groups whose footer's key-value metadata is `kv`.
     fn parquet(kv: &[(&str, String)]) -> Vec<u8> {
@@ -310,13 +294,13 @@ mod tests {
             ],
         ] {
             let bytes = parquet(&kv);
-            let whole = Counted(bytes.clone(), AtomicU64::new(0));
+            let whole = Counted::new(bytes.clone());
             let full = read_footer(&whole, &TailGuess::default()).unwrap();
-            let file = Counted(bytes, AtomicU64::new(0));
+            let file = Counted::new(bytes);
             let lean = read_lean_footer(&file, &TailGuess::default()).unwrap();
             // Only what is not the bloom filter is read: its 16 KiB tail, the head, and the
             // chunks of the other big value, if any.
-            let read = file.1.load(Ordering::Relaxed);
+            let read = file.2.load(Ordering::Relaxed);
             assert!(read < 120_000, "{read} bytes read");
             assert_eq!(lean.start, full.start);
             assert!(lean.bytes.len() < 100_000);
@@ -354,9 +338,9 @@ mod tests {
         ]);
         let guess = TailGuess::default();
         let read = |guess: &TailGuess| {
-            let file = Counted(bytes.clone(), AtomicU64::new(0));
+            let file = Counted::new(bytes.clone());
             let f = read_lean_footer(&file, guess).unwrap();
-            (f.bytes, file.1.load(Ordering::Relaxed))
+            (f.bytes, file.2.load(Ordering::Relaxed))
         };
         let (first, a) = read(&guess);
         // The next file of the table: a small tail and a small head.
@@ -369,9 +353,9 @@ mod tests {
     #[test]
     fn a_big_footer_without_a_bloom_filter_is_read_whole() {
         let bytes = parquet(&[("parquet.avro.schema", bloom(100_000))]);
-        let file = Counted(bytes.clone(), AtomicU64::new(0));
+        let file = Counted::new(bytes.clone());
         let lean = read_lean_footer(&file, &TailGuess::default()).unwrap();
-        let full = read_footer(&Counted(bytes, AtomicU64::new(0)), &TailGuess::default()).unwrap();
+        let full = read_footer(&Counted::new(bytes), &TailGuess::default()).unwrap();
         assert_eq!(lean.bytes, full.bytes);
     }
 
@@ -389,14 +373,14 @@ mod tests {
         for (n, pos) in positions.enumerate() {
             let mut b = bytes.clone();
             b[pos] ^= [0x01, 0x80, 0xFF][n % 3];
-            let file = Counted(b, AtomicU64::new(0));
+            let file = Counted::new(b);
             let _ = read_lean_footer(&file, &TailGuess::default())
                 .and_then(|f| footer_facts(&f.bytes, &ArrowSchemas::default()));
         }
         for cut in [1usize, 100, 16 << 10, len / 2, len - 1] {
             let tail = bytes[bytes.len() - 16_000..bytes.len() - 8].to_vec();
             let _ = lean(
-                &Counted(bytes[..bytes.len() - cut].to_vec(), AtomicU64::new(0)),
+                &Counted::new(bytes[..bytes.len() - cut].to_vec()),
                 start as u64,
                 len as u64,
                 tail,

@@ -1,6 +1,8 @@
 //! What the Delta log says of one data file, from its Parquet footer alone: the record count,
 //! per-column null counts, minimums and maximums (`add.stats`), and the file's schema.
 
+#[cfg(test)]
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -152,7 +154,13 @@ impl ArrowSchemas {
     /// which differ from file to file, so with them no two files would share a schema and
     /// every file's facts would hold its bloom filter. (`ARROW:schema`, the Arrow types a
     /// writer recorded, is still taken: the conversion reads it from the metadata.)
-    fn of(&self, fmd: &parquet::file::metadata::FileMetaData) -> Result<Arc<Schema>, String> {
+    ///
+    /// Returned with the file's Parquet schema, both as held here: the files of one schema
+    /// share them (`FileFacts::parquet` is compared by pointer).
+    fn of(
+        &self,
+        fmd: &parquet::file::metadata::FileMetaData,
+    ) -> Result<(Arc<parquet::schema::types::Type>, Arc<Schema>), String> {
         let root = fmd.schema_descr().root_schema_ptr();
         let hint = fmd.key_value_metadata().and_then(|kv| {
             kv.iter()
@@ -160,9 +168,13 @@ impl ArrowSchemas {
                 .and_then(|e| e.value.clone())
         });
         let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, _, schema)) = known.iter().find(|(r, h, _)| *r == root && *h == hint) {
-            return Ok(schema.clone());
+        if let Some((r, _, schema)) = known.iter().find(|(r, h, _)| *r == root && *h == hint) {
+            return Ok((r.clone(), schema.clone()));
         }
+        let root = known
+            .iter()
+            .find(|(r, _, _)| *r == root)
+            .map_or(root, |(r, _, _)| r.clone());
         let kv = hint.as_ref().map(|h| {
             vec![KeyValue::new(
                 parquet::arrow::ARROW_SCHEMA_META_KEY.to_string(),
@@ -173,8 +185,8 @@ impl ArrowSchemas {
             .map_err(|e| e.to_string())?
             .with_metadata(Default::default());
         let schema = Arc::new(schema);
-        known.push((root, hint, schema.clone()));
-        Ok(schema)
+        known.push((root.clone(), hint, schema.clone()));
+        Ok((root, schema))
     }
 }
 
@@ -207,7 +219,7 @@ pub fn decode_footer(
 /// The facts of a decoded footer.
 fn facts(md: &ParquetMetaData, schemas: &ArrowSchemas) -> Result<FileFacts, String> {
     let fmd = md.file_metadata();
-    let schema = schemas.of(fmd)?;
+    let (parquet, schema) = schemas.of(fmd)?;
     let num_records: i64 = md.row_groups().iter().map(|rg| rg.num_rows()).sum();
     let mut nulls: Vec<(&str, u64)> = Vec::new();
     let mut bounded: Vec<(&str, Bound, Bound)> = Vec::new();
@@ -274,7 +286,7 @@ fn facts(md: &ParquetMetaData, schemas: &ArrowSchemas) -> Result<FileFacts, Stri
         stats: Arc::from(stats),
         num_records,
         schema,
-        parquet: fmd.schema_descr().root_schema_ptr(),
+        parquet,
     })
 }
 
@@ -367,33 +379,41 @@ fn less(a: &Bound, b: &Bound) -> bool {
     }
 }
 
+/// A file in memory that counts the reads made of it and the bytes they took: the file the
+/// tests of footer reading read (here, `lean_footer.rs`, `iceberg/footer.rs`).
+#[cfg(test)]
+pub(crate) struct Counted(pub Vec<u8>, pub AtomicUsize, pub AtomicU64);
+
+#[cfg(test)]
+impl Counted {
+    pub(crate) fn new(bytes: Vec<u8>) -> Counted {
+        Counted(bytes, AtomicUsize::new(0), AtomicU64::new(0))
+    }
+}
+
+#[cfg(test)]
+impl OpenFile for Counted {
+    fn size(&self) -> u64 {
+        self.0.len() as u64
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.1.fetch_add(1, Ordering::Relaxed);
+        let from = (offset as usize).min(self.0.len());
+        let n = buf.len().min(self.0.len() - from);
+        buf[..n].copy_from_slice(&self.0[from..from + n]);
+        self.2.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    use std::io;
-    use std::sync::atomic::AtomicUsize;
 
     use arrow_array::{Int64Array, RecordBatch};
     use parquet::arrow::ArrowWriter;
     use parquet::file::metadata::KeyValue;
     use parquet::file::properties::WriterProperties;
-
-    /// A file in memory that counts the reads made of it.
-    struct Counted(Vec<u8>, AtomicUsize);
-
-    impl OpenFile for Counted {
-        fn size(&self) -> u64 {
-            self.0.len() as u64
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-            self.1.fetch_add(1, Ordering::Relaxed);
-            let from = (offset as usize).min(self.0.len());
-            let n = buf.len().min(self.0.len() - from);
-            buf[..n].copy_from_slice(&self.0[from..from + n]);
-            Ok(n)
-        }
-    }
 
     /// A Parquet file of `rows` rows whose footer carries `padding` bytes of key-value metadata
     /// (as a Hudi base file carries its bloom filter).
@@ -413,7 +433,7 @@ mod tests {
         let mut w = ArrowWriter::try_new(&mut out, batch.schema(), Some(props)).unwrap();
         w.write(&batch).unwrap();
         w.close().unwrap();
-        Counted(out, AtomicUsize::new(0))
+        Counted::new(out)
     }
 
     fn read_facts(file: &dyn OpenFile, guess: &TailGuess) -> Result<FileFacts, String> {
@@ -496,7 +516,7 @@ mod tests {
         let mut w = ArrowWriter::try_new(&mut out, batch.schema(), Some(props)).unwrap();
         w.write(&batch).unwrap();
         w.close().unwrap();
-        let facts = read_facts(&Counted(out, AtomicUsize::new(0)), &TailGuess::default()).unwrap();
+        let facts = read_facts(&Counted::new(out), &TailGuess::default()).unwrap();
         let got: serde_json::Value = serde_json::from_str(&facts.stats).unwrap();
         assert_eq!(
             got,
@@ -524,7 +544,7 @@ mod tests {
         let n = f.0.len();
         f.0[n - 8..n - 4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(read_facts(&f, &guess).unwrap_err().contains("a footer of"));
-        let tiny = Counted(b"PAR1PAR1".to_vec(), AtomicUsize::new(0));
+        let tiny = Counted::new(b"PAR1PAR1".to_vec());
         assert!(read_facts(&tiny, &guess).unwrap_err().contains("too short"));
     }
 }

@@ -70,24 +70,11 @@ pub(super) struct DeltaCache {
     preload: Mutex<Option<Preload>>,
 }
 
-/// Schemas shared by the footer facts of many files, each held once.
+/// The footer of a file of each Parquet schema (saved with the log: `delta/saved.rs`); the
+/// schemas themselves are held once by `DeltaCache::arrow`.
 #[derive(Default)]
 struct Schemas {
-    arrow: Vec<Arc<arrow_schema::Schema>>,
-    parquet: Vec<Arc<parquet::schema::types::Type>>,
-    /// The footer of a file of each Parquet schema (saved with the log: `delta/saved.rs`).
     footers: Vec<(Arc<parquet::schema::types::Type>, Arc<Vec<u8>>)>,
-}
-
-/// `x`, or the equal value `held` already has.
-fn shared<T: PartialEq>(held: &mut Vec<Arc<T>>, x: Arc<T>) -> Arc<T> {
-    match held.iter().find(|h| **h == x) {
-        Some(h) => h.clone(),
-        None => {
-            held.push(x.clone());
-            x
-        }
-    }
 }
 
 /// A log as far as it could be built: the versions before the first that failed, and why that
@@ -701,10 +688,8 @@ impl HudiFs {
         &self,
         footer: Vec<u8>,
     ) -> std::result::Result<Arc<FileFacts>, String> {
-        let mut facts = delta::stats::footer_facts(&footer, &self.delta.arrow)?;
+        let facts = delta::stats::footer_facts(&footer, &self.delta.arrow)?;
         let mut s = lock(&self.delta.schemas);
-        facts.schema = shared(&mut s.arrow, facts.schema);
-        facts.parquet = shared(&mut s.parquet, facts.parquet);
         if !s
             .footers
             .iter()

@@ -273,21 +273,6 @@ mod tests {
         assert_eq!(with_field_ids(&new, &[None, None, None]).unwrap(), old);
     }
 
-    /// A file in memory.
-    struct Mem(Vec<u8>);
-
-    impl OpenFile for Mem {
-        fn size(&self) -> u64 {
-            self.0.len() as u64
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-            let from = (offset as usize).min(self.0.len());
-            let n = buf.len().min(self.0.len() - from);
-            buf[..n].copy_from_slice(&self.0[from..from + n]);
-            Ok(n)
-        }
-    }
-
     #[test]
     fn a_damaged_footer_is_an_error_when_opened_never_a_panic() {
         let f = file();
@@ -299,7 +284,13 @@ mod tests {
                 let mut b = f.clone();
                 b[pos] ^= flip;
                 let ids = |_: &Type| Ok(vec![None, Some(1), Some(2)]);
-                if WithIds::open(Arc::new(Mem(b)), &ids, &TailGuess::default()).is_err() {
+                if WithIds::open(
+                    Arc::new(crate::delta::stats::Counted::new(b)),
+                    &ids,
+                    &TailGuess::default(),
+                )
+                .is_err()
+                {
                     errors += 1;
                 }
             }
